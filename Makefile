@@ -1,0 +1,40 @@
+# Every target bootstraps what it needs: uv (installed with pip when missing), then the locked
+# environment. Nothing else has to be on the machine but python3 and make.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV := $(PYTHON) -m uv
+RUN := $(UV) run --locked --no-sync
+
+.PHONY: demo test bench ui lint typecheck simulator bootstrap clean
+
+bootstrap:
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
+		|| $(PYTHON) -m pip install --quiet --user --break-system-packages uv
+	@$(UV) sync --locked --quiet
+
+demo: bootstrap
+	@$(RUN) whitebit-etl demo
+
+test: bootstrap lint typecheck
+	$(RUN) pytest
+
+lint: bootstrap
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+typecheck: bootstrap
+	$(RUN) mypy
+
+bench: bootstrap
+	@$(UV) sync --locked --quiet --group bench
+	$(UV) run --locked --no-sync --group bench python -m tests.bench
+
+ui: bootstrap
+	@mkdir -p data/dagster
+	DAGSTER_HOME=$(CURDIR)/data/dagster $(RUN) dagster dev -w workspace.yaml
+
+simulator: bootstrap
+	@$(RUN) whitebit-etl simulator
+
+clean:
+	rm -rf data .venv .mypy_cache .ruff_cache .pytest_cache .hypothesis

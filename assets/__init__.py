@@ -1,0 +1,1 @@
+"""Dagster assets, partitions, checks, jobs, schedules and resources of the warehouse."""

@@ -1,0 +1,1 @@
+"""whitebit-etl: WhiteBIT account extraction into an exact, partitioned warehouse."""

@@ -1,0 +1,16 @@
+"""The operations table is complete and self-consistent."""
+
+from pipeline.whitebit import spec
+
+
+def test_the_eight_operations_each_have_one_path() -> None:
+    assert len(spec.OPERATIONS) == 8
+    assert len(spec.BY_PATH) == 8
+    assert all(op.path.startswith(spec.API_PREFIX) for op in spec.OPERATIONS)
+    assert [op.name for op in spec.OPERATIONS if not op.private] == ["ping"]
+
+
+def test_investments_offset_window_is_ten_thousand() -> None:
+    offset = spec.INVESTMENTS_HISTORY.param("offset")
+    assert (offset.minimum, offset.maximum) == (0, 10_000)
+    assert spec.INVESTMENTS_HISTORY.param("limit").maximum == 100

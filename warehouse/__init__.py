@@ -1,0 +1,1 @@
+"""Load: table schemas, exact normalization, atomic Parquet partitions, the DuckDB catalog."""
