@@ -27,7 +27,7 @@ typecheck: bootstrap
 
 bench: bootstrap
 	@$(UV) sync --locked --quiet --group bench
-	$(UV) run --locked --no-sync --group bench python -m tests.bench
+	$(UV) run --locked --no-sync --group bench python -m bench
 
 ui: bootstrap
 	@mkdir -p data/dagster
