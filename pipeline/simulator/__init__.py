@@ -1,1 +1,29 @@
-"""The stand-in exchange: the API contract made executable, for tests, benchmarks and the demo."""
+"""The stand-in exchange: the API contract made executable, for tests, benchmarks and the demo.
+
+It implements `shared/spec/whitebit-api-v4.md` as strictly as the real service (filled in by
+`shared/spec/api-facts.md`): signed requests, nonces, rate budgets, validation, deterministic data
+from (seed, scale, clock), and switchable faults. It imports `pipeline.whitebit.spec` and nothing
+else of the client.
+"""
+
+from ._clock import SimClock
+from ._data import Dataset, Scale, decimal_text
+from ._faults import Fault, FaultInjector
+from ._keys import Credentials, KeyStore
+from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, serve, spawn
+
+__all__ = [
+    "DEFAULT_SEED",
+    "Credentials",
+    "Dataset",
+    "Fault",
+    "FaultInjector",
+    "KeyStore",
+    "Scale",
+    "SimClock",
+    "Simulator",
+    "SpawnedSimulator",
+    "decimal_text",
+    "serve",
+    "spawn",
+]

@@ -1,0 +1,365 @@
+"""The simulated exchange as a Starlette app: authentication, budgets, validation, handlers, faults.
+
+Checks run in the order a request meets them at the real service: the gateway's rate budget and
+its faults first, then the API key, the signature over the Base64 payload, the payload against
+the body, ``request`` against the path, the nonce, the key's permissions, and the parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from pipeline.whitebit import spec
+
+from . import _answers as answers
+from ._answers import Answer, json_answer
+from ._data import Dataset
+from ._faults import Fault, FaultInjector
+from ._keys import ApiKey, KeyStore, NonceRejected
+from ._limits import RateLimiter
+from ._validation import SIGNING_FIELDS, Invalid, validate
+
+log = logging.getLogger("pipeline.simulator")
+
+
+class DroppedConnection(Exception):
+    """Raised inside a response to make the server cut the connection mid-body (a fault)."""
+
+
+class _DroppingResponse(Response):
+    """Announces the whole body, sends half, then fails: the client sees the connection drop."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        await send(
+            {
+                "type": "http.response.body",
+                "body": self.body[: len(self.body) // 2],
+                "more_body": True,
+            }
+        )
+        raise DroppedConnection
+
+
+class SimulatorState:
+    """Everything the handlers read and the tests steer."""
+
+    def __init__(self, dataset: Dataset, keys: KeyStore) -> None:
+        self.dataset = dataset
+        self.keys = keys
+        self.limits = RateLimiter()
+        self.faults = FaultInjector()
+        self.answered: Counter[tuple[str, int]] = Counter()
+        self.hedge_body = orjson.dumps({"hedgeMode": dataset.hedge_mode})
+        self.main_body = orjson.dumps(dataset.main_balance)
+        trading = {
+            t: b
+            for t, b in dataset.trading_balance.items()
+            if b != {"available": "0", "freeze": "0"}
+        }
+        self.trading_body = orjson.dumps(trading)
+        self.links_bodies = {a: orjson.dumps({"data": v}) for a, v in dataset.watcher_links.items()}
+
+    def count(self, path: str, status: int) -> None:
+        self.answered[(path, status)] += 1
+
+    def answers_with(self, status: int) -> int:
+        return sum(n for (_, s), n in self.answered.items() if s == status)
+
+
+# --- Handlers: (state, validated parameters, key) -> answer ---------------------------------
+
+
+def _page(offset: int, limit: int, records: list[bytes]) -> bytes:
+    return b'{"offset":%d,"limit":%d,"records":[%b]}' % (offset, limit, b",".join(records))
+
+
+def _investments(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    if not key.b2b:
+        return answers.NO_B2B_ACCESS
+    found = state.dataset.investments.select(id=p["id"], ticker=p["ticker"], status=p["status"])
+    offset, limit = p["offset"], p["limit"]
+    return Answer(200, _page(offset, limit, found[offset : offset + limit]))
+
+
+def _hedge_mode(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    return Answer(200, state.hedge_body)
+
+
+def _reset_key(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    if not key.can_reset_keys or key.subaccount:
+        return answers.NOT_PERMITTED
+    target = state.keys.subaccount(p["apiKeyId"])
+    if target is None:
+        return answers.API_KEY_NOT_FOUND
+    state.keys.reset(target)
+    log.info("sub-account key %s reset", target.key_id)
+    return Answer(200, b"{}")
+
+
+def _funding(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    offset, limit = p["offset"], p["limit"]
+    return Answer(200, _page(offset, limit, state.dataset.funding.page(p["market"], offset, limit)))
+
+
+def _main_balance(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    ticker = p["ticker"]
+    if ticker is None:
+        return Answer(200, state.main_body)
+    # An unknown ticker is a zero balance, not an error.
+    balance = state.dataset.main_balance.get(ticker, {"main_balance": "0"})
+    return json_answer(200, {ticker: balance})
+
+
+def _trading_balance(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    ticker = p["ticker"]
+    if ticker is None:
+        return Answer(200, state.trading_body)
+    balance = state.dataset.trading_balance.get(ticker, {"available": "0", "freeze": "0"})
+    return json_answer(200, {ticker: balance})
+
+
+def _watcher_links(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+    account = p["account"]
+    body = state.links_bodies.get(account)
+    if body is None:
+        return answers.private_error(
+            400, 0, "Validation failed", {"user": [f"Mining pool account '{account}' not found"]}
+        )
+    return Answer(200, body)
+
+
+Handler = Callable[[SimulatorState, dict[str, Any], ApiKey], Answer]
+
+HANDLERS: dict[str, Handler] = {
+    spec.INVESTMENTS_HISTORY.path: _investments,
+    spec.HEDGE_MODE.path: _hedge_mode,
+    spec.RESET_SUBACCOUNT_KEY.path: _reset_key,
+    spec.FUNDING_HISTORY.path: _funding,
+    spec.MAIN_BALANCE.path: _main_balance,
+    spec.TRADING_BALANCE.path: _trading_balance,
+    spec.WATCHER_LINKS.path: _watcher_links,
+}
+
+
+def _exists(state: SimulatorState) -> Callable[[spec.Param, Any], bool]:
+    data = state.dataset
+
+    def exists(p: spec.Param, value: Any) -> bool:
+        if p.name == "ticker":
+            return value in data.investments.tickers
+        if p.name == "id":
+            return value in data.investments.ids
+        if p.name == "market":
+            return value in data.funding.market_names
+        # apiKeyId and account are looked up by their handlers, which answer in their own way.
+        return True
+
+    return exists
+
+
+# --- Authentication (api-facts.md, "Signing a private request") -----------------------------
+
+
+def _nonce(value: Any) -> int | None:
+    """A nonce as the exchange accepts it: a non-negative integer, or a string of digits."""
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is str and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+def authenticate(
+    state: SimulatorState, op: spec.Operation, headers: Any, body: bytes
+) -> tuple[ApiKey, dict[str, Any]] | Answer:
+    """The key and the parsed body of a correctly signed request, or the answer refusing it."""
+    key = state.keys.by_api_key(headers.get("x-txc-apikey", ""))
+    if key is None:
+        return answers.UNAUTHORIZED
+    payload = headers.get("x-txc-payload")
+    if not payload:
+        return answers.PAYLOAD_NOT_PROVIDED
+    signature = headers.get("x-txc-signature", "")
+    expected = hmac.new(key.secret, payload.encode(), hashlib.sha512).hexdigest()
+    if not hmac.compare_digest(expected, signature.lower()):
+        return answers.UNAUTHORIZED
+    if not key.enabled:
+        return answers.KEY_DISABLED
+    try:
+        signed = orjson.loads(base64.b64decode(payload, validate=True))
+        sent = orjson.loads(body)
+    except (binascii.Error, ValueError):
+        return answers.INVALID_PAYLOAD
+    # Same JSON, whatever the key order: compare parsed values, not bytes.
+    if not isinstance(signed, dict) or signed != sent:
+        return answers.INVALID_PAYLOAD
+    if "request" not in signed:
+        return answers.REQUEST_NOT_PROVIDED
+    if signed["request"] != op.path:
+        return answers.INVALID_PAYLOAD
+    if "nonce" not in signed:
+        return answers.NONCE_NOT_PROVIDED
+    nonce = _nonce(signed["nonce"])
+    window = signed.get("nonceWindow", False)
+    if nonce is None or type(window) is not bool:
+        return answers.INVALID_PAYLOAD
+    try:
+        state.keys.accept_nonce(key, nonce, window=window)
+    except NonceRejected as rejected:
+        return answers.NONCE_OUTSIDE_WINDOW if rejected.outside_window else answers.NONCE_TOO_LOW
+    return key, signed
+
+
+# --- The ASGI side -------------------------------------------------------------------------
+
+
+def _respond(answer: Answer) -> Response:
+    return Response(answer.body, answer.status, media_type=answer.media_type)
+
+
+def _drift(body: bytes, fault: Fault) -> bytes:
+    """Change a successful answer the way an API that drifted from its spec would."""
+    if fault is Fault.TRUNCATED_JSON:
+        return body[: max(1, len(body) // 2)]
+    doc = orjson.loads(body)
+    target: Any = doc
+    # The first record-like object: a record of a page, a balance, or the body itself.
+    while True:
+        if isinstance(target, dict):
+            nested = [v for v in target.values() if isinstance(v, dict | list) and v]
+            if nested and not any(isinstance(v, str) for v in target.values()):
+                target = nested[0]
+                continue
+        if isinstance(target, list) and target and isinstance(target[0], dict | list):
+            target = target[0]
+            continue
+        break
+    if isinstance(target, list):  # ping's ["pong"]
+        if fault is Fault.EXTRA_FIELD:
+            target.append("extra")
+        elif fault is Fault.MISSING_FIELD:
+            target.clear()
+        else:
+            target[:] = [1]
+    elif fault is Fault.EXTRA_FIELD:
+        target["unexpectedField"] = "drift"
+    elif fault is Fault.MISSING_FIELD:
+        target.pop(next(reversed(target)), None)
+    else:
+        name = next((k for k, v in target.items() if isinstance(v, str)), next(iter(target), None))
+        if name is not None:
+            value = target[name]
+            try:
+                target[name] = float(value)
+            except (TypeError, ValueError):
+                target[name] = 12345
+    return orjson.dumps(doc)
+
+
+async def _faulted(
+    state: SimulatorState, path: str, run: Callable[[], Awaitable[Answer]]
+) -> Response:
+    """Answer the request, with the fault the injector draws for it, if any."""
+    fault = state.faults.draw(path)
+    if fault is Fault.SLOW:
+        await asyncio.sleep(state.faults.slow_seconds)
+    elif fault in (Fault.HTTP_500, Fault.HTTP_502, Fault.HTTP_503):
+        answer = answers.html_server_error(int(fault.value[-3:]))
+        state.count(path, answer.status)
+        return _respond(answer)
+    elif fault is Fault.GATEWAY_429:
+        state.count(path, 429)
+        return _respond(answers.GATEWAY_RATE_LIMITED)
+    answer = await run()
+    state.count(path, answer.status)
+    if fault is Fault.DROP_CONNECTION:
+        return _DroppingResponse(answer.body, answer.status, media_type=answer.media_type)
+    if fault is not None and fault.alters_success and answer.status == 200:
+        return Response(_drift(answer.body, fault), 200, media_type=answer.media_type)
+    return _respond(answer)
+
+
+def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Request], Any]:
+    handler = HANDLERS[op.path]
+    exists = _exists(state)
+
+    async def endpoint(request: Request) -> Response:
+        host = request.client.host if request.client else "?"
+        api_key = request.headers.get("x-txc-apikey")
+        known = api_key if api_key and state.keys.by_api_key(api_key) else None
+        if not state.limits.admit(op, host, known):
+            state.count(op.path, 429)
+            return _respond(answers.GATEWAY_RATE_LIMITED)
+
+        async def run() -> Answer:
+            authenticated = authenticate(state, op, request.headers, await request.body())
+            if isinstance(authenticated, Answer):
+                return authenticated
+            key, body = authenticated
+            try:
+                params = validate(
+                    op, {k: v for k, v in body.items() if k not in SIGNING_FIELDS}, exists
+                )
+            except Invalid as invalid:
+                return invalid.answer
+            return handler(state, params, key)
+
+        return await _faulted(state, op.path, run)
+
+    return endpoint
+
+
+def _ping_endpoint(state: SimulatorState) -> Callable[[Request], Any]:
+    pong = Answer(200, b'["pong"]')
+
+    async def endpoint(request: Request) -> Response:
+        if request.method != "GET":
+            return _respond(answers.public_error(405, "Method not allowed"))
+        host = request.client.host if request.client else "?"
+        if not state.limits.admit(spec.PING, host, None):
+            state.count(spec.PING.path, 429)
+            return _respond(answers.GATEWAY_RATE_LIMITED)
+
+        async def run() -> Answer:
+            return pong
+
+        return await _faulted(state, spec.PING.path, run)
+
+    return endpoint
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return Response(b"", 404)
+
+
+def build_app(state: SimulatorState, control: list[Route] | None = None) -> Starlette:
+    """The exchange's routes (plus the simulator's own control routes, if given)."""
+    routes = [Route(spec.PING.path, _ping_endpoint(state), methods=["GET", "POST"])]
+    routes += [
+        Route(op.path, _private_endpoint(state, op), methods=["POST"])
+        for op in spec.OPERATIONS
+        if op.private
+    ]
+    # An unknown route, or a private one called with GET: an empty 404, as the exchange answers.
+    return Starlette(
+        routes=routes + (control or []),
+        exception_handlers={404: _not_found, 405: _not_found},
+    )

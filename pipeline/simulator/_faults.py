@@ -1,0 +1,95 @@
+"""Fault injection: what a real exchange, its gateway and the network do on a bad night.
+
+Off by default. A test switches faults on with a probability (each request draws from a seeded
+random stream, so a run is repeatable) or scripts the exact sequence the next requests get.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter, deque
+from collections.abc import Iterable
+from enum import Enum
+
+
+class Fault(Enum):
+    HTTP_500 = "http_500"  # server error with an HTML body
+    HTTP_502 = "http_502"  # bad gateway, HTML
+    HTTP_503 = "http_503"  # unavailable, HTML
+    GATEWAY_429 = "gateway_429"  # the gateway's rate limit: a non-JSON body
+    DROP_CONNECTION = "drop_connection"  # the connection closes in the middle of the body
+    SLOW = "slow"  # the answer comes late
+    TRUNCATED_JSON = "truncated_json"  # a 200 whose JSON stops half way
+    EXTRA_FIELD = "extra_field"  # schema drift: a field the spec does not have
+    MISSING_FIELD = "missing_field"  # schema drift: a field the spec requires is gone
+    NUMBER_FOR_STRING = "number_for_string"  # schema drift: a number where a string belongs
+
+    @property
+    def alters_success(self) -> bool:
+        """Faults that change a successful answer rather than replace it."""
+        return self in _BODY_FAULTS
+
+
+_BODY_FAULTS = frozenset(
+    {Fault.TRUNCATED_JSON, Fault.EXTRA_FIELD, Fault.MISSING_FIELD, Fault.NUMBER_FOR_STRING}
+)
+
+
+class FaultInjector:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._probability = 0.0
+        self._kinds: tuple[Fault, ...] = tuple(Fault)
+        self._paths: frozenset[str] | None = None
+        self._rng = random.Random(0)
+        self._script: deque[Fault | None] = deque()
+        self.slow_seconds = 0.25
+        self.injected: Counter[Fault] = Counter()
+
+    def set(
+        self,
+        probability: float,
+        kinds: Iterable[Fault] | None = None,
+        *,
+        paths: Iterable[str] | None = None,
+        seed: int = 0,
+        slow_seconds: float | None = None,
+    ) -> None:
+        """Fault each request with ``probability``, drawing the kind from ``kinds``."""
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"fault probability must be within 0..1, not {probability}")
+        with self._lock:
+            self._probability = probability
+            self._kinds = tuple(kinds) if kinds is not None else tuple(Fault)
+            if not self._kinds and probability:
+                raise ValueError("fault kinds are empty")
+            self._paths = frozenset(paths) if paths is not None else None
+            self._rng = random.Random(seed)
+            if slow_seconds is not None:
+                self.slow_seconds = slow_seconds
+
+    def script(self, faults: Iterable[Fault | None], *, paths: Iterable[str] | None = None) -> None:
+        """The next requests get these faults in order (``None``: that one is answered fine)."""
+        with self._lock:
+            self._script = deque(faults)
+            self._paths = frozenset(paths) if paths is not None else None
+
+    def clear(self) -> None:
+        self.set(0.0)
+        self.script(())
+
+    def draw(self, path: str) -> Fault | None:
+        """The fault for this request, if any."""
+        with self._lock:
+            if self._paths is not None and path not in self._paths:
+                return None
+            if self._script:
+                fault = self._script.popleft()
+            elif self._probability and self._rng.random() < self._probability:
+                fault = self._kinds[self._rng.randrange(len(self._kinds))]
+            else:
+                return None
+            if fault is not None:
+                self.injected[fault] += 1
+            return fault

@@ -1,0 +1,132 @@
+"""API keys of the simulated account, their permissions, secrets and nonce state.
+
+Keys and secrets are derived from the seed, so a simulator started with the same seed always
+accepts the same demo credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from pipeline.whitebit.spec import NONCE_WINDOW_MS
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """A public key and its secret, as a client is given them."""
+
+    api_key: str
+    api_secret: str = field(repr=False)
+
+
+@dataclass(slots=True)
+class ApiKey:
+    role: str
+    key_id: str
+    api_key: str
+    secret: bytes = field(repr=False)
+    enabled: bool = True
+    b2b: bool = False
+    can_reset_keys: bool = True
+    subaccount: bool = False
+    last_nonce: int = 0
+    window_nonces: set[int] = field(default_factory=set)
+    next_prune_ms: int = 0
+    resets: int = 0
+
+    @property
+    def credentials(self) -> Credentials:
+        return Credentials(self.api_key, self.secret.decode())
+
+
+class NonceRejected(Exception):
+    """The nonce is not acceptable: reused or not increasing, or outside the 5 s window."""
+
+    def __init__(self, *, outside_window: bool) -> None:
+        super().__init__("nonce rejected")
+        self.outside_window = outside_window
+
+
+#: role -> (enabled, B2B access, may reset sub-account keys, is a sub-account key)
+ROLES: dict[str, tuple[bool, bool, bool, bool]] = {
+    "partner": (True, True, True, False),  # the demo key: B2B partner, every permission
+    "no_b2b": (True, False, True, False),  # investments history answers 403
+    "read_only": (True, True, False, False),  # key reset answers 403 code 4
+    "disabled": (False, True, True, False),  # every request answers 401 code 2
+    "sub_1": (True, False, False, True),
+    "sub_2": (True, False, False, True),
+}
+
+
+def _derive(seed: int, role: str, what: str, n: int = 0) -> str:
+    return hashlib.sha256(f"whitebit-sim:{seed}:{role}:{what}:{n}".encode()).hexdigest()
+
+
+class KeyStore:
+    """Looks keys up by public key and id, checks nonces, and resets sub-account secrets."""
+
+    def __init__(self, seed: int) -> None:
+        self._lock = threading.Lock()
+        self._seed = seed
+        self._by_key: dict[str, ApiKey] = {}
+        self._by_id: dict[str, ApiKey] = {}
+        for role, (enabled, b2b, can_reset, sub) in ROLES.items():
+            key = ApiKey(
+                role=role,
+                key_id=str(uuid.UUID(_derive(seed, role, "id")[:32], version=4)),
+                api_key=_derive(seed, role, "key")[:32],
+                secret=_derive(seed, role, "secret")[:40].encode(),
+                enabled=enabled,
+                b2b=b2b,
+                can_reset_keys=can_reset,
+                subaccount=sub,
+            )
+            self._by_key[key.api_key] = key
+            self._by_id[key.key_id] = key
+
+    def __getitem__(self, role: str) -> ApiKey:
+        for key in self._by_key.values():
+            if key.role == role:
+                return key
+        raise KeyError(role)
+
+    def by_api_key(self, api_key: str) -> ApiKey | None:
+        return self._by_key.get(api_key)
+
+    def subaccount(self, key_id: str) -> ApiKey | None:
+        key = self._by_id.get(key_id.lower())
+        return key if key is not None and key.subaccount else None
+
+    @property
+    def subaccount_ids(self) -> list[str]:
+        return [k.key_id for k in self._by_id.values() if k.subaccount]
+
+    def reset(self, key: ApiKey) -> None:
+        """Give the key a new secret; it keeps its id and public key."""
+        with self._lock:
+            key.resets += 1
+            key.secret = _derive(self._seed, key.role, "secret", key.resets)[:40].encode()
+
+    def accept_nonce(self, key: ApiKey, nonce: int, *, window: bool) -> None:
+        """Record the nonce or raise `NonceRejected`, as the exchange does (api-facts.md)."""
+        with self._lock:
+            if window:
+                now_ms = int(time.time() * 1000)
+                if abs(nonce - now_ms) > NONCE_WINDOW_MS:
+                    raise NonceRejected(outside_window=True)
+                if nonce in key.window_nonces:
+                    raise NonceRejected(outside_window=False)
+                key.window_nonces.add(nonce)
+                if now_ms >= key.next_prune_ms:  # forget, once a second, what the window refuses
+                    horizon = now_ms - NONCE_WINDOW_MS
+                    key.window_nonces = {n for n in key.window_nonces if n >= horizon}
+                    key.next_prune_ms = now_ms + 1_000
+                return
+            # Without the window: greater than the last one accepted (window nonces do not count).
+            if nonce <= key.last_nonce:
+                raise NonceRejected(outside_window=False)
+            key.last_nonce = nonce

@@ -1,0 +1,298 @@
+"""Serving the simulator: in-process for tests (a uvicorn server on a thread), or as a process.
+
+`Simulator` is the handle tests hold: its URL and credentials, and the switches they steer
+(faults, clock, rate budgets). The same switches are reachable over HTTP under ``/_simulator/``
+for a simulator running in another process (`spawn`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import orjson
+import uvicorn
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ._app import DroppedConnection, SimulatorState, build_app
+from ._clock import SimClock
+from ._data import Dataset, Scale
+from ._faults import Fault
+from ._keys import Credentials, KeyStore
+
+DEFAULT_SEED = 7
+CONTROL_PREFIX = "/_simulator"
+
+
+class _HideDroppedConnections(logging.Filter):
+    """A dropped connection is a fault we inject on purpose, not an error of the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, DroppedConnection)
+
+
+def _control_routes(state: SimulatorState) -> list[Route]:
+    async def faults(request: Request) -> Response:
+        body = orjson.loads(await request.body() or b"{}")
+        kinds = [Fault(k) for k in body.get("kinds", [f.value for f in Fault])]
+        if "script" in body:
+            state.faults.script(Fault(k) if k else None for k in body["script"])
+        else:
+            state.faults.set(
+                float(body.get("probability", 0.0)),
+                kinds,
+                seed=int(body.get("seed", 0)),
+                slow_seconds=body.get("slow_seconds"),
+            )
+        return Response(b"{}", media_type="application/json")
+
+    async def clock(request: Request) -> Response:
+        body = orjson.loads(await request.body() or b"{}")
+        now = state.dataset.clock.advance(float(body.get("advance", 0)))
+        return Response(orjson.dumps({"now": now}), media_type="application/json")
+
+    async def limits(request: Request) -> Response:
+        body = orjson.loads(await request.body() or b"{}")
+        if "enabled" in body:
+            state.limits.enabled = bool(body["enabled"])
+        for group, (requests, period) in body.get("budgets", {}).items():
+            state.limits.set_budget(group, int(requests), float(period))
+        return Response(b"{}", media_type="application/json")
+
+    async def stats(request: Request) -> Response:
+        return Response(
+            orjson.dumps(
+                {
+                    "answered": {f"{p} {s}": n for (p, s), n in state.answered.items()},
+                    "rate_limited": state.limits.rejected,
+                    "faults": {f.value: n for f, n in state.faults.injected.items()},
+                }
+            ),
+            media_type="application/json",
+        )
+
+    return [
+        Route(f"{CONTROL_PREFIX}/faults", faults, methods=["POST"]),
+        Route(f"{CONTROL_PREFIX}/clock", clock, methods=["POST"]),
+        Route(f"{CONTROL_PREFIX}/limits", limits, methods=["POST"]),
+        Route(f"{CONTROL_PREFIX}/stats", stats, methods=["GET"]),
+    ]
+
+
+class Simulator:
+    """The simulated exchange, served on loopback from a background thread.
+
+    >>> with Simulator(seed=7) as sim:
+    ...     sim.url, sim.credentials.api_key
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = DEFAULT_SEED,
+        scale: Scale | None = None,
+        clock: SimClock | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        rate_limits: bool = True,
+    ) -> None:
+        self.clock = clock or SimClock()
+        self.dataset = Dataset(seed, scale or Scale.small(), self.clock)
+        self.keys = KeyStore(seed)
+        self.state = SimulatorState(self.dataset, self.keys)
+        self.state.limits.enabled = rate_limits
+        self.app = build_app(self.state, _control_routes(self.state))
+        self._host, self._port = host, port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    # -- what tests read and steer --
+    @property
+    def faults(self) -> Any:
+        return self.state.faults
+
+    @property
+    def limits(self) -> Any:
+        return self.state.limits
+
+    @property
+    def credentials(self) -> Credentials:
+        """The demo key: a B2B partner with every permission."""
+        return self.keys["partner"].credentials
+
+    def credentials_for(self, role: str) -> Credentials:
+        """Credentials of another key: ``no_b2b``, ``read_only``, ``disabled``, ``sub_1``..."""
+        return self.keys[role].credentials
+
+    @property
+    def url(self) -> str:
+        if self._socket is None:
+            raise RuntimeError("the simulator is not started")
+        host, port = self._socket.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    # -- serving --
+    def start(self) -> Self:
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, self._port))
+        self._socket = sock
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http="httptools",
+            loop="uvloop",
+            backlog=1024,
+            timeout_keep_alive=30,
+        )
+        logging.getLogger("uvicorn.error").addFilter(_HideDroppedConnections())
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="simulator", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the simulator did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve(*, host: str, port: int, seed: int, scale: Scale, frozen_at: float | None) -> None:
+    """Run the simulator in the foreground until interrupted (the CLI's ``simulator``)."""
+    clock = SimClock(frozen_at) if frozen_at is not None else SimClock.running()
+    sim = Simulator(seed=seed, scale=scale, clock=clock, host=host, port=port)
+    len(sim.dataset.funding)  # generate the history before announcing readiness
+    with sim:
+        creds = sim.credentials
+        print(f"WhiteBIT simulator listening on {sim.url}", flush=True)
+        print(f"  seed {seed}, scale {scale}", flush=True)
+        print(f"  WHITEBIT_BASE_URL={sim.url}", flush=True)
+        print(f"  WHITEBIT_API_KEY={creds.api_key}", flush=True)
+        print(f"  WHITEBIT_API_SECRET={creds.api_secret}  (simulator demo key)", flush=True)
+        print("Press Ctrl+C to stop.", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+@dataclass
+class SpawnedSimulator:
+    """A simulator running in its own process (benchmarks, kill tests)."""
+
+    process: subprocess.Popen[str]
+    url: str
+    credentials: Credentials
+
+    def control(self, what: str, **body: Any) -> Any:
+        import httpx
+
+        response = httpx.post(f"{self.url}{CONTROL_PREFIX}/{what}", json=body, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def stats(self) -> Any:
+        import httpx
+
+        return httpx.get(f"{self.url}{CONTROL_PREFIX}/stats", timeout=10).json()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def spawn(
+    *,
+    seed: int = DEFAULT_SEED,
+    scale: str = "small",
+    frozen_at: float | None = None,
+    cpu: int | None = None,
+    timeout_s: float = 120,
+) -> SpawnedSimulator:
+    """Start ``whitebit-etl simulator`` as a child process and wait until it serves."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "simulator",
+        "--port",
+        "0",
+        "--seed",
+        str(seed),
+        "--scale",
+        scale,
+    ]
+    if frozen_at is not None:
+        cmd += ["--frozen-at", str(frozen_at)]
+    process = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
+        cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(process.pid, {cpu})
+    lines: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    assert process.stdout is not None
+    while "WHITEBIT_API_SECRET" not in lines:
+        line = process.stdout.readline()
+        if not line or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the simulator did not start: {' '.join(cmd)}")
+        match = re.match(r"\s*(WHITEBIT_\w+)=(\S+)", line)
+        if match:
+            lines[match.group(1)] = match.group(2)
+    # Keep reading what it prints, so a full pipe never stalls it.
+    threading.Thread(target=process.stdout.read, daemon=True).start()
+    return SpawnedSimulator(
+        process,
+        lines["WHITEBIT_BASE_URL"],
+        Credentials(lines["WHITEBIT_API_KEY"], lines["WHITEBIT_API_SECRET"]),
+    )

@@ -1,0 +1,33 @@
+"""Fixtures shared by every test: simulators served over real loopback HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pipeline.simulator import Scale, SimClock, Simulator
+
+#: A fixed moment for reproducible data: 2026-09-21 13:33:20 UTC.
+FROZEN_AT = 1_790_000_000
+
+
+@pytest.fixture(scope="session")
+def sim() -> Iterator[Simulator]:
+    """One small simulator for tests that only read (no faults, no clock moves, no key resets)."""
+    with Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as s:
+        yield s
+
+
+@pytest.fixture
+def own_sim() -> Iterator[Simulator]:
+    """A simulator of the test's own, free to be steered (faults, clock, budgets, resets)."""
+    with Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def large_sim() -> Iterator[Simulator]:
+    """The large scale: the offset window bites, a million funding entries exist."""
+    with Simulator(seed=7, scale=Scale.large(), clock=SimClock(FROZEN_AT)) as s:
+        yield s

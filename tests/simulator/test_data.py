@@ -1,0 +1,85 @@
+"""The data: deterministic from (seed, scale, clock), growing at its head, large enough to bite."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.simulator import Dataset, Scale, SimClock, Simulator
+from pipeline.whitebit import spec
+from tests.conftest import FROZEN_AT
+from tests.signing import post
+
+FUNDING = spec.FUNDING_HISTORY.path
+
+
+def _bodies(sim: Simulator) -> list[bytes]:
+    requests = [
+        (FUNDING, {"offset": 300, "limit": 100}),
+        (spec.INVESTMENTS_HISTORY.path, {"offset": 100}),
+        (spec.MAIN_BALANCE.path, {}),
+        (spec.TRADING_BALANCE.path, {}),
+        (spec.WATCHER_LINKS.path, {"account": "demo-miner"}),
+    ]
+    return [post(sim.url, path, params, sim.credentials).content for path, params in requests]
+
+
+def test_same_seed_and_clock_give_the_same_bytes() -> None:
+    with (
+        Simulator(seed=11, clock=SimClock(FROZEN_AT)) as a,
+        Simulator(seed=11, clock=SimClock(FROZEN_AT)) as b,
+    ):
+        assert a.credentials == b.credentials
+        assert _bodies(a) == _bodies(b)
+        with Simulator(seed=12, clock=SimClock(FROZEN_AT)) as c:
+            assert _bodies(c) != _bodies(a)
+
+
+def test_new_funding_entries_appear_at_the_head(own_sim: Simulator) -> None:
+    before = post(own_sim.url, FUNDING, {"limit": 100}, own_sim.credentials).json()["records"]
+    own_sim.clock.advance(8 * 3600)
+    after = post(own_sim.url, FUNDING, {"limit": 100}, own_sim.credentials).json()["records"]
+    newest = int(before[0]["fundingTime"])
+    fresh = [r for r in after if int(r["fundingTime"]) > newest]
+    markets = len(own_sim.dataset.funding.market_names)
+    assert len(fresh) == markets + 1  # every market, and the hedged one twice
+    assert {int(r["fundingTime"]) for r in fresh} == {newest + 8 * 3600}
+    # What was at the head moved down by exactly that many places.
+    assert after[len(fresh) :] == before[: 100 - len(fresh)]
+
+
+def test_a_running_clock_moves_with_time() -> None:
+    clock = SimClock.running()
+    assert clock.now() <= SimClock.running().now()
+
+
+def test_scale_parsing() -> None:
+    assert Scale.parse("markets=3,days=2,investments=10") == Scale(3, 2, 10, 4)
+    for bad in ("huge", "markets=x", "planets=3"):
+        with pytest.raises(ValueError, match=bad.split("=")[0]):
+            Scale.parse(bad)
+
+
+def test_explicit_sizes() -> None:
+    data = Dataset(1, Scale.parse("markets=3,days=2,investments=10,tickers=2"), SimClock(FROZEN_AT))
+    assert len(data.funding.market_names) == 3
+    assert len(data.funding) == 3 * 2 * 3 + (6 - 3)  # hedge pairs in the second half
+    assert len(data.investments.all()) == 10
+
+
+def test_large_scale_offset_window(large_sim: Simulator) -> None:
+    data = large_sim.dataset.investments
+    assert data.count(status=1) > 10_100
+    assert all(data.count(status=s, ticker=t) <= 10_100 for s in (1, 2) for t in data.tickers)
+    path, creds = spec.INVESTMENTS_HISTORY.path, large_sim.credentials
+    last = post(large_sim.url, path, {"status": 1, "offset": 10_000, "limit": 100}, creds)
+    assert last.status_code == 200
+    assert len(last.json()["records"]) == 100
+    beyond = post(large_sim.url, path, {"status": 1, "offset": 10_001, "limit": 100}, creds)
+    assert beyond.status_code == 400
+    assert list(beyond.json()["errors"]) == ["offset"]
+
+
+def test_large_scale_holds_a_million_funding_entries(large_sim: Simulator) -> None:
+    assert len(large_sim.dataset.funding) >= 1_000_000
+    page = post(large_sim.url, FUNDING, {"offset": 999_900, "limit": 100}, large_sim.credentials)
+    assert len(page.json()["records"]) == 100

@@ -1,0 +1,132 @@
+"""Each fault switch, off by default, scripted or by probability."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from pipeline.simulator import Fault, Simulator
+from pipeline.whitebit import spec
+from tests.signing import post
+
+FUNDING = spec.FUNDING_HISTORY.path
+
+
+def _funding(sim: Simulator) -> httpx.Response:
+    return post(sim.url, FUNDING, {"limit": 5}, sim.credentials)
+
+
+def test_faults_are_off_by_default(sim: Simulator) -> None:
+    assert all(_funding(sim).status_code == 200 for _ in range(20))
+
+
+@pytest.mark.parametrize(
+    ("fault", "status"), [(Fault.HTTP_500, 500), (Fault.HTTP_502, 502), (Fault.HTTP_503, 503)]
+)
+def test_server_errors_come_as_html(own_sim: Simulator, fault: Fault, status: int) -> None:
+    own_sim.faults.script([fault])
+    r = _funding(own_sim)
+    assert r.status_code == status
+    assert r.text.startswith("<html>")
+    assert _funding(own_sim).status_code == 200  # the script is spent
+
+
+def test_gateway_rate_limit(own_sim: Simulator) -> None:
+    own_sim.faults.script([Fault.GATEWAY_429])
+    r = _funding(own_sim)
+    assert r.status_code == 429
+    assert "retry-after" not in r.headers
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(r.text)
+
+
+def test_dropped_connection(own_sim: Simulator) -> None:
+    own_sim.faults.script([Fault.DROP_CONNECTION])
+    with pytest.raises(httpx.RemoteProtocolError):
+        _funding(own_sim)
+    assert _funding(own_sim).status_code == 200
+
+
+def test_slow_answer(own_sim: Simulator) -> None:
+    own_sim.faults.set(1.0, [Fault.SLOW], slow_seconds=0.3)
+    started = time.monotonic()
+    assert _funding(own_sim).status_code == 200
+    assert time.monotonic() - started >= 0.3
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.get(own_sim.url + spec.PING.path, timeout=0.1)
+
+
+def test_truncated_json(own_sim: Simulator) -> None:
+    own_sim.faults.script([Fault.TRUNCATED_JSON])
+    r = _funding(own_sim)
+    assert r.status_code == 200
+    with pytest.raises(json.JSONDecodeError):
+        r.json()
+
+
+@pytest.mark.parametrize("fault", [Fault.EXTRA_FIELD, Fault.MISSING_FIELD, Fault.NUMBER_FOR_STRING])
+def test_schema_drift(own_sim: Simulator, fault: Fault) -> None:
+    clean = _funding(own_sim).json()["records"][0]
+    own_sim.faults.script([fault])
+    drifted = _funding(own_sim).json()["records"][0]
+    if fault is Fault.EXTRA_FIELD:
+        assert set(drifted) - set(clean) == {"unexpectedField"}
+    elif fault is Fault.MISSING_FIELD:
+        assert len(set(clean) - set(drifted)) == 1
+    else:
+        assert any(isinstance(v, int | float) for v in drifted.values())
+
+
+@pytest.mark.parametrize(
+    ("op", "params"),
+    [
+        (spec.MAIN_BALANCE, {}),
+        (spec.HEDGE_MODE, {}),
+        (spec.WATCHER_LINKS, {"account": "demo-miner"}),
+        (spec.INVESTMENTS_HISTORY, {"limit": 2}),
+    ],
+)
+def test_drift_reaches_every_kind_of_answer(
+    own_sim: Simulator, op: spec.Operation, params: dict[str, object]
+) -> None:
+    clean = post(own_sim.url, op.path, params, own_sim.credentials).content
+    for fault in (Fault.EXTRA_FIELD, Fault.MISSING_FIELD, Fault.NUMBER_FOR_STRING):
+        own_sim.faults.script([fault])
+        drifted = post(own_sim.url, op.path, params, own_sim.credentials)
+        assert drifted.status_code == 200, fault
+        assert drifted.content != clean, fault
+
+
+def test_probability_is_seeded_and_repeatable(own_sim: Simulator) -> None:
+    def run() -> list[int]:
+        own_sim.faults.set(0.5, [Fault.HTTP_503], seed=3)
+        return [_funding(own_sim).status_code for _ in range(30)]
+
+    first, second = run(), run()
+    assert first == second
+    assert 5 < first.count(503) < 25
+    own_sim.faults.clear()
+    assert {_funding(own_sim).status_code for _ in range(10)} == {200}
+
+
+def test_faults_can_target_paths(own_sim: Simulator) -> None:
+    own_sim.faults.set(1.0, [Fault.HTTP_500], paths=[spec.PING.path])
+    assert httpx.get(own_sim.url + spec.PING.path).status_code == 500
+    assert _funding(own_sim).status_code == 200
+
+
+def test_control_routes_steer_a_simulator_in_another_process(own_sim: Simulator) -> None:
+    control = own_sim.url + "/_simulator"
+    httpx.post(control + "/faults", json={"script": ["http_502", None]}).raise_for_status()
+    assert _funding(own_sim).status_code == 502
+    assert _funding(own_sim).status_code == 200
+    now = httpx.post(control + "/clock", json={"advance": 60}).json()["now"]
+    assert now == own_sim.clock.now()
+    httpx.post(control + "/limits", json={"budgets": {"funding-history": [1, 60]}})
+    assert [_funding(own_sim).status_code for _ in range(2)] == [200, 429]
+    stats = httpx.get(control + "/stats").json()
+    assert stats["rate_limited"] == 1
+    assert stats["faults"] == {"http_502": 1}

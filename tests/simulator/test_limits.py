@@ -1,0 +1,65 @@
+"""Rate budgets: per key and per address, rejected by the gateway with a non-JSON 429."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from pipeline.simulator import Simulator
+from pipeline.whitebit import spec
+from tests.signing import post
+
+
+def test_budgets_come_from_the_spec(own_sim: Simulator) -> None:
+    for op in spec.OPERATIONS:
+        assert own_sim.limits.budget(op.budget.group) == op.budget
+
+
+def test_beyond_the_budget_the_gateway_answers_429_without_json(own_sim: Simulator) -> None:
+    own_sim.limits.set_budget("main-account", 5, 60)
+    statuses = [
+        post(own_sim.url, spec.MAIN_BALANCE.path, {}, own_sim.credentials).status_code
+        for _ in range(7)
+    ]
+    assert statuses == [200] * 5 + [429] * 2
+    r = post(own_sim.url, spec.MAIN_BALANCE.path, {}, own_sim.credentials)
+    assert r.status_code == 429
+    assert "retry-after" not in r.headers
+    assert r.headers["content-type"].startswith("text/html")
+    # Investments share the main-account budget; other groups are untouched.
+    assert (
+        post(own_sim.url, spec.INVESTMENTS_HISTORY.path, {}, own_sim.credentials).status_code == 429
+    )
+    assert post(own_sim.url, spec.HEDGE_MODE.path, {}, own_sim.credentials).status_code == 200
+
+
+def test_the_budget_is_per_address_too(own_sim: Simulator) -> None:
+    own_sim.limits.set_budget("main-account", 4, 60)
+    keys = [own_sim.credentials, own_sim.credentials_for("no_b2b")]
+    statuses = [
+        post(own_sim.url, spec.MAIN_BALANCE.path, {}, keys[i % 2]).status_code for i in range(6)
+    ]
+    # Two keys, one address: the address's budget of 4 is spent across both keys.
+    assert statuses == [200] * 4 + [429] * 2
+
+
+def test_public_budget(own_sim: Simulator) -> None:
+    own_sim.limits.set_budget("public", 3, 60)
+    statuses = [httpx.get(own_sim.url + spec.PING.path).status_code for _ in range(5)]
+    assert statuses == [200, 200, 200, 429, 429]
+
+
+def test_the_window_slides(own_sim: Simulator) -> None:
+    own_sim.limits.set_budget("hedge-mode", 3, 0.5)
+    first = [post(own_sim.url, spec.HEDGE_MODE.path, {}, own_sim.credentials).status_code
+             for _ in range(4)]  # fmt: skip
+    assert first == [200, 200, 200, 429]
+    time.sleep(0.6)
+    assert post(own_sim.url, spec.HEDGE_MODE.path, {}, own_sim.credentials).status_code == 200
+
+
+def test_budgets_can_be_switched_off(own_sim: Simulator) -> None:
+    own_sim.limits.set_budget("public", 1, 60)
+    own_sim.limits.enabled = False
+    assert {httpx.get(own_sim.url + spec.PING.path).status_code for _ in range(5)} == {200}

@@ -1,0 +1,37 @@
+"""The simulator as a user starts it: `whitebit-etl simulator`, in its own process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+
+from pipeline.simulator import spawn
+from pipeline.whitebit import spec
+from tests.conftest import FROZEN_AT
+from tests.signing import post
+
+
+def test_spawned_simulator_prints_its_url_and_demo_credentials() -> None:
+    with spawn(seed=7, scale="markets=2,days=3,investments=20", frozen_at=FROZEN_AT) as sim:
+        assert sim.url.startswith("http://127.0.0.1:")
+        assert httpx.get(sim.url + spec.PING.path).json() == ["pong"]
+        r = post(sim.url, spec.MAIN_BALANCE.path, {}, sim.credentials)
+        assert r.status_code == 200
+        assert "USDT" in r.json()
+        sim.control("faults", script=["http_503"])
+        assert httpx.get(sim.url + spec.PING.path).status_code == 503
+    assert sim.process.returncode is not None
+
+
+def test_bad_scale_is_a_clear_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "simulator", "--scale", "huge"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--scale" in done.stderr
+    assert "huge" in done.stderr
