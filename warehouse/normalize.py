@@ -89,6 +89,9 @@ class Batch:
     received: int
     #: Exact copies of a record already in the batch, kept once.
     duplicates: int
+    #: Partitions this batch is the whole truth for, even where it holds no row (the snapshot
+    #: day; the funding day the caller named). Writing the batch replaces each of them.
+    covers: tuple[date, ...] = ()
 
     @property
     def normalized(self) -> int:
@@ -158,7 +161,7 @@ def normalize_funding_history(
         {**columns, "funding_date": _Converted(funding_date, _no_reasons(len(intake)))},
         extracted_at=extracted_at,
         reject_partition=reject_partition,
-        fallback_partition=partition_for_rejects.isoformat(),
+        home_partition=partition_for_rejects,
     )
 
 
@@ -187,15 +190,13 @@ def normalize_investments(
         "plan_id": _text("plan.id", intake.values("plan", "id")),
         **_plan_columns(lambda name: intake.values("plan", name), "plan.", "plan_"),
     }
-    partition = snapshot_date.isoformat()
     investments = _assemble(
         schemas.INVESTMENTS,
         intake,
         columns,
         extracted_at=extracted_at,
         snapshot_date=snapshot_date,
-        reject_partition=pa.scalar(partition),
-        fallback_partition=partition,
+        home_partition=snapshot_date,
     )
 
     plans = _Intake.of_nested_objects(records, "plan")
@@ -207,8 +208,7 @@ def normalize_investments(
         plan_columns,
         extracted_at=extracted_at,
         snapshot_date=snapshot_date,
-        reject_partition=pa.scalar(partition),
-        fallback_partition=partition,
+        home_partition=snapshot_date,
     )
     return InvestmentBatches(investments, fixed_plans)
 
@@ -238,15 +238,13 @@ def normalize_hedge_mode(status: object, *, snapshot_date: date, extracted_at: d
     """Hedge-mode status ``{"hedgeMode": bool}`` (API spec 2.6) -> one row."""
     extracted_at = _utc(extracted_at)
     intake = _Intake.of_single_object(status, "hedge-mode status")
-    partition = snapshot_date.isoformat()
     return _assemble(
         schemas.HEDGE_MODE,
         intake,
         {"hedge_mode": _boolean("hedgeMode", intake.values("hedgeMode"))},
         extracted_at=extracted_at,
         snapshot_date=snapshot_date,
-        reject_partition=pa.scalar(partition),
-        fallback_partition=partition,
+        home_partition=snapshot_date,
     )
 
 
@@ -281,15 +279,13 @@ def normalize_watcher_links(
         ),
         "created_at": _timestamp("createdAt", get("createdAt"), bounds),
     }
-    partition = snapshot_date.isoformat()
     return _assemble(
         schemas.WATCHER_LINKS,
         intake,
         columns,
         extracted_at=extracted_at,
         snapshot_date=snapshot_date,
-        reject_partition=pa.scalar(partition),
-        fallback_partition=partition,
+        home_partition=snapshot_date,
     )
 
 
@@ -737,15 +733,13 @@ def _normalize_balances(
         tickers = []
     columns = {"ticker": _text("ticker", tickers, TICKER_PATTERN, TICKER_FORM)}
     columns |= {name: _decimal(name, intake.values(name)) for name in fields}
-    partition = snapshot_date.isoformat()
     return _assemble(
         schema,
         intake,
         columns,
         extracted_at=_utc(extracted_at),
         snapshot_date=snapshot_date,
-        reject_partition=pa.scalar(partition),
-        fallback_partition=partition,
+        home_partition=snapshot_date,
     )
 
 
@@ -758,8 +752,8 @@ def _assemble(
     columns: Mapping[str, _Converted],
     *,
     extracted_at: datetime,
-    reject_partition: pa.Array | pa.Scalar,
-    fallback_partition: str,
+    reject_partition: pa.Array | None = None,
+    home_partition: date,
     snapshot_date: date | None = None,
 ) -> Batch:
     length = len(intake)
@@ -783,13 +777,13 @@ def _assemble(
     positions = pa.array(np.asarray(intake.indices, dtype=np.int64))
 
     rejected: list[tuple[int, str, str]] = [
-        (position, fallback_partition, reason) for position, reason in intake.early_rejects
+        (position, home_partition.isoformat(), reason) for position, reason in intake.early_rejects
     ]
     rows, row_positions = candidates, positions
     if pc.any(invalid).as_py():
         partitions = reject_partition
-        if isinstance(partitions, pa.Scalar):
-            partitions = pa.repeat(partitions, length)
+        if partitions is None:
+            partitions = pa.repeat(pa.scalar(home_partition.isoformat()), length)
         rejected += zip(
             positions.filter(invalid).to_pylist(),
             partitions.filter(invalid).to_pylist(),
@@ -809,6 +803,7 @@ def _assemble(
         rejects=_rejects_table(schema.name, rejected, intake, extracted_at),
         received=intake.received,
         duplicates=intake.duplicates + duplicates,
+        covers=(home_partition,),
     )
 
 
@@ -831,7 +826,7 @@ def _resolve_duplicate_keys(
     key = list(schema.key)
     if rows.num_rows < 2:
         return None, 0, []
-    if not _has_equal_keys(rows.select(key)):
+    if not has_equal_keys(rows.select(key)):
         return None, 0, []
     keyed = rows.select(key).append_column("_position", positions)
     partition_column = schema.partition_column
@@ -861,7 +856,7 @@ def _resolve_duplicate_keys(
     return keep, duplicates, conflicts
 
 
-def _has_equal_keys(keys: pa.Table) -> bool:
+def has_equal_keys(keys: pa.Table) -> bool:
     """Whether two rows share a key: sort, then compare neighbours (cheaper than hashing)."""
     ordered = keys.take(
         pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names])
