@@ -221,16 +221,27 @@ def normalize_main_balances(
     Every listed asset is kept, an explicit zero included.
     """
     return _normalize_balances(
-        schemas.MAIN_BALANCES, balances, ("main_balance",), snapshot_date, extracted_at
+        schemas.MAIN_BALANCES,
+        balances,
+        {"main_balance": "main_balance"},
+        snapshot_date,
+        extracted_at,
     )
 
 
 def normalize_trading_balances(
     balances: object, *, snapshot_date: date, extracted_at: datetime
 ) -> Batch:
-    """Trading balance ``{ticker: {"available": str, "freeze": str}}`` -> one row per ticker."""
+    """Trading balance ``{ticker: {"available": str, "freeze": str}}`` -> one row per ticker.
+
+    ``freeze`` becomes the column ``frozen``: FREEZE is a reserved word in DuckDB's SQL.
+    """
     return _normalize_balances(
-        schemas.TRADING_BALANCES, balances, ("available", "freeze"), snapshot_date, extracted_at
+        schemas.TRADING_BALANCES,
+        balances,
+        {"available": "available", "frozen": "freeze"},
+        snapshot_date,
+        extracted_at,
     )
 
 
@@ -716,7 +727,7 @@ def _plan_columns(
 def _normalize_balances(
     schema: TableSchema,
     balances: object,
-    fields: Sequence[str],
+    fields: Mapping[str, str],
     snapshot_date: date,
     extracted_at: datetime,
 ) -> Batch:
@@ -732,7 +743,7 @@ def _normalize_balances(
         intake = _Intake([], [], {0: balances}, 1, [(0, "expected a JSON object keyed by ticker")])
         tickers = []
     columns = {"ticker": _text("ticker", tickers, TICKER_PATTERN, TICKER_FORM)}
-    columns |= {name: _decimal(name, intake.values(name)) for name in fields}
+    columns |= {column: _decimal(name, intake.values(name)) for column, name in fields.items()}
     return _assemble(
         schema,
         intake,

@@ -218,7 +218,8 @@ TRADING_BALANCES: Final = TableSchema(
     columns=(
         Column("ticker", TEXT, False, "Asset ticker"),
         _money("available", "Amount available for trading"),
-        _money("freeze", "Amount frozen in open orders"),
+        # The API's "freeze"; renamed because FREEZE is a reserved word in DuckDB's SQL.
+        _money("frozen", "Amount frozen in open orders (the API's 'freeze')"),
         _snapshot_date(),
         _extracted_at(),
     ),
