@@ -87,9 +87,9 @@ def connect(root: Root = None) -> duckdb.DuckDBPyConnection:
 def duckdb_type(arrow_type: pa.DataType) -> str:
     """The DuckDB type a schema's Arrow type is read back as from Parquet."""
     if pa.types.is_decimal(arrow_type):
-        return f"DECIMAL({arrow_type.precision}, {arrow_type.scale})"
+        return f"DECIMAL({arrow_type.precision},{arrow_type.scale})"
     if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMPTZ" if arrow_type.tz is not None else "TIMESTAMP"
+        return "TIMESTAMP WITH TIME ZONE" if arrow_type.tz is not None else "TIMESTAMP"
     if pa.types.is_list(arrow_type):
         return f"{duckdb_type(arrow_type.value_type)}[]"
     simple = {

@@ -233,10 +233,12 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
     if nulls:
         raise SchemaMismatch(f"{schema.name}: nulls in non-nullable columns {nulls}")
     key = [k for k in schema.key if k not in schema.partition_columns]
-    if key and stored.num_rows > 1 and has_equal_keys(stored.select(key)):
-        raise SchemaMismatch(f"{schema.name}: two rows share a key {key} in {values}")
-    order = key or ["record_index", "reason"]
-    stored = stored.sort_by([(name, "ascending") for name in order])
+    # A key made of partition columns alone (hedge_mode) allows one row per partition.
+    if schema.key and stored.num_rows > 1 and (not key or has_equal_keys(stored.select(key))):
+        raise SchemaMismatch(f"{schema.name}: two rows share a key {list(schema.key)} in {values}")
+    order = ["record_index", "reason"] if schema.name == REJECTS else key
+    if order:
+        stored = stored.sort_by([(name, "ascending") for name in order])
     return stored.cast(schema.file_schema)
 
 
