@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from warehouse import schemas
-from warehouse.parquet import Root, partition_files, table_path
+from warehouse.parquet import PARTITION_FILE, Root, partition_files, table_path
 from warehouse.schemas import TableSchema
 from warehouse.settings import is_local, warehouse_root
 
@@ -126,7 +126,9 @@ def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str
 
 
 def _parquet_source(schema: TableSchema, root: Root) -> str:
-    files = f"{table_path(root, schema.name).path}/**/*.parquet"
+    # Exact depth, not "**": no recursive listing per query, and no stray file is picked up.
+    depth = "/".join("*" for _ in schema.partition_columns)
+    files = f"{table_path(root, schema.name).path}/{depth}/{PARTITION_FILE}"
     hive_types = ", ".join(
         f"{_literal(name)}: {_literal(duckdb_type(schema.column(name).type))}"
         for name in schema.partition_columns

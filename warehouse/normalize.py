@@ -300,6 +300,16 @@ def normalize_watcher_links(
     )
 
 
+def parse_decimals(values: Sequence[object], field: str = "value") -> tuple[pa.Array, pa.Array]:
+    """Decimal strings -> ``decimal128(38, 18)`` by the rules above, vectorized.
+
+    Returns the typed values (null where rejected) and, per value, the reason it was rejected
+    (null where accepted).
+    """
+    converted = _decimal(field, list(values))
+    return converted.values, converted.reasons
+
+
 # --- Intake: raw JSON -> records with their positions ------------------------------------------
 
 
