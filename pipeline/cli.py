@@ -5,11 +5,16 @@ from __future__ import annotations
 import click
 
 from pipeline.simulator import DEFAULT_SEED, Scale
+from warehouse.cli import sql_command, tables_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """Extract a WhiteBIT account into an exact, partitioned warehouse."""
+    """Extract one WhiteBIT account into an exact, partitioned warehouse, and query it."""
+
+
+main.add_command(sql_command)
+main.add_command(tables_command)
 
 
 @main.command()

@@ -1,0 +1,264 @@
+"""The DuckDB catalog: views, comments, empty tables, pruning, exact digits, a live analyst."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.warehouse.conftest import (
+    DAY,
+    DAY_START,
+    EXTRACTED_AT,
+    funding_record,
+    investment,
+    plan,
+    watcher_link,
+)
+from tests.warehouse.test_normalize import decimal_strings
+from warehouse import catalog, normalize, parquet, schemas
+from warehouse.cli import _decimal_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_funding(root: Path, records: list[object], day: date = DAY) -> None:
+    parquet.write_batch(
+        root,
+        normalize.normalize_funding_history(
+            records, extracted_at=EXTRACTED_AT, partition_for_rejects=day
+        ),
+    )
+
+
+def write_snapshots(root: Path) -> None:
+    snapshot = {"snapshot_date": DAY, "extracted_at": EXTRACTED_AT}
+    closed = investment(id="inv-2", status=2, interestPaid="7.5")
+    other_plan = plan(id="plan-2", interestTicker="BTC")
+    batches = [
+        *normalize.normalize_investments(
+            [investment(), closed, investment(id="inv-3", plan=other_plan)], **snapshot
+        ),
+        normalize.normalize_main_balances(
+            {"USDT": {"main_balance": "100.5"}, "BTC": {"main_balance": "0"}}, **snapshot
+        ),
+        normalize.normalize_trading_balances(
+            {"USDT": {"available": "3", "freeze": "0.000000000000000001"}}, **snapshot
+        ),
+        normalize.normalize_hedge_mode({"hedgeMode": False}, **snapshot),
+        normalize.normalize_watcher_links({"pool-a": [watcher_link()]}, **snapshot),
+    ]
+    for batch in batches:
+        parquet.write_batch(root, batch)
+
+
+def query(root: Path, sql: str, *parameters: object) -> list[tuple[object, ...]]:
+    with catalog.connect(root) as con:
+        return con.execute(sql, parameters or None).fetchall()
+
+
+def row_count(root: Path, view: str) -> int:
+    with catalog.connect(root) as con:
+        return len(con.table(view).fetchall())
+
+
+def test_a_fresh_warehouse_has_every_view_typed_and_empty(root: Path) -> None:
+    refreshed = catalog.refresh(root)
+    assert set(refreshed.empty_tables) == set(schemas.TABLES)
+    assert set(refreshed.curated_views) >= {
+        "daily_funding_by_market",
+        "latest_balances",
+        "active_investments",
+        "interest_paid_by_ticker",
+    }
+    for view in (*schemas.TABLES, *refreshed.curated_views):
+        assert row_count(root, view) == 0
+
+
+def test_views_have_the_schema_types_and_comments_with_or_without_files(root: Path) -> None:
+    catalog.refresh(root)
+    empty_types = query(root, "SELECT table_name, column_name, data_type FROM duckdb_columns()")
+    write_funding(root, [funding_record(fundingRate="x")])
+    write_funding(root, [funding_record()])  # clears the rejects again, after one existed
+    write_snapshots(root)
+    parquet.replace_partition(
+        root,
+        "_rejects",
+        ("hedge_mode", "2024-03-01"),
+        normalize.normalize_hedge_mode([], snapshot_date=DAY, extracted_at=EXTRACTED_AT).rejects,
+    )
+    assert catalog.refresh(root).empty_tables == ()
+    full_types = query(root, "SELECT table_name, column_name, data_type FROM duckdb_columns()")
+    assert sorted(full_types) == sorted(empty_types)
+    for schema in schemas.TABLES.values():
+        with catalog.connect(root) as con:
+            view = con.table(schema.name)
+            described = list(zip(view.columns, map(str, view.types), strict=True))
+        assert described == [(c.name, catalog.duckdb_type(c.type)) for c in schema.columns]
+        comments = dict(
+            query(
+                root,
+                "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = ?",
+                schema.name,
+            )
+        )
+        assert comments == {c.name: c.description for c in schema.columns}
+    assert query(root, 'SELECT "table", "partition", reason FROM _rejects') == [
+        ("hedge_mode", "2024-03-01", "hedge-mode status: expected a JSON object")
+    ]
+
+
+def test_refresh_is_idempotent(root: Path) -> None:
+    write_funding(root, [funding_record()])
+    catalog.refresh(root)
+    first = query(root, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
+    catalog.refresh(root)
+    second = query(root, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
+    assert first == second
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+
+
+def test_curated_views_answer_from_the_snapshots(root: Path) -> None:
+    write_snapshots(root)
+    write_funding(root, [funding_record(), funding_record(market="ETH_PERP", fundingAmount="2")])
+    catalog.refresh(root)
+    assert query(
+        root, "SELECT market, payments, funding_amount FROM daily_funding_by_market ORDER BY 1"
+    ) == [
+        ("BTC_PERP", 1, Decimal("-0.123456789012345678")),
+        ("ETH_PERP", 1, Decimal("2")),
+    ]
+    assert query(
+        root,
+        "SELECT ticker, main_balance, trading_available, trading_frozen "
+        "FROM latest_balances ORDER BY 1",
+    ) == [
+        ("BTC", Decimal(0), None, None),
+        ("USDT", Decimal("100.5"), Decimal(3), Decimal("0.000000000000000001")),
+    ]
+    assert query(root, "SELECT investment_id, plan_percent FROM active_investments ORDER BY 1") == [
+        ("inv-1", Decimal("5.25")),
+        ("inv-3", Decimal("5.25")),
+    ]
+    assert query(
+        root,
+        "SELECT interest_ticker, investments, interest_paid "
+        "FROM interest_paid_by_ticker ORDER BY 1",
+    ) == [
+        ("BTC", 1, Decimal("0.000123456789")),
+        ("USDT", 2, Decimal("7.500123456789")),
+    ]
+
+
+def test_a_one_day_query_reads_only_that_days_file(root: Path) -> None:
+    for offset in range(5):
+        day = DAY + timedelta(days=offset)
+        write_funding(root, [funding_record(fundingTime=str(DAY_START + offset * 86400 + 60))], day)
+    catalog.refresh(root)
+    with catalog.connect(root) as con:
+        plan_text = con.execute(
+            "EXPLAIN ANALYZE SELECT sum(funding_amount) FROM funding_history "
+            "WHERE funding_date = DATE '2024-03-03'"
+        ).fetchall()[0][1]
+    files_read = re.search(r"Total Files Read:\s*(\d+)", plan_text)
+    assert files_read is not None, plan_text
+    assert int(files_read.group(1)) == 1
+    assert "funding_date=2024-03-03" in plan_text
+    assert "funding_date=2024-03-02" not in plan_text
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(decimal_strings, min_size=1, max_size=30))
+def test_every_decimal_comes_out_of_duckdb_with_the_same_digits(values: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        batch = normalize.normalize_main_balances(
+            {f"T{i:02}": {"main_balance": v} for i, v in enumerate(values)},
+            snapshot_date=DAY,
+            extracted_at=EXTRACTED_AT,
+        )
+        parquet.write_batch(root, batch)
+        catalog.refresh(root)
+        rows = query(
+            root,
+            "SELECT ticker, main_balance, CAST(main_balance AS VARCHAR) "
+            "FROM main_balances ORDER BY ticker",
+        )
+    for (_, value, text), original in zip(rows, values, strict=True):
+        assert value == Decimal(original)
+        assert _decimal_text(Decimal(text)) == canonical(original)
+
+
+def canonical(text: str) -> str:
+    negative = text.startswith("-")
+    whole, _, fraction = text.lstrip("-").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    result = whole + ("." + fraction if fraction else "")
+    return "-" + result if negative and result != "0" else result
+
+
+class Analyst:
+    """A second process holding one read-only connection to the catalog."""
+
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.warehouse.children", "analyst", str(root)],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert json.loads(self.answer()) == {"ready": True}
+
+    def answer(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline()
+
+    def ask(self, sql: str) -> object:
+        assert self.process.stdin is not None
+        self.process.stdin.write(sql + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.answer())
+        assert "error" not in reply, reply
+        return reply["rows"]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write("exit\n")
+        self.process.stdin.close()
+        assert self.process.wait(timeout=30) == 0
+
+
+def test_an_open_read_only_analyst_survives_refresh_and_partition_replace(root: Path) -> None:
+    write_funding(root, [funding_record()])
+    catalog.refresh(root)
+    analyst = Analyst(root)
+    try:
+        assert analyst.ask("SELECT count(*) FROM funding_history") == [[1]]
+
+        # DuckDB refuses a read-write open while another process holds the file read-only:
+        with pytest.raises(duckdb.IOException, match="lock"):
+            duckdb.connect(str(catalog.catalog_path(root))).close()
+        # ... which is why refresh builds beside and renames, and succeeds here.
+        write_funding(root, [funding_record(market=f"M{i}_PERP") for i in range(3)])
+        write_snapshots(root)
+        refreshed = catalog.refresh(root)
+        assert "main_balances" not in refreshed.empty_tables
+
+        # The analyst's open connection keeps working, reading the replaced partition.
+        assert analyst.ask("SELECT count(*) FROM funding_history") == [[3]]
+        assert analyst.ask("SELECT count(*) FROM daily_funding_by_market") == [[3]]
+        # A new connection sees the new catalog (balances had no files at the first refresh).
+        assert query(root, "SELECT count(*) FROM main_balances") == [(2,)]
+    finally:
+        analyst.close()

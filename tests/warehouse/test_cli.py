@@ -1,0 +1,85 @@
+"""`whitebit-etl sql` and `whitebit-etl tables`, through click and as the installed command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from tests.warehouse.conftest import DAY, EXTRACTED_AT
+from warehouse import normalize, parquet, schemas
+
+TINY = "0.000000000000000001"
+HUGE = "-99999999999999999999.999999999999999999"
+
+
+@pytest.fixture
+def warehouse(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
+    batch = normalize.normalize_main_balances(
+        {"A": {"main_balance": TINY}, "B": {"main_balance": HUGE}, "C": {"main_balance": "0"}},
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    parquet.write_batch(root, batch)
+    return root
+
+
+def run(*arguments: str) -> str:
+    result = CliRunner().invoke(main, list(arguments), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_sql_json_keeps_every_digit_as_a_string(warehouse: Path) -> None:
+    output = run("sql", "--json", "SELECT ticker, main_balance FROM main_balances ORDER BY 1")
+    assert json.loads(output) == [
+        {"ticker": "A", "main_balance": TINY},
+        {"ticker": "B", "main_balance": HUGE},
+        {"ticker": "C", "main_balance": "0"},
+    ]
+
+
+def test_sql_csv(warehouse: Path) -> None:
+    output = run("sql", "--csv", "SELECT ticker, main_balance, snapshot_date FROM main_balances")
+    assert output.splitlines()[0] == "ticker,main_balance,snapshot_date"
+    assert f"A,{TINY},2024-03-01" in output.splitlines()
+
+
+def test_sql_table_shows_whole_numbers(warehouse: Path) -> None:
+    output = run("sql", "SELECT main_balance FROM main_balances WHERE ticker = 'B'")
+    assert "".join(c for c in output if c in "-.0123456789").startswith(HUGE)
+    assert "1 row" in output
+
+
+def test_sql_error_is_reported_not_raised(warehouse: Path) -> None:
+    result = CliRunner().invoke(main, ["sql", "SELECT nope FROM main_balances"])
+    assert result.exit_code == 1
+    assert "query failed" in result.output
+    assert "nope" in result.output
+
+
+def test_tables_prints_the_data_dictionary() -> None:
+    output = run("tables")
+    for schema in schemas.TABLES.values():
+        assert schema.name in output
+    assert "DECIMAL(38,18)" in output
+    assert "position_side" in run("tables", "funding_history")
+
+
+def test_installed_command_end_to_end(warehouse: Path) -> None:
+    command = Path(sys.executable).parent / "whitebit-etl"
+    result = subprocess.run(
+        [str(command), "sql", "--csv", "SELECT count(*) AS n FROM main_balances"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "WAREHOUSE_ROOT": str(warehouse)},
+        check=True,
+    )
+    assert result.stdout == "n\n3\n"

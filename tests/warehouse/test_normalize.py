@@ -1,0 +1,414 @@
+"""Normalization: exact decimals, both timestamp units, every reject reason, keys and counts."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.warehouse.conftest import (
+    DAY,
+    DAY_START,
+    EXTRACTED_AT,
+    funding_record,
+    investment,
+    plan,
+    watcher_link,
+)
+from warehouse import normalize, schemas
+from warehouse.normalize import Batch
+
+
+def funding(records: object, day: date = DAY) -> Batch:
+    return normalize.normalize_funding_history(
+        records, extracted_at=EXTRACTED_AT, partition_for_rejects=day
+    )
+
+
+def main_balances(balances: object) -> Batch:
+    return normalize.normalize_main_balances(balances, snapshot_date=DAY, extracted_at=EXTRACTED_AT)
+
+
+def assert_counts_add_up(batch: Batch) -> None:
+    assert batch.received == batch.normalized + batch.rejected + batch.duplicates
+
+
+def only_reason(batch: Batch) -> str:
+    assert batch.normalized == 0, batch.rows.to_pylist()
+    (reason,) = batch.rejects["reason"].to_pylist()
+    return str(reason)
+
+
+# --- Decimals ----------------------------------------------------------------------------------
+
+decimal_strings = st.builds(
+    lambda sign, whole, fraction: f"{sign}{whole}{'.' + fraction if fraction else ''}",
+    st.sampled_from(["", "-"]),
+    st.integers(min_value=0, max_value=10**20 - 1).map(str),
+    st.text(alphabet="0123456789", max_size=18),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(decimal_strings, min_size=1, max_size=40))
+def test_any_decimal_of_38_digits_and_18_places_round_trips_exactly(values: list[str]) -> None:
+    balances = {f"T{i}": {"main_balance": v} for i, v in enumerate(values)}
+    batch = main_balances(balances)
+    assert batch.rejected == 0
+    assert batch.rows.schema.field("main_balance").type == pa.decimal128(38, 18)
+    rows = batch.rows.to_pylist()
+    by_ticker = {row["ticker"]: row["main_balance"] for row in rows}
+    assert all(by_ticker[f"T{i}"] == Decimal(v) for i, v in enumerate(values))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0", Decimal(0)),
+        ("-0", Decimal(0)),
+        ("-0.000000000000000001", Decimal("-1E-18")),
+        (
+            "99999999999999999999.999999999999999999",
+            Decimal("99999999999999999999.999999999999999999"),
+        ),
+        (
+            "-99999999999999999999.999999999999999999",
+            Decimal("-99999999999999999999.999999999999999999"),
+        ),
+        ("0.000123456789", Decimal("0.000123456789")),
+        ("000000000000000000000000012.5", Decimal("12.5")),
+        ("1.500000000000000000000000", Decimal("1.5")),
+    ],
+)
+def test_edge_decimals_are_exact(text: str, expected: Decimal) -> None:
+    batch = main_balances({"BTC": {"main_balance": text}})
+    assert batch.rejected == 0
+    assert batch.rows["main_balance"].to_pylist() == [expected]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("1e5", "main_balance: not a decimal number"),
+        ("NaN", "main_balance: not a decimal number"),
+        ("Infinity", "main_balance: not a decimal number"),
+        ("", "main_balance: not a decimal number"),
+        (" 1", "main_balance: not a decimal number"),
+        ("+1", "main_balance: not a decimal number"),
+        (".5", "main_balance: not a decimal number"),
+        ("5.", "main_balance: not a decimal number"),
+        ("1,000", "main_balance: not a decimal number"),
+        ("١٢", "main_balance: not a decimal number"),
+        (
+            "0.0000000000000000001",
+            "main_balance: more than 18 decimal places (would round)",
+        ),
+        (
+            "100000000000000000000",
+            "main_balance: more than 20 integer digits (would overflow DECIMAL(38,18))",
+        ),
+        (1.5, "main_balance: number where a decimal string belongs"),
+        (15, "main_balance: integer where a decimal string belongs"),
+        (True, "main_balance: boolean where a decimal string belongs"),
+        (None, "main_balance: missing or null"),
+    ],
+)
+def test_bad_decimals_are_rejected_with_their_reason(value: object, reason: str) -> None:
+    batch = main_balances({"BTC": {"main_balance": value}, "ETH": {"main_balance": "2"}})
+    assert batch.rows["ticker"].to_pylist() == ["ETH"]
+    assert batch.rejects["reason"].to_pylist() == [reason]
+    assert batch.rejects["raw_json"].to_pylist()[0].startswith('{"BTC":')
+    assert_counts_add_up(batch)
+
+
+def test_main_balances_keep_explicit_zero_rows() -> None:
+    batch = main_balances({"BTC": {"main_balance": "0"}, "ETH": {"main_balance": "0.0"}})
+    assert sorted(batch.rows["ticker"].to_pylist()) == ["BTC", "ETH"]
+
+
+# --- Timestamps --------------------------------------------------------------------------------
+
+
+def test_funding_time_in_seconds_and_milliseconds_give_the_same_instant() -> None:
+    seconds = funding_record(fundingTime=str(DAY_START + 60))
+    millis = funding_record(fundingTime=str((DAY_START + 60) * 1000 + 250), positionAmount="-1")
+    batch = funding([seconds, millis])
+    times = sorted(batch.rows["funding_time"].to_pylist())
+    assert times == [
+        datetime(2024, 3, 1, 0, 1, tzinfo=UTC),
+        datetime(2024, 3, 1, 0, 1, 0, 250_000, tzinfo=UTC),
+    ]
+    assert batch.rows.schema.field("funding_time").type == pa.timestamp("us", tz="UTC")
+
+
+def test_integer_timestamps_in_both_units() -> None:
+    in_ms = investment(id="inv-2", created=(DAY_START - 86400) * 1000)
+    batch = normalize.normalize_investments(
+        [investment(), in_ms], snapshot_date=DAY, extracted_at=EXTRACTED_AT
+    ).investments
+    assert batch.rows["created"].to_pylist() == [datetime(2024, 2, 29, tzinfo=UTC)] * 2
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("17e8", "fundingTime: not a Unix timestamp (ASCII digits only)"),
+        ("-1709251200", "fundingTime: not a Unix timestamp (ASCII digits only)"),
+        ("1709251200.5", "fundingTime: not a Unix timestamp (ASCII digits only)"),
+        ("", "fundingTime: not a Unix timestamp (ASCII digits only)"),
+        ("1234567890123456789", "fundingTime: more than 18 digits, not a Unix timestamp"),
+        ("1200000000", "fundingTime: before 2009-01-01"),
+        ("1200000000000", "fundingTime: before 2009-01-01"),
+        ("99999999999", "fundingTime: more than a day after extracted_at"),
+        (str((DAY_START + 3 * 86400) * 1000), "fundingTime: more than a day after extracted_at"),
+        (1709251200, "fundingTime: integer where a string of Unix seconds belongs"),
+        (None, "fundingTime: missing or null"),
+    ],
+)
+def test_bad_string_timestamps_are_rejected_into_the_named_partition(
+    value: object, reason: str
+) -> None:
+    batch = funding([funding_record(fundingTime=value)], day=date(2024, 2, 1))
+    assert only_reason(batch) == reason
+    assert batch.rejects["partition"].to_pylist() == ["2024-02-01"]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (-5, "created: negative Unix timestamp"),
+        (1709251200.0, "created: number where an integer Unix timestamp belongs"),
+        ("1709251200", "created: string where an integer Unix timestamp belongs"),
+        (True, "created: boolean where an integer Unix timestamp belongs"),
+        (2**70, "created: integer outside the 64-bit range"),
+    ],
+)
+def test_bad_integer_timestamps_are_rejected(value: object, reason: str) -> None:
+    batches = normalize.normalize_investments(
+        [investment(created=value)], snapshot_date=DAY, extracted_at=EXTRACTED_AT
+    )
+    assert only_reason(batches.investments) == reason
+
+
+def test_payment_time_and_link_expiry_may_lie_in_the_future_within_reason() -> None:
+    far = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
+    inv = normalize.normalize_investments(
+        [investment(paymentTime=far)], snapshot_date=DAY, extracted_at=EXTRACTED_AT
+    ).investments
+    assert inv.normalized == 1
+    absurd = normalize.normalize_investments(
+        [investment(paymentTime=int(datetime(2101, 1, 1, tzinfo=UTC).timestamp()))],
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    ).investments
+    assert only_reason(absurd) == "paymentTime: after 2100-01-01"
+
+
+# --- Funding ------------------------------------------------------------------------------------
+
+
+def test_funding_rows_are_typed_and_dated_by_their_own_time() -> None:
+    late = funding_record(fundingTime=str(DAY_START + 86400 + 5))
+    batch = funding([funding_record(), late])
+    assert batch.rows.schema == schemas.FUNDING_HISTORY.arrow_schema
+    assert sorted(batch.rows["funding_date"].to_pylist()) == [DAY, date(2024, 3, 2)]
+    assert batch.rows["funding_amount"].to_pylist()[0] == Decimal("-0.123456789012345678")
+    assert batch.covers == (DAY,)
+
+
+def test_hedge_mode_long_and_short_at_the_same_instant_are_two_rows() -> None:
+    batch = funding([funding_record(positionAmount="2"), funding_record(positionAmount="-2")])
+    assert sorted(batch.rows["position_side"].to_pylist()) == ["long", "short"]
+    assert batch.rejected == 0
+
+
+def test_zero_position_counts_as_long() -> None:
+    assert funding([funding_record(positionAmount="0")]).rows["position_side"].to_pylist() == [
+        "long"
+    ]
+
+
+def test_identical_duplicate_is_counted_and_kept_once() -> None:
+    batch = funding([funding_record(), funding_record(), funding_record(market="ETH_PERP")])
+    assert (batch.normalized, batch.rejected, batch.duplicates) == (2, 0, 1)
+    assert_counts_add_up(batch)
+
+
+def test_conflicting_duplicates_are_all_rejected_with_the_key() -> None:
+    batch = funding(
+        [funding_record(), funding_record(fundingAmount="5"), funding_record(market="ETH_PERP")]
+    )
+    assert batch.rows["market"].to_pylist() == ["ETH_PERP"]
+    assert batch.rejects["record_index"].to_pylist() == [0, 1]
+    reason = batch.rejects["reason"].to_pylist()[0]
+    assert reason.startswith("duplicate key (market=BTC_PERP, funding_time=2024-03-01 08:00:00")
+    assert "2 records in this batch differ" in reason
+    assert batch.rejects["partition"].to_pylist() == ["2024-03-01"] * 2
+
+
+def test_every_bad_field_is_named_in_one_reject() -> None:
+    bad = funding_record(market="btc", fundingRate="x", settlementPrice=None)
+    reason = only_reason(funding([bad]))
+    assert reason == (
+        "market: not of the form <BASE>_PERP; fundingRate: not a decimal number; "
+        "settlementPrice: missing or null"
+    )
+
+
+def test_non_objects_and_non_arrays_are_rejects_not_crashes() -> None:
+    batch = funding([funding_record(), "junk", 7])
+    assert batch.normalized == 1
+    assert batch.rejects["raw_json"].to_pylist() == ['"junk"', "7"]
+    whole = funding({"records": []})
+    assert only_reason(whole) == "expected a JSON array of funding history entries"
+
+
+def test_a_clean_batch_of_many_records_has_no_rejects() -> None:
+    records = [
+        funding_record(market=f"M{i % 50}_PERP", fundingTime=str(DAY_START + i // 50))
+        for i in range(20_000)
+    ]
+    batch = funding(records)
+    assert (batch.normalized, batch.rejected, batch.duplicates) == (20_000, 0, 0)
+
+
+def test_naive_extracted_at_is_refused() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        normalize.normalize_funding_history(
+            [], extracted_at=datetime(2024, 1, 1), partition_for_rejects=DAY
+        )
+
+
+# --- Investments and plans ---------------------------------------------------------------------
+
+
+def test_investments_flatten_the_plan_and_yield_distinct_plans() -> None:
+    other = plan(id="plan-2", status=4, ticker="BTC", interestTicker="USDT")
+    batches = normalize.normalize_investments(
+        [investment(), investment(id="inv-2"), investment(id="inv-3", plan=other)],
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    inv, plans = batches.investments, batches.fixed_plans
+    assert inv.rows.schema == schemas.INVESTMENTS.arrow_schema
+    first = inv.rows.to_pylist()[0]
+    assert first["status_label"] == "active"
+    assert first["plan_percent"] == Decimal("5.25")
+    assert first["plan_duration_minutes"] == 43200
+    assert first["interest_paid"] == Decimal("0.000123456789")
+    assert sorted(plans.rows["plan_id"].to_pylist()) == ["plan-1", "plan-2"]
+    assert plans.rows.schema == schemas.FIXED_PLANS.arrow_schema
+    labels = {row["plan_id"]: row["status_label"] for row in plans.rows.to_pylist()}
+    assert labels == {"plan-1": "active", "plan-2": "pause"}
+    assert (plans.received, plans.duplicates) == (3, 1)
+    assert_counts_add_up(plans)
+
+
+def test_one_plan_id_with_two_contents_is_rejected_from_fixed_plans() -> None:
+    changed = plan(maxPossibleInvestment="1")
+    batches = normalize.normalize_investments(
+        [investment(), investment(id="inv-2", plan=changed)],
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    assert batches.investments.normalized == 2
+    assert batches.fixed_plans.normalized == 0
+    assert batches.fixed_plans.rejected == 2
+    assert all(
+        "duplicate key (plan_id=plan-1)" in r
+        for r in batches.fixed_plans.rejects["reason"].to_pylist()
+    )
+
+
+def test_unknown_status_and_missing_plan_are_rejected() -> None:
+    batches = normalize.normalize_investments(
+        [
+            investment(status=3),
+            investment(id="inv-2", plan=None),
+            investment(id="inv-3", plan=plan(status=9)),
+        ],
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    reasons = batches.investments.rejects["reason"].to_pylist()
+    assert reasons == [
+        "status: not a known status (1 (active), 2 (closed))",
+        "plan: missing or not a JSON object",
+        "plan.status: not a known status (1 (active), 2 (no coins left), 3 (inactive), 4 (pause))",
+    ]
+    assert batches.fixed_plans.rejects["reason"].to_pylist() == [
+        "plan of record 2: status: not a known status "
+        "(1 (active), 2 (no coins left), 3 (inactive), 4 (pause))"
+    ]
+
+
+# --- Balances, hedge mode, watcher links -------------------------------------------------------
+
+
+def test_trading_balances_one_row_per_ticker() -> None:
+    batch = normalize.normalize_trading_balances(
+        {
+            "USDT": {"available": "10.5", "freeze": "0.25"},
+            "../x": {"available": "1", "freeze": "0"},
+        },
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    assert batch.rows.select(["ticker", "available", "frozen"]).to_pylist() == [
+        {"ticker": "USDT", "available": Decimal("10.5"), "frozen": Decimal("0.25")}
+    ]
+    assert batch.rejects["reason"].to_pylist()[0].startswith("ticker: not a ticker")
+
+
+def test_balance_response_that_is_not_an_object_is_one_reject() -> None:
+    assert only_reason(main_balances(["BTC"])) == "expected a JSON object keyed by ticker"
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [({"hedgeMode": True}, True), ({"hedgeMode": "true"}, False), ([], False)]
+)
+def test_hedge_mode(value: object, ok: bool) -> None:
+    batch = normalize.normalize_hedge_mode(value, snapshot_date=DAY, extracted_at=EXTRACTED_AT)
+    assert (batch.normalized, batch.rejected) == ((1, 0) if ok else (0, 1))
+    if ok:
+        assert batch.rows["hedge_mode"].to_pylist() == [True]
+
+
+def test_watcher_links_lists_nullable_expiry_and_account() -> None:
+    expiring = watcher_link(id="link-2", liveUntil=DAY_START + 7 * 86400, permissions=[])
+    batch = normalize.normalize_watcher_links(
+        {"pool-a": [watcher_link(), expiring], "pool-b": [watcher_link()]},
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    assert batch.rows.schema == schemas.WATCHER_LINKS.arrow_schema
+    rows = batch.rows.to_pylist()
+    assert [(r["account"], r["link_id"]) for r in rows] == [
+        ("pool-a", "link-1"),
+        ("pool-a", "link-2"),
+        ("pool-b", "link-1"),
+    ]
+    assert rows[0]["accounts"] == ["miner1", "miner2"]
+    assert rows[0]["live_until"] is None
+    assert rows[1]["live_until"] == datetime(2024, 3, 8, tzinfo=UTC)
+    assert rows[1]["permissions"] == []
+
+
+def test_watcher_link_problems_name_the_account() -> None:
+    absent_expiry = watcher_link()
+    del absent_expiry["liveUntil"]
+    batch = normalize.normalize_watcher_links(
+        {"pool-a": [watcher_link(accounts=["a", 1]), absent_expiry], "pool-b": {"code": 0}},
+        snapshot_date=DAY,
+        extracted_at=EXTRACTED_AT,
+    )
+    assert batch.rejects["reason"].to_pylist() == [
+        "account 'pool-a': accounts: array holding a non-string item",
+        "account 'pool-a': liveUntil: missing (null is allowed, absence is not)",
+        "account 'pool-b': expected a JSON array of watcher links",
+    ]
+    assert_counts_add_up(batch)

@@ -1,0 +1,167 @@
+"""Parquet partitions: layout, atomic replace under SIGKILL, reruns, rejects, path safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.warehouse.children import large_funding_table
+from tests.warehouse.conftest import DAY, DAY_START, EXTRACTED_AT, funding_record
+from warehouse import normalize, parquet, schemas
+from warehouse.parquet import InvalidPartitionValue, SchemaMismatch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def funding_batch(records: list[object], day: date = DAY) -> normalize.Batch:
+    return normalize.normalize_funding_history(
+        records, extracted_at=EXTRACTED_AT, partition_for_rejects=day
+    )
+
+
+def read(path: Path | str) -> pa.Table:
+    return pq.read_table(str(path))
+
+
+def test_layout_is_hive_one_zstd_file_per_partition(root: Path) -> None:
+    next_day = funding_record(fundingTime=str(DAY_START + 86400 + 1))
+    writes = parquet.write_batch(root, funding_batch([funding_record(), next_day]))
+    assert [w.partition for w in writes] == [("2024-03-01",), ("2024-03-02",)]
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert files == [
+        "parquet/funding_history/funding_date=2024-03-01/data.parquet",
+        "parquet/funding_history/funding_date=2024-03-02/data.parquet",
+    ]
+    metadata = pq.ParquetFile(writes[0].path).metadata
+    assert metadata.row_group(0).column(0).compression == "ZSTD"
+    # Partition values live in the path only.
+    assert read(writes[0].path).schema == schemas.FUNDING_HISTORY.file_schema
+
+
+def test_rerun_with_the_same_input_gives_the_same_rows_and_no_duplicates(root: Path) -> None:
+    records = [funding_record(market=f"M{i}_PERP") for i in range(50)]
+    first = parquet.write_batch(root, funding_batch(records))
+    before = read(first[0].path)
+    second = parquet.write_batch(root, funding_batch(list(reversed(records))))
+    after = read(second[0].path)
+    assert after.num_rows == 50
+    assert after.equals(before)
+    assert after["market"].to_pylist() == sorted(f"M{i}_PERP" for i in range(50))
+
+
+def test_rejects_are_written_with_their_partition_and_cleared_by_a_clean_rerun(root: Path) -> None:
+    bad = funding_record(fundingRate="1e-5")
+    parquet.write_batch(root, funding_batch([funding_record(), bad]))
+    rejects_file = parquet.partition_path(root, "_rejects", ("funding_history", "2024-03-01"))
+    rejects = read(rejects_file)
+    assert rejects["reason"].to_pylist() == ["fundingRate: not a decimal number"]
+    assert rejects["raw_json"].to_pylist()[0].startswith('{"market":"BTC_PERP"')
+
+    parquet.write_batch(root, funding_batch([funding_record(), bad]))
+    assert read(rejects_file).num_rows == 1  # rerun: replaced, not appended
+
+    parquet.write_batch(root, funding_batch([funding_record()]))
+    assert not rejects_file.exists()
+    assert not (root / "parquet" / "_rejects" / "table=funding_history").exists()
+
+
+def test_unreadable_time_is_rejected_into_the_partition_the_caller_named(root: Path) -> None:
+    parquet.write_batch(
+        root, funding_batch([funding_record(fundingTime="soon")], day=date(2024, 2, 9))
+    )
+    rejects_file = parquet.partition_path(root, "_rejects", ("funding_history", "2024-02-09"))
+    assert read(rejects_file)["reason"].to_pylist() == [
+        "fundingTime: not a Unix timestamp (ASCII digits only)"
+    ]
+    # The named day is covered: its (empty) data partition exists, so it reads as zero rows.
+    assert read(parquet.partition_path(root, "funding_history", date(2024, 2, 9))).num_rows == 0
+
+
+def test_replace_window_empties_days_that_lost_their_records(root: Path) -> None:
+    parquet.write_batch(root, funding_batch([funding_record()]))
+    parquet.write_batch(root, funding_batch([], day=date(2024, 2, 1)), replace=[DAY])
+    assert read(parquet.partition_path(root, "funding_history", DAY)).num_rows == 0
+
+
+@pytest.mark.parametrize(
+    "value", ["../x", "..", "a/b", ".hidden", "x=1", "", "a b", "a\\b", "ü", "a" * 200]
+)
+def test_unsafe_path_segments_are_refused(root: Path, value: str) -> None:
+    with pytest.raises(InvalidPartitionValue):
+        parquet.partition_path(root, "_rejects", ("funding_history", value))
+
+
+def test_partition_values_must_be_dates_of_a_known_table(root: Path) -> None:
+    with pytest.raises(InvalidPartitionValue, match="expected a date"):
+        parquet.partition_path(root, "funding_history", "2024-03-01")
+    with pytest.raises(InvalidPartitionValue, match="not a data table"):
+        parquet.partition_path(root, "_rejects", ("secrets", "2024-03-01"))
+    with pytest.raises(ValueError, match="unknown table"):
+        parquet.partition_path(root, "nope", DAY)
+
+
+def test_rows_that_do_not_match_the_schema_are_refused(root: Path) -> None:
+    rows = funding_batch([funding_record()]).rows
+    as_float = rows.set_column(
+        rows.schema.get_field_index("funding_amount"),
+        "funding_amount",
+        rows["funding_amount"].cast(pa.float64()),
+    )
+    with pytest.raises(SchemaMismatch, match="funding_amount: expected decimal128"):
+        parquet.replace_partition(root, "funding_history", DAY, as_float)
+    with pytest.raises(SchemaMismatch, match="outside funding_date=2024-02-01"):
+        parquet.replace_partition(root, "funding_history", date(2024, 2, 1), rows)
+    doubled = pa.concat_tables([rows, rows])
+    with pytest.raises(SchemaMismatch, match="share a key"):
+        parquet.replace_partition(root, "funding_history", DAY, doubled)
+    assert not root.exists() or not any(root.rglob("*.parquet"))
+
+
+def test_a_write_killed_midway_leaves_the_old_partition_whole(root: Path) -> None:
+    old = large_funding_table(DAY, 1000, seed=7)
+    target = Path(parquet.replace_partition(root, "funding_history", DAY, old).path)
+    old_bytes = target.read_bytes()
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.warehouse.children",
+            "write-large",
+            str(root),
+            DAY.isoformat(),
+            "1500000",
+        ],
+        cwd=REPO,
+    )
+    deadline = time.monotonic() + 60
+    temps: list[Path] = []
+    while not temps and child.poll() is None and time.monotonic() < deadline:
+        temps = list(target.parent.glob(".data.parquet.*.tmp"))
+        time.sleep(0.001)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+    assert temps, "the child finished before its temp file was seen"
+    assert all(t.exists() for t in temps), "killed after the rename, not mid-write"
+
+    assert target.read_bytes() == old_bytes
+    assert read(target).equals(
+        old.drop_columns(["funding_date"]).sort_by(
+            [("market", "ascending"), ("funding_time", "ascending"), ("position_side", "ascending")]
+        )
+    )
+    assert parquet.partition_files(root, "funding_history") == [target]
+
+    # The next write of that partition clears what the killed writer left.
+    parquet.replace_partition(root, "funding_history", DAY, old)
+    assert list(target.parent.iterdir()) == [target]

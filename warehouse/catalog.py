@@ -1,0 +1,163 @@
+"""The DuckDB catalog analysts query: ``WAREHOUSE_ROOT/warehouse.duckdb``, views only.
+
+It holds one view per table of `warehouse.schemas` over that table's Parquet (Hive partitioning
+on, partition column types pinned, union by name, a comment on the view and on every column),
+and the curated views of ``warehouse/sql/<view>.sql`` (a ``SELECT``; its leading ``--`` lines
+are the view's comment). Views read the files at query time, so a partition replaced after a
+refresh is seen by the next query without another refresh.
+
+Why the file is rebuilt beside and renamed over rather than opened read-write in place: DuckDB
+lets one process open a database file read-write or any number of processes open it read-only,
+never both (a writer gets "Could not set lock on file ... Conflicting lock is held"). An
+analyst's read-only connection would block every refresh. So `refresh` writes a new catalog to a
+temp file beside the old one and `os.replace`s it over: an open analyst connection keeps reading
+the file it opened (the old views, which still read the current Parquet) and sees the new views
+when it reconnects. Anything an analyst creates in ``warehouse.duckdb`` itself is lost at the
+next refresh; keep personal objects in a database of your own and ``ATTACH`` this one.
+
+A table with no Parquet file yet gets a view with its columns and zero rows, so queries work on a
+fresh warehouse; it reads files from the next refresh on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+import duckdb
+import pyarrow as pa
+
+from warehouse import schemas
+from warehouse.parquet import PARTITION_FILE, Root, partition_files, table_path
+from warehouse.schemas import TableSchema
+from warehouse.settings import is_local, warehouse_root
+
+CATALOG_FILE: Final = "warehouse.duckdb"
+#: The package directory holding the curated views.
+CURATED_SQL: Final = "sql"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRefresh:
+    """What a refresh built."""
+
+    path: Path
+    table_views: tuple[str, ...]
+    curated_views: tuple[str, ...]
+    #: Tables that had no Parquet file yet: their views are empty until a later refresh.
+    empty_tables: tuple[str, ...]
+
+
+def catalog_path(root: Root = None) -> Path:
+    """``<root>/warehouse.duckdb``; the catalog needs a local root (DuckDB opens a local file)."""
+    base = warehouse_root(root)
+    if not is_local(base):
+        raise ValueError(f"the DuckDB catalog needs a local WAREHOUSE_ROOT, not {base}")
+    return Path(base.path) / CATALOG_FILE
+
+
+def refresh(root: Root = None) -> CatalogRefresh:
+    """Rebuild the catalog's views beside it and swap it in; idempotent."""
+    target = catalog_path(root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with duckdb.connect(str(temp)) as con:
+            empty = _create_table_views(con, root)
+            curated = _create_curated_views(con)
+        os.replace(temp, target)
+    finally:
+        for leftover in (temp, temp.with_name(temp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
+
+
+def connect(root: Root = None) -> duckdb.DuckDBPyConnection:
+    """A read-only analyst connection to the catalog, showing times in UTC."""
+    con = duckdb.connect(str(catalog_path(root)), read_only=True)
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def duckdb_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type a schema's Arrow type is read back as from Parquet."""
+    if pa.types.is_decimal(arrow_type):
+        return f"DECIMAL({arrow_type.precision},{arrow_type.scale})"
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMP WITH TIME ZONE" if arrow_type.tz is not None else "TIMESTAMP"
+    if pa.types.is_list(arrow_type):
+        return f"{duckdb_type(arrow_type.value_type)}[]"
+    simple = {
+        pa.string(): "VARCHAR",
+        pa.int64(): "BIGINT",
+        pa.bool_(): "BOOLEAN",
+        pa.date32(): "DATE",
+    }
+    if arrow_type in simple:
+        return simple[arrow_type]
+    raise ValueError(f"no DuckDB type declared for Arrow type {arrow_type}")
+
+
+def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str, ...]:
+    empty = []
+    for schema in schemas.TABLES.values():
+        columns = ", ".join(_quoted(c.name) for c in schema.columns)
+        if partition_files(root, schema.name):
+            source = _parquet_source(schema, root)
+            # Identifiers come from the schemas, quoted; the path is an escaped literal.
+            query = f"SELECT {columns} FROM {source}"  # noqa: S608
+            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS {query}")
+        else:
+            empty.append(schema.name)
+            typed_nulls = ", ".join(
+                f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}" for c in schema.columns
+            )
+            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS SELECT {typed_nulls} WHERE false")
+        con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
+        for column in schema.columns:
+            target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
+            con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
+    return tuple(empty)
+
+
+def _parquet_source(schema: TableSchema, root: Root) -> str:
+    # Exact depth, not "**": no recursive listing per query, and no stray file is picked up.
+    depth = "/".join("*" for _ in schema.partition_columns)
+    files = f"{table_path(root, schema.name).path}/{depth}/{PARTITION_FILE}"
+    hive_types = ", ".join(
+        f"{_literal(name)}: {_literal(duckdb_type(schema.column(name).type))}"
+        for name in schema.partition_columns
+    )
+    return (
+        f"read_parquet({_literal(files)}, hive_partitioning = true, union_by_name = true, "
+        f"hive_types = {{{hive_types}}})"
+    )
+
+
+def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    names = []
+    sql_files = resources.files("warehouse").joinpath(CURATED_SQL).iterdir()
+    for sql_file in sorted(sql_files, key=lambda f: f.name):
+        if not sql_file.name.endswith(".sql"):
+            continue
+        name = sql_file.name.removesuffix(".sql")
+        text = sql_file.read_text(encoding="utf-8")
+        leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
+        comment = " ".join(line.removeprefix("--").strip() for line in leading)
+        con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
+        con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
+        names.append(name)
+    return tuple(names)
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

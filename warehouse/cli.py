@@ -1,0 +1,120 @@
+"""Analyst commands of `whitebit-etl`: ``sql`` (query the catalog) and ``tables`` (the data
+dictionary). `pipeline.cli` attaches them to its group.
+
+Decimals are printed with their exact digits (trailing zeros of the fixed scale trimmed, never
+in exponent form, never through a float); times in UTC, ISO 8601.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
+
+import click
+import duckdb
+from rich.console import Console
+from rich.table import Table
+
+from warehouse import catalog, schemas
+
+
+@click.command("sql")
+@click.argument("query")
+@click.option("--csv", "output", flag_value="csv", help="Print CSV instead of a table.")
+@click.option("--json", "output", flag_value="json", help="Print a JSON array of objects.")
+def sql_command(query: str, output: str | None) -> None:
+    """Run QUERY against the warehouse catalog (read-only) and print the result."""
+    if not catalog.catalog_path().exists():
+        catalog.refresh()  # a fresh warehouse: the catalog is views only, cheap to create
+    with catalog.connect() as con:
+        try:
+            result = con.execute(query)
+        except duckdb.Error as error:
+            raise click.ClickException(f"query failed: {error}") from error
+        names = [d[0] for d in result.description or ()]
+        rows = result.fetchall()
+    if output == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([[_text(v) for v in row] for row in rows])
+    elif output == "json":
+        records = [dict(zip(names, (_json_value(v) for v in row), strict=True)) for row in rows]
+        click.echo(json.dumps(records, ensure_ascii=False, indent=2))
+    else:
+        _print_table(names, rows)
+
+
+@click.command("tables")
+@click.argument("names", nargs=-1)
+def tables_command(names: Sequence[str]) -> None:
+    """Print the data dictionary: every table (or the NAMES given) with its columns."""
+    unknown = [n for n in names if n not in schemas.TABLES]
+    if unknown:
+        raise click.BadParameter(f"unknown tables {unknown}; tables: {', '.join(schemas.TABLES)}")
+    console = Console()
+    for schema in schemas.TABLES.values():
+        if names and schema.name not in names:
+            continue
+        table = Table(
+            title=f"[bold]{schema.name}[/bold]: {schema.description}",
+            caption=(
+                f"partitioned by {', '.join(schema.partition_columns)}; "
+                f"key: {', '.join(schema.key) or 'none'}"
+            ),
+            title_justify="left",
+            caption_justify="left",
+        )
+        for heading in ("column", "type", "null", "description"):
+            table.add_column(heading, overflow="fold")
+        for column in schema.columns:
+            table.add_row(
+                column.name,
+                catalog.duckdb_type(column.type),
+                "yes" if column.nullable else "no",
+                column.description,
+            )
+        console.print(table)
+
+
+def _print_table(names: Sequence[str], rows: Sequence[tuple[object, ...]]) -> None:
+    table = Table(caption=f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
+    for name in names:
+        # Fold, never ellipsize: a cut-off amount would show wrong digits.
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_text(v) for v in row))
+    Console().print(table)
+
+
+def _decimal_text(value: Decimal) -> str:
+    text = format(value, "f")  # never exponent form
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, Decimal):
+        return _decimal_text(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return json.dumps([_json_value(v) for v in value], ensure_ascii=False)
+    return str(value)
+
+
+def _json_value(value: object) -> object:
+    """JSON-safe value; a decimal becomes a string so that no reader parses it as a float."""
+    if isinstance(value, Decimal):
+        return _decimal_text(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    return value

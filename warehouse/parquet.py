@@ -1,0 +1,308 @@
+"""Hive-partitioned Parquet under ``WAREHOUSE_ROOT/parquet``: one file per partition, swapped
+in atomically.
+
+Layout: ``parquet/<table>/<column>=<value>/data.parquet`` (``_rejects`` nests two levels,
+``table=<t>/partition=<p>``). Partition values live in the path, not in the file.
+
+Replacing a partition writes the new file beside the old one (a dot-named ``.tmp`` file in the
+same directory, which no ``*.parquet`` glob matches), fsyncs it, and renames it over the stable
+file name. A reader therefore sees the old file or the new one, never a mix and never nothing; a
+process killed mid-write leaves the old file whole (its temp file is removed by the next write of
+that partition). Rows are sorted by key first, so the same input gives the same file contents.
+
+When a data partition is replaced, its rejects partition ``(table, partition)`` is replaced with
+it (removed when there are no rejects), so a rerun never duplicates rejects either. The two files
+are swapped one after the other, data first; a kill between them leaves the old rejects beside
+the new data until the next run of that partition.
+
+All file I/O goes through `UPath` (fsspec), so an object-store root is a setting: there, the
+rename is the store's move, and whether it is atomic is the store's property.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from upath import UPath
+
+from warehouse import schemas
+from warehouse.normalize import Batch, has_equal_keys
+from warehouse.schemas import REJECTS, TableSchema
+from warehouse.settings import is_local, warehouse_root
+
+PARQUET_DIR: Final = "parquet"
+#: The one file of a partition; a stable name, so a swap is a single rename.
+PARTITION_FILE: Final = "data.parquet"
+COMPRESSION: Final = "zstd"
+#: A partition value that may become a path segment: no separators, no leading dot, no "..".
+PATH_SEGMENT: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$")
+PATH_SEGMENT_MAX: Final = 128
+
+PartitionValue = date | str
+Root = str | os.PathLike[str] | UPath | None
+
+
+class InvalidPartitionValue(ValueError):
+    """A partition value that would not make a safe, canonical path segment."""
+
+
+class SchemaMismatch(ValueError):
+    """Rows that do not have the shape the table's schema declares."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionWrite:
+    """What one partition replacement wrote."""
+
+    table: str
+    #: Partition values as they appear in the path, in partition-column order.
+    partition: tuple[str, ...]
+    path: str
+    rows: int
+    rejects: int
+
+
+def table_path(root: Root, table_name: str) -> UPath:
+    """``<root>/parquet/<table>``: the directory the table's views read."""
+    return warehouse_root(root) / PARQUET_DIR / _schema(table_name).name
+
+
+def partition_path(
+    root: Root, table_name: str, partition: PartitionValue | Sequence[PartitionValue]
+) -> UPath:
+    """The file holding one partition of a table."""
+    schema = _schema(table_name)
+    path = table_path(root, table_name)
+    for column, value in zip(
+        schema.partition_columns, _partition_text(schema, partition), strict=True
+    ):
+        path = path / f"{column}={value}"
+    return path / PARTITION_FILE
+
+
+def replace_partition(
+    root: Root,
+    table_name: str,
+    partition: PartitionValue | Sequence[PartitionValue],
+    rows: pa.Table,
+    *,
+    rejects: pa.Table | None = None,
+) -> PartitionWrite:
+    """Replace one partition with ``rows`` (an empty table leaves an empty partition).
+
+    ``rows`` has the table's schema (partition columns may be present and must then hold the
+    partition's value). For a data table, ``rejects`` are the `_rejects` rows of this very
+    partition; they replace its rejects partition, and none (or an empty table) removes it.
+    """
+    schema = _schema(table_name)
+    values = _partition_text(schema, partition)
+    target = partition_path(root, table_name, partition)
+    file_rows = _file_rows(schema, values, rows)
+    _write_atomically(target, file_rows)
+    rejected = 0
+    if schema.name != REJECTS:
+        rejected = _replace_rejects(root, schema.name, values[0], rejects)
+    elif rejects is not None:
+        raise ValueError("rejects of the _rejects table make no sense")
+    return PartitionWrite(schema.name, values, str(target), file_rows.num_rows, rejected)
+
+
+def write_partitions(
+    root: Root,
+    table_name: str,
+    rows: pa.Table,
+    rejects: pa.Table | None = None,
+    *,
+    replace: Iterable[date] = (),
+) -> list[PartitionWrite]:
+    """Split rows and rejects by partition and replace each partition they touch.
+
+    Every partition in ``replace`` is replaced too, emptied when no row belongs to it: pass the
+    whole window a run extracted, so that a day that lost all its records is emptied.
+    """
+    schema = _schema(table_name)
+    column = schema.partition_column
+    if rejects is None:
+        rejects = schemas.REJECTS_TABLE.arrow_schema.empty_table()
+    foreign = pc.unique(rejects["table"].filter(pc.not_equal(rejects["table"], schema.name)))
+    if len(foreign):
+        raise ValueError(f"rejects of {foreign.to_pylist()} given to write {schema.name}")
+    days = set(replace)
+    days |= set(pc.unique(rows[column]).to_pylist()) if rows.num_rows else set()
+    days |= {date.fromisoformat(p) for p in pc.unique(rejects["partition"]).to_pylist()}
+    writes = []
+    for day in sorted(days):
+        day_rows = rows.filter(pc.equal(rows[column], pa.scalar(day, schemas.DAY)))
+        day_rejects = rejects.filter(pc.equal(rejects["partition"], day.isoformat()))
+        writes.append(replace_partition(root, schema.name, day, day_rows, rejects=day_rejects))
+    return writes
+
+
+def write_batch(root: Root, batch: Batch, *, replace: Iterable[date] = ()) -> list[PartitionWrite]:
+    """Write a normalized batch: its rows, its rejects, and every partition it covers."""
+    return write_partitions(
+        root, batch.table, batch.rows, batch.rejects, replace=(*batch.covers, *replace)
+    )
+
+
+# --- Partition values ---------------------------------------------------------------------------
+
+
+def _schema(table_name: str) -> TableSchema:
+    try:
+        return schemas.TABLES[table_name]
+    except KeyError:
+        raise ValueError(
+            f"unknown table {table_name!r}; tables: {', '.join(schemas.TABLES)}"
+        ) from None
+
+
+def _partition_text(
+    schema: TableSchema, partition: PartitionValue | Sequence[PartitionValue]
+) -> tuple[str, ...]:
+    """Partition values as validated path text, one per partition column."""
+    values = (partition,) if isinstance(partition, date | str) else tuple(partition)
+    if len(values) != len(schema.partition_columns):
+        raise InvalidPartitionValue(
+            f"{schema.name} is partitioned by {list(schema.partition_columns)}; got {partition!r}"
+        )
+    return tuple(
+        _segment(schema, schema.column(name), value)
+        for name, value in zip(schema.partition_columns, values, strict=True)
+    )
+
+
+def _segment(schema: TableSchema, column: schemas.Column, value: PartitionValue) -> str:
+    where = f"{schema.name}.{column.name}"
+    if column.type == schemas.DAY:
+        if isinstance(value, datetime) or not isinstance(value, date):
+            raise InvalidPartitionValue(f"{where}: expected a date, got {value!r}")
+        return value.isoformat()
+    if not isinstance(value, str) or len(value) > PATH_SEGMENT_MAX or not PATH_SEGMENT.match(value):
+        raise InvalidPartitionValue(
+            f"{where}: {value!r} is not a safe path segment (letters, digits, '_', '-', inner '.')"
+        )
+    if (
+        schema.name == REJECTS
+        and column.name == "table"
+        and (value not in schemas.TABLES or value == REJECTS)
+    ):
+        raise InvalidPartitionValue(f"{where}: {value!r} is not a data table")
+    return value
+
+
+# --- Rows -> file -------------------------------------------------------------------------------
+
+
+def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> pa.Table:
+    """Check rows against the schema and the partition; sort them; drop the partition columns."""
+    expected = schema.arrow_schema
+    given = {f.name: f.type for f in rows.schema}
+    problems = [
+        f"{f.name}: expected {f.type}, got {given[f.name]}"
+        for f in expected
+        if f.name in given and given[f.name] != f.type
+    ]
+    missing = [f.name for f in schema.file_schema if f.name not in given]
+    unknown = [name for name in given if name not in expected.names]
+    if problems or missing or unknown:
+        raise SchemaMismatch(
+            f"{schema.name}: rows do not match the schema: "
+            f"wrong types {problems}, missing {missing}, unknown {unknown}"
+        )
+    for column, value in zip(schema.partition_columns, values, strict=True):
+        if column in given:
+            outside = pc.not_equal(pc.cast(rows[column], pa.string()), value)
+            if pc.any(outside).as_py():
+                raise SchemaMismatch(f"{schema.name}: rows outside {column}={value} given")
+    stored = rows.select(schema.file_schema.names)
+    nulls = [
+        c.name
+        for c in schema.columns
+        if not c.nullable and c.name in given and rows[c.name].null_count
+    ]
+    if nulls:
+        raise SchemaMismatch(f"{schema.name}: nulls in non-nullable columns {nulls}")
+    key = [k for k in schema.key if k not in schema.partition_columns]
+    # A key made of partition columns alone (hedge_mode) allows one row per partition.
+    if schema.key and stored.num_rows > 1 and (not key or has_equal_keys(stored.select(key))):
+        raise SchemaMismatch(f"{schema.name}: two rows share a key {list(schema.key)} in {values}")
+    order = ["record_index", "reason"] if schema.name == REJECTS else key
+    if order:
+        stored = stored.sort_by([(name, "ascending") for name in order])
+    return stored.cast(schema.file_schema)
+
+
+def _write_atomically(target: UPath, table: pa.Table) -> None:
+    """Write beside ``target``, make it durable, then rename it over ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with temp.open("wb") as sink:
+            pq.write_table(table, sink, compression=COMPRESSION)
+            if is_local(target):
+                sink.flush()
+                os.fsync(sink.fileno())
+        _rename_over(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _remove_leftover_temps(target)
+
+
+def _rename_over(source: UPath, target: UPath) -> None:
+    if is_local(target):
+        os.replace(source.path, target.path)
+        # The rename itself is durable only once the directory entry is.
+        directory = os.open(target.parent.path, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    else:
+        source.fs.mv(source.path, target.path)
+
+
+def _remove_leftover_temps(target: UPath) -> None:
+    """Temp files a killed writer left beside this partition's file."""
+    for leftover in target.parent.glob(f".{target.name}.*.tmp"):
+        leftover.unlink(missing_ok=True)
+
+
+def _replace_rejects(root: Root, table_name: str, partition: str, rejects: pa.Table | None) -> int:
+    key = (table_name, partition)
+    target = partition_path(root, REJECTS, key)
+    if rejects is None or rejects.num_rows == 0:
+        if target.exists():
+            target.unlink()
+            _remove_empty_directories(target.parent, stop=table_path(root, REJECTS))
+        return 0
+    elsewhere = pc.or_(
+        pc.not_equal(rejects["table"], table_name), pc.not_equal(rejects["partition"], partition)
+    )
+    if pc.any(elsewhere).as_py():
+        raise ValueError(f"rejects given for {table_name} {partition} belong elsewhere")
+    _write_atomically(target, _file_rows(schemas.REJECTS_TABLE, key, rejects))
+    return int(rejects.num_rows)
+
+
+def _remove_empty_directories(directory: UPath, *, stop: UPath) -> None:
+    while directory != stop and directory.exists() and not any(directory.iterdir()):
+        directory.rmdir()
+        directory = directory.parent
+
+
+def partition_files(root: Root, table_name: str) -> list[UPath]:
+    """The partition files a table has now."""
+    base = table_path(root, table_name)
+    depth = "/".join("*" for _ in _schema(table_name).partition_columns)
+    return sorted(base.glob(f"{depth}/{PARTITION_FILE}")) if base.exists() else []
