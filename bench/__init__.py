@@ -1,6 +1,6 @@
 """`make bench`: every figure measured side by side in one run, printed as one table.
 
-Each section is a module with ``run(ctx) -> list[Figure]``; `bench.__main__` runs them in order,
+Each section is a module with ``run() -> list[Figure]``; `bench.__main__` runs them in order,
 prints the table and writes it as Markdown to ``docs/benchmarks.md``.
 """
 
