@@ -275,7 +275,10 @@ def _drift(body: bytes, fault: Fault) -> bytes:
 
 
 async def _faulted(
-    state: SimulatorState, path: str, run: Callable[[], Awaitable[Answer]]
+    state: SimulatorState,
+    path: str,
+    run: Callable[[], Awaitable[Answer]],
+    params: dict[str, Any] | None = None,
 ) -> Response:
     """Answer the request, with the fault the injector draws for it, if any."""
     fault = state.faults.draw(path)
@@ -290,6 +293,9 @@ async def _faulted(
         return _respond(answers.GATEWAY_RATE_LIMITED)
     answer = await run()
     state.count(path, answer.status)
+    tamper = state.faults.tampered(path)
+    if tamper is not None and answer.status == 200:
+        answer = Answer(200, tamper(params if params is not None else {}, answer.body))
     if fault is Fault.DROP_CONNECTION:
         return _DroppingResponse(answer.body, answer.status, media_type=answer.media_type)
     if fault is not None and fault.alters_success and answer.status == 200:
@@ -309,20 +315,22 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
             state.count(op.path, 429)
             return _respond(answers.GATEWAY_RATE_LIMITED)
 
+        params: dict[str, Any] = {}
+
         async def run() -> Answer:
             authenticated = authenticate(state, op, request.headers, await request.body())
             if isinstance(authenticated, Answer):
                 return authenticated
             key, body = authenticated
             try:
-                params = validate(
-                    op, {k: v for k, v in body.items() if k not in SIGNING_FIELDS}, exists
+                params.update(
+                    validate(op, {k: v for k, v in body.items() if k not in SIGNING_FIELDS}, exists)
                 )
             except Invalid as invalid:
                 return invalid.answer
             return handler(state, params, key)
 
-        return await _faulted(state, op.path, run)
+        return await _faulted(state, op.path, run, params)
 
     return endpoint
 

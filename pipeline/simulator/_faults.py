@@ -9,8 +9,11 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
+
+#: Rewrites a successful answer's body: (request's parameters, body) -> new body.
+Tamper = Callable[[dict[str, object], bytes], bytes]
 
 
 class Fault(Enum):
@@ -46,6 +49,7 @@ class FaultInjector:
         self._script: deque[Fault | None] = deque()
         self.slow_seconds = 0.25
         self.injected: Counter[Fault] = Counter()
+        self._tampers: dict[str, Tamper] = {}
 
     def set(
         self,
@@ -75,9 +79,22 @@ class FaultInjector:
             self._script = deque(faults)
             self._paths = frozenset(paths) if paths is not None else None
 
+    def tamper(self, path: str, rewrite: Tamper | None) -> None:
+        """Rewrite every successful answer of ``path`` (``None`` stops): hostile-input tests
+        serve exactly the bytes they want, after authentication and validation ran as usual."""
+        with self._lock:
+            if rewrite is None:
+                self._tampers.pop(path, None)
+            else:
+                self._tampers[path] = rewrite
+
+    def tampered(self, path: str) -> Tamper | None:
+        return self._tampers.get(path)
+
     def clear(self) -> None:
         self.set(0.0)
         self.script(())
+        self._tampers.clear()
 
     def draw(self, path: str) -> Fault | None:
         """The fault for this request, if any."""

@@ -130,3 +130,21 @@ def test_control_routes_steer_a_simulator_in_another_process(own_sim: Simulator)
     stats = httpx.get(control + "/stats").json()
     assert stats["rate_limited"] == 1
     assert stats["faults"] == {"http_502": 1}
+
+
+def test_tamper_rewrites_successful_answers_only(own_sim: Simulator) -> None:
+    seen: list[dict[str, object]] = []
+
+    def hostile(params: dict[str, object], body: bytes) -> bytes:
+        seen.append(params)
+        return b'{"offset":0,"limit":5,"records":[{"market":"../x"}]}'
+
+    own_sim.faults.tamper(FUNDING, hostile)
+    r = _funding(own_sim)
+    assert r.json()["records"] == [{"market": "../x"}]
+    assert seen == [{"market": None, "limit": 5, "offset": 0}]
+    # Refusals are the exchange's own: a bad request is never tampered with.
+    refused = post(own_sim.url, FUNDING, {"limit": 0}, own_sim.credentials)
+    assert refused.status_code == 422
+    own_sim.faults.tamper(FUNDING, None)
+    assert _funding(own_sim).json()["records"][0]["market"].endswith("_PERP")
