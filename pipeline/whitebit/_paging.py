@@ -1,0 +1,192 @@
+"""Paginators: what each page of a walk says about the next request, with no I/O of their own.
+
+Funding history is read newest first while new entries may arrive at its head, which shifts every
+offset. Pages overlap by one record (offsets step by ``limit - 1``): the last record of a page
+must reappear in the next. Because entries only ever arrive at the head, everything after a record
+is the same in every answer, so finding that record in the next page tells exactly which records
+are new to the walk, whatever arrived meanwhile and in whatever order the pages were fetched:
+
+- found at index ``i``: the records after it are new; those before it are repeats (or head
+  arrivals) and are dropped;
+- not found, and the page holds only records the walk has already passed (a full page): more than
+  a page arrived at the head; move the offset on by a page;
+- not found otherwise: the page was fetched before a shift the previous page saw (a gap); fetch
+  it again.
+
+Remembering what was passed needs only the last record and the keys of the records that share its
+funding time: memory bounded by the largest group of entries funded at one time (one per market
+and position side), never by the length of the walk.
+
+Investments are read in fixed slices of offsets up to the spec's maximum; `OffsetWindow` says
+which offsets a slice has and whether its answers filled the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ._errors import FundingOrderError
+from ._types import FundingEntry
+
+#: (market, fundingTime as sent, short side): one funding payment (hedge mode pays a long and a
+#: short of one market at the same time).
+FundingKey = tuple[str, str, bool]
+
+
+def funding_key(record: FundingEntry) -> FundingKey:
+    return (record["market"], record["fundingTime"], record["positionAmount"].startswith("-"))
+
+
+def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[int | None]:
+    """Each record's funding time in seconds. A time that is not digits is passed through by the
+    walk (the warehouse rejects it with its reason); for ordering it takes its neighbour's time:
+    the record before it (``before`` for the first), else the record after it."""
+    times: list[int | None] = []
+    previous = before
+    for record in records:
+        text = record["fundingTime"]
+        if text.isascii() and text.isdigit():
+            previous = int(text)
+        times.append(previous)
+    if times and times[0] is None:
+        following: int | None = None
+        for i in range(len(times) - 1, -1, -1):
+            if times[i] is None:
+                times[i] = following
+            else:
+                following = times[i]
+    return times
+
+
+@dataclass(frozen=True, slots=True)
+class FundingStep:
+    """What one page did to a funding walk."""
+
+    action: Literal["next", "refetch", "skip"]
+    #: The offset to read next ("refetch": the same one again).
+    offset: int
+    #: Records new to the walk, in the exchange's order, and their funding times.
+    fresh: Sequence[FundingEntry] = ()
+    times: Sequence[int | None] = ()
+    #: Records of this page the walk had already passed.
+    repeated: int = 0
+    #: The page was short: the history ends in it.
+    last: bool = False
+
+
+class FundingCursor:
+    """Where a newest-first funding walk stands: the last record it passed, and the keys of the
+    records that share that record's funding time."""
+
+    __slots__ = ("_last_key", "_last_time", "_tie", "page_size")
+
+    def __init__(self, page_size: int) -> None:
+        if page_size < 2:
+            raise ValueError("overlapping pages need a page size of at least 2")
+        self.page_size = page_size
+        self._last_key: FundingKey | None = None
+        self._last_time: int | None = None
+        self._tie: set[FundingKey] = set()
+
+    @property
+    def step(self) -> int:
+        """Offsets advance by one record less than a page: the overlap that shows gaps."""
+        return self.page_size - 1
+
+    @property
+    def last_time(self) -> int | None:
+        return self._last_time
+
+    def _passed(self, key: FundingKey, time: int | None) -> bool:
+        last = self._last_time
+        if time is None or last is None:
+            return key in self._tie
+        return time > last or (time == last and key in self._tie)
+
+    def read(self, records: Sequence[FundingEntry], offset: int) -> FundingStep:
+        """Take one page, answered for ``offset``."""
+        full = len(records) >= self.page_size
+        start = 0
+        if self._last_key is not None:
+            found = self._find(records)
+            if found is None:
+                times = funding_times(records, None)
+                keys = [funding_key(r) for r in records]
+                if full and all(self._passed(k, t) for k, t in zip(keys, times, strict=True)):
+                    return FundingStep("skip", offset + self.page_size, repeated=len(records))
+                return FundingStep("refetch", offset)
+            start = found + 1
+            self._check_passed(records[:found])
+        fresh = records[start:]
+        times = funding_times(fresh, self._last_time)
+        self._advance(fresh, times)
+        return FundingStep(
+            "next",
+            offset + len(records) - 1 if records else offset,
+            fresh=fresh,
+            times=times,
+            repeated=max(0, start - 1),
+            last=not full,
+        )
+
+    def _find(self, records: Sequence[FundingEntry]) -> int | None:
+        last = self._last_key
+        for i, record in enumerate(records):
+            if funding_key(record) == last:
+                return i
+        return None
+
+    def _check_passed(self, before: Sequence[FundingEntry]) -> None:
+        """Records ahead of the last one passed must all be passed already: one that is not
+        would be skipped, so the exchange's order is not to be trusted."""
+        times = funding_times(before, None)
+        for record, time in zip(before, times, strict=True):
+            key = funding_key(record)
+            if not self._passed(key, time):
+                raise FundingOrderError(
+                    f"funding entry {key} appears ahead of {self._last_key}, which the walk "
+                    "already passed, yet the walk never saw it: the newest-first order changed"
+                )
+
+    def _advance(self, fresh: Sequence[FundingEntry], times: Sequence[int | None]) -> None:
+        last_time, tie = self._last_time, self._tie
+        key = self._last_key
+        for record, time in zip(fresh, times, strict=True):
+            key = funding_key(record)
+            if time is not None and (last_time is None or time < last_time):
+                last_time, tie = time, {key}
+            elif time is None or time == last_time:
+                if key in tie:
+                    raise FundingOrderError(f"funding entry {key} answered twice in one walk")
+                tie.add(key)
+            else:
+                raise FundingOrderError(
+                    f"funding entry {key} is newer than {last_time}, which the walk already "
+                    "passed: the answer is not newest first"
+                )
+        self._last_key, self._last_time, self._tie = key, last_time, tie
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWindow:
+    """The offsets one investments slice can be read at: ``0, limit, ...`` up to the maximum
+    offset the exchange accepts, and no further."""
+
+    limit: int
+    max_offset: int
+
+    @property
+    def offsets(self) -> list[int]:
+        offsets = list(range(0, self.max_offset, self.limit))
+        return [*offsets, self.max_offset]
+
+    @property
+    def reachable(self) -> int:
+        """Rows a slice can show at most."""
+        return self.max_offset + self.limit
+
+    def filled(self, offset: int, rows: int) -> bool:
+        """The slice's last reachable page came back full: there may be rows beyond it."""
+        return offset >= self.max_offset and rows >= self.limit
