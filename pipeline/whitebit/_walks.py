@@ -13,7 +13,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: (records, their funding times): one batch of a single funding stream.
-_Batch = tuple[Sequence[FundingEntry], Sequence[int | None]]
+_Batch = tuple[list[FundingEntry], list[int | None]]
 
 
 class _Ahead(Generic[T]):
@@ -120,7 +120,7 @@ class FundingWalk:
                 report.slices.append("all")
                 async for records, _ in self._stream(None, DEFAULT_PREFETCH_PAGES):
                     report.rows += len(records)
-                    yield list(records)
+                    yield records
             else:
                 report.slices.extend(self.markets)
                 async for batch in self._merged(self.markets):
@@ -129,7 +129,7 @@ class FundingWalk:
         finally:
             report.elapsed_s = time.monotonic() - started
 
-    def _in_window(self, records: Sequence[FundingEntry], times: Sequence[int | None]) -> _Batch:
+    def _in_window(self, records: list[FundingEntry], times: list[int | None]) -> _Batch:
         since, until = self.since, self.until
         first, last = times[0], times[-1]
         if (since is None or (last is not None and last >= since)) and (
