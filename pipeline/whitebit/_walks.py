@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import spec
 from ._config import DEFAULT_PREFETCH_PAGES, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
-from ._errors import FundingOrderError, OffsetWindowExceeded, ValidationError
+from ._errors import (
+    FundingOrderError,
+    OffsetWindowExceeded,
+    ResponseFormatError,
+    ValidationError,
+)
 from ._paging import FundingCursor, OffsetWindow
 from ._report import WalkReport
 from ._types import FundingEntry, FundingPage, Investment, InvestmentsPage
@@ -71,6 +76,27 @@ class _Ahead(Generic[T]):
             task.cancel()
         # Collect what they raised, so no task error goes unretrieved.
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _records(operation: spec.Operation, page: Any, offset: int, limit: int) -> list[Any]:
+    """A page's records, once the page proves to be the one asked for: a walk works out its
+    next offset from it, so a page for another offset, or longer than the limit, is refused."""
+    records: list[Any] = page["records"]
+    wrong: tuple[str, str] | None = None
+    if page["offset"] != offset:
+        wrong = ("offset", f"asked for offset {offset}, the answer is for {page['offset']}")
+    elif page["limit"] != limit:
+        wrong = ("limit", f"asked for limit {limit}, the answer says {page['limit']}")
+    elif len(records) > limit:
+        wrong = ("records", f"asked for at most {limit} records, the answer has {len(records)}")
+    if wrong is not None:
+        raise ResponseFormatError(
+            operation=operation,
+            field=wrong[0],
+            reason=wrong[1],
+            body_excerpt=f"offset {page['offset']}, limit {page['limit']}, {len(records)} records",
+        )
+    return records
 
 
 async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
@@ -154,7 +180,7 @@ class FundingWalk:
         async def fetch(offset: int) -> list[FundingEntry]:
             page: FundingPage = await client.call(op, {**params, "offset": offset}, report=report)
             report.pages += 1
-            return page["records"]
+            return _records(op, page, offset, self.page_size)
 
         ahead = _Ahead(fetch, depth)
         offset, refetched = 0, 0
@@ -345,7 +371,7 @@ class InvestmentsWalk:
             params = {**part.params, "limit": window.limit, "offset": offset}
             page: InvestmentsPage = await client.call(op, params, report=report)
             report.pages += 1
-            return page["records"]
+            return _records(op, page, offset, window.limit)
 
         offsets = window.offsets
         ahead = _Ahead(fetch, DEFAULT_PREFETCH_PAGES)
