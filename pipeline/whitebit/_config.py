@@ -28,8 +28,8 @@ DEFAULT_MAX_CONCURRENCY: Final = 8
 
 #: Fraction of a budget's rate the pacer allows, so in-flight jitter never crosses the budget.
 PACING_HEADROOM: Final = 0.97
-#: Requests the pacer lets through at once before settling to its rate (a small burst keeps the
-#: sliding window safe: burst + rate * period stays under the budget).
+#: Most requests the pacer lets through at once before settling to its rate (fewer for a small
+#: budget: burst + rate * period must stay under the budget with room to spare).
 PACING_BURST: Final = 4
 
 #: A window nonce never runs further than this ahead of the wall clock (the exchange refuses one

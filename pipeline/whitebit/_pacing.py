@@ -46,17 +46,26 @@ class Pacer:
         """The budget this pacer holds the operation to."""
         return self._budgets[operation.budget.group]
 
+    def burst_of(self, operation: spec.Operation) -> int:
+        """The burst, smaller for a small budget: at most half the headroom's requests."""
+        spare = self.budget(operation).requests * (1 - self.headroom) / 2
+        return max(1, min(self.burst, int(spare)))
+
     def rate(self, operation: spec.Operation) -> float:
-        """Requests per second the pacer allows the operation's group once its burst is spent."""
-        return self.budget(operation).per_second * self.headroom
+        """Requests per second once the burst is spent: the headroom's share of what the burst
+        leaves, so that burst + rate * period stays under the budget with room for requests
+        that arrive later than they left (at 10,000 per 10 s: 300 requests, 0.3 s)."""
+        budget = self.budget(operation)
+        return self.headroom * max(budget.requests - self.burst_of(operation), 1) / budget.period_s
 
     async def acquire(self, operation: spec.Operation) -> None:
         """Wait until the operation's budget group allows one more request."""
         group = operation.budget.group
         limiter = self._limiters.get(group)
         if limiter is None:
-            # aiolimiter's leaky bucket: capacity `burst`, drained at the paced rate.
-            limiter = AsyncLimiter(self.burst, self.burst / self.rate(operation))
+            # aiolimiter's leaky bucket: capacity of the burst, drained at the paced rate.
+            burst = self.burst_of(operation)
+            limiter = AsyncLimiter(burst, burst / self.rate(operation))
             self._limiters[group] = limiter
         await limiter.acquire()
 
