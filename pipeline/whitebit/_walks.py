@@ -144,7 +144,7 @@ class FundingWalk:
         try:
             if self.markets is None:
                 report.slices.append("all")
-                async for records, _ in self._stream(None, DEFAULT_PREFETCH_PAGES):
+                async for records, _ in self._stream(None, DEFAULT_PREFETCH_PAGES, self.until):
                     report.rows += len(records)
                     yield records
             else:
@@ -155,8 +155,10 @@ class FundingWalk:
         finally:
             report.elapsed_s = time.monotonic() - started
 
-    def _in_window(self, records: list[FundingEntry], times: list[int | None]) -> _Batch:
-        since, until = self.since, self.until
+    def _in_window(
+        self, records: list[FundingEntry], times: list[int | None], until: int | None
+    ) -> _Batch:
+        since = self.since
         first, last = times[0], times[-1]
         if (since is None or (last is not None and last >= since)) and (
             until is None or (first is not None and first < until)
@@ -169,7 +171,9 @@ class FundingWalk:
         ]
         return [r for r, _ in kept], [t for _, t in kept]
 
-    async def _stream(self, market: str | None, depth: int) -> AsyncGenerator[_Batch, None]:
+    async def _stream(
+        self, market: str | None, depth: int, until: int | None
+    ) -> AsyncGenerator[_Batch, None]:
         """One newest-first stream (all markets, or one), as non-empty batches in the window."""
         client, report, op = self._client, self.report, spec.FUNDING_HISTORY
         cursor = FundingCursor(self.page_size)
@@ -204,7 +208,7 @@ class FundingWalk:
                 if step.action == "skip":
                     continue
                 if step.fresh:
-                    records, times = self._in_window(step.fresh, step.times)
+                    records, times = self._in_window(step.fresh, step.times, until)
                     if records:
                         yield records, times
                 oldest = cursor.last_time
@@ -216,9 +220,25 @@ class FundingWalk:
         finally:
             await ahead.aclose()
 
+    async def _head_time(self) -> int | None:
+        """The newest funding time of the whole history, as the walk begins."""
+        op = spec.FUNDING_HISTORY
+        page: FundingPage = await self._client.call(op, {"limit": 1}, report=self.report)
+        self.report.pages += 1
+        text = page["records"][0]["fundingTime"] if page["records"] else ""
+        return int(text) if text.isascii() and text.isdigit() else None
+
     async def _merged(self, markets: list[str]) -> AsyncIterator[list[FundingEntry]]:
-        """Each market walked on its own, concurrently, merged newest first."""
-        streams = [self._stream(m, PER_MARKET_PREFETCH_PAGES) for m in markets]
+        """Each market walked on its own, concurrently, merged newest first.
+
+        The markets' first pages are answered at different moments; so that all of them show
+        the history as it was when the walk began (as a single walk does), entries newer than
+        the newest of the whole history at the start are left out."""
+        until = self.until
+        head = await self._head_time()
+        if head is not None and (until is None or head + 1 < until):
+            until = head + 1
+        streams = [self._stream(m, PER_MARKET_PREFETCH_PAGES, until) for m in markets]
         pending = {i: asyncio.create_task(_next_batch(s)) for i, s in enumerate(streams)}
         buffers: list[deque[tuple[float, FundingEntry]]] = [deque() for _ in markets]
         heads: list[tuple[float, int]] = []  # (minus the head's time, market index)
