@@ -35,8 +35,12 @@ from ._types import FundingEntry
 FundingKey = tuple[str, str, bool]
 
 
+def funding_keys(records: Sequence[FundingEntry]) -> list[FundingKey]:
+    return [(r["market"], r["fundingTime"], r["positionAmount"].startswith("-")) for r in records]
+
+
 def funding_key(record: FundingEntry) -> FundingKey:
-    return (record["market"], record["fundingTime"], record["positionAmount"].startswith("-"))
+    return funding_keys((record,))[0]
 
 
 def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[int | None]:
@@ -45,7 +49,7 @@ def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[i
     the record before it (``before`` for the first), else the record after it."""
     texts = [r["fundingTime"] for r in records]
     joined = "".join(texts)
-    if joined.isascii() and joined.isdigit() and len({len(t) for t in texts}) <= 1:
+    if all(texts) and joined.isascii() and joined.isdigit():
         return list(map(int, texts))  # every time is digits: the common case, at C speed
     times: list[int | None] = []
     previous = before
@@ -80,9 +84,9 @@ class FundingStep:
 
 
 class FundingCursor:
-    """Where a newest-first funding walk stands: the last record it passed, and the records that
-    share that record's funding time (their keys are worked out only when a page does not line
-    up, which is rare: the common page costs no key at all)."""
+    """Where a newest-first funding walk stands: the last record it passed, and the keys of the
+    records that share that record's funding time (keys, not the records themselves: a caller
+    may change the records it was given)."""
 
     __slots__ = ("_last_key", "_last_time", "_tie", "_tie_keys", "page_size")
 
@@ -92,8 +96,8 @@ class FundingCursor:
         self.page_size = page_size
         self._last_key: FundingKey | None = None
         self._last_time: int | None = None
-        # Batches of passed records that hold the run sharing the last funding time.
-        self._tie: list[tuple[Sequence[FundingEntry], Sequence[int | None]]] = []
+        # Keys and times of the passed batches that hold the run sharing the last funding time.
+        self._tie: list[tuple[list[FundingKey], Sequence[int | None]]] = []
         self._tie_keys: set[FundingKey] | None = None
 
     @property
@@ -110,9 +114,9 @@ class FundingCursor:
         if self._tie_keys is None:
             last = self._last_time
             self._tie_keys = {
-                funding_key(r)
-                for records, times in self._tie
-                for r, t in zip(records, times, strict=True)
+                key
+                for keys, times in self._tie
+                for key, t in zip(keys, times, strict=True)
                 if t == last
             }
         return self._tie_keys
@@ -193,9 +197,10 @@ class FundingCursor:
         newest, oldest = times[0], times[-1]
         if oldest is not None and (newest != oldest or (last is not None and oldest != last)):
             self._tie = []  # the run of the last funding time starts within this batch
-        self._tie.append((fresh, times))
+        keys = funding_keys(fresh)
+        self._tie.append((keys, times))
         self._tie_keys = None
-        self._last_key = funding_key(fresh[-1])
+        self._last_key = keys[-1]
         self._last_time = oldest if oldest is not None else last
 
 
