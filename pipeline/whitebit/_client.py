@@ -369,10 +369,8 @@ class AsyncWhiteBIT:
         self, operation: spec.Operation, params: Mapping[str, Any], report: WalkReport | None
     ) -> Any:
         async with self._slots:
-            if self._pacing is not False:
-                pacer = (
-                    self._pacing if isinstance(self._pacing, Pacer) else Pacer.shared(self._origin)
-                )
+            pacer = self._pacer()
+            if pacer is not None:
                 await pacer.acquire(operation)
             if not operation.private:
                 request = self._http.build_request("GET", self._urls[operation.name])
@@ -383,6 +381,11 @@ class AsyncWhiteBIT:
                 async with self._in_order:
                     response = await self._send_signed(operation, params)
         return self._answer(operation, response, report)
+
+    def _pacer(self) -> Pacer | None:
+        if isinstance(self._pacing, Pacer):
+            return self._pacing
+        return Pacer.shared(self._origin) if self._pacing else None
 
     async def _send_signed(
         self, operation: spec.Operation, params: Mapping[str, Any]

@@ -36,9 +36,6 @@ PACING_BURST: Final = 4
 #: more than `spec.NONCE_WINDOW_MS` away); past it, the next request waits for the clock.
 NONCE_MAX_LEAD_MS: Final = spec.NONCE_WINDOW_MS - 1_000
 
-#: Pages a walk keeps requested ahead of the one it is reading (grown from 1 as pages come back
-#: full, so a short slice costs few wasted requests).
-DEFAULT_PREFETCH_PAGES: Final = DEFAULT_MAX_CONCURRENCY
 #: Pages each market's walk keeps ahead when several markets are walked at once.
 PER_MARKET_PREFETCH_PAGES: Final = 2
 #: A page that shows neither the walk's last record nor only records already behind it is

@@ -1,9 +1,10 @@
 """Walks: every page of a paged operation, fetched concurrently, yielded in order, never short.
 
 A walk is an async iterator of pages (lists of raw records, in the exchange's order) with a
-`WalkReport` that says what it did. Pages are requested ahead of the one being read, a few at a
-time (starting at one and doubling while pages come back full, so a short slice wastes little);
-what is buffered is bounded by that depth, so a walk of a million rows runs in flat memory.
+`WalkReport` that says what it did. Pages are requested ahead of the one being read, up to the
+client's concurrency (starting at one and doubling while pages come back full, so a short slice
+wastes little); what is buffered is bounded by that depth, so a million rows stream in flat
+memory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import spec
-from ._config import DEFAULT_PREFETCH_PAGES, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
+from ._config import MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
 from ._errors import (
     FundingOrderError,
     OffsetWindowExceeded,
@@ -144,7 +145,8 @@ class FundingWalk:
         try:
             if self.markets is None:
                 report.slices.append("all")
-                async for records, _ in self._stream(None, DEFAULT_PREFETCH_PAGES, self.until):
+                depth = self._client.max_concurrency
+                async for records, _ in self._stream(None, depth, self.until):
                     report.rows += len(records)
                     yield records
             else:
@@ -303,6 +305,9 @@ class InvestmentsWalk:
     that still fills the window is `OffsetWindowExceeded`: raised once the walk has yielded all
     it could (``on_window_exceeded="raise"``), or only listed in the report (``"report"``).
 
+    Repeats across slices are dropped by id, so the walk remembers every id it yielded: its
+    memory grows with the account's investments (tens of thousands), not with pages.
+
     Limitation: the API can filter only by id, ticker and status, and tells no totals. A ticker
     held in no balance, seen in none of the rows within reach, and not named by the caller,
     cannot be split out: its rows beyond the window of a filled slice stay out of reach.
@@ -394,7 +399,7 @@ class InvestmentsWalk:
             return _records(op, page, offset, window.limit)
 
         offsets = window.offsets
-        ahead = _Ahead(fetch, DEFAULT_PREFETCH_PAGES)
+        ahead = _Ahead(fetch, client.max_concurrency)
         try:
             for i, offset in enumerate(offsets):
                 ahead.request(offsets[i:])
