@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError, spec
-from pipeline.whitebit._config import DEFAULT_PREFETCH_PAGES
+from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
 from pipeline.whitebit._paging import FundingCursor, funding_times
 from tests.whitebit.conftest import client, collect, raises
 
@@ -42,7 +42,7 @@ def test_the_walk_is_the_whole_history_newest_first(sim: Simulator) -> None:
         assert (report.rows, report.slices, report.retries) == (len(rows), ["all"], 0)
         needed = -(-(len(rows) - 1) // 99)  # pages overlap by one record
         # Pages requested ahead of the end are answered too, and counted: at most a few.
-        assert needed <= report.pages <= needed + DEFAULT_PREFETCH_PAGES
+        assert needed <= report.pages <= needed + DEFAULT_MAX_CONCURRENCY
         assert report.elapsed_s > 0
 
     asyncio.run(main())
@@ -327,11 +327,30 @@ def test_the_cursor_remembers_only_the_last_funding_time() -> None:
     offset = 0
     while True:
         step = cursor.read(history[offset : offset + 100], offset)
-        held = sum(len(records) for records, _ in cursor._tie)
+        held = sum(len(k) for k, _ in cursor._tie)
         assert held <= 250 + 100
         if step.last:
             break
         offset = step.offset
+
+
+def test_changing_yielded_records_does_not_mislead_the_cursor() -> None:
+    history = [_entry(n, 5_000 - n // 30) for n in range(1_000)]  # 30 a funding time
+    cursor, offset, out = FundingCursor(10), 0, []
+    for pages in range(1, 300):
+        page = [dict(r) for r in history[offset : offset + 10]]
+        step = cursor.read(page, offset)  # type: ignore[arg-type]
+        out.extend(dict(r) for r in step.fresh)
+        for record in step.fresh:
+            record["market"] = "changed by the caller"
+        if step.last:
+            break
+        if pages in (3, 7):  # a burst at the head: the cursor must judge pages by its memory
+            history = [_entry(10_000 * pages + n, 9_000 + pages) for n in range(25)] + history
+        offset = step.offset
+    else:
+        raise AssertionError("the cursor lost its place")
+    assert out == history[-1_000:]
 
 
 def test_times_that_are_not_digits_take_their_neighbours() -> None:
@@ -339,4 +358,7 @@ def test_times_that_are_not_digits_take_their_neighbours() -> None:
     records[0]["fundingTime"], records[2]["fundingTime"] = "x", "4O"
     assert funding_times(records, None) == [40, 40, 40, 30]
     assert funding_times(records, 60) == [60, 40, 40, 30]
-    assert funding_times([_entry(1, 1)] * 0, None) == []
+    assert funding_times([], None) == []
+    records[0]["fundingTime"] = ""
+    assert funding_times(records, None) == [40, 40, 40, 30]
+    assert funding_times([_entry(1, 999), _entry(2, 1000)][::-1], None) == [1000, 999]
