@@ -47,14 +47,14 @@ class Pacer:
         return self._budgets[operation.budget.group]
 
     def burst_of(self, operation: spec.Operation) -> int:
-        """The burst, smaller for a small budget: at most half the headroom's requests."""
+        """The burst, smaller for a small budget: at most half of what the headroom leaves."""
         spare = self.budget(operation).requests * (1 - self.headroom) / 2
         return max(1, min(self.burst, int(spare)))
 
     def rate(self, operation: spec.Operation) -> float:
         """Requests per second once the burst is spent: the headroom's share of what the burst
         leaves, so that burst + rate * period stays under the budget with room for requests
-        that arrive later than they left (at 10,000 per 10 s: 300 requests, 0.3 s)."""
+        that arrive later than they left."""
         budget = self.budget(operation)
         return self.headroom * max(budget.requests - self.burst_of(operation), 1) / budget.period_s
 
