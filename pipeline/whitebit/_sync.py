@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar
 
@@ -80,8 +81,24 @@ class WhiteBIT:
     def ping(self) -> None:
         self._runner.run(self._client.ping())
 
-    def investments_history(self, **filters: Any) -> InvestmentsPage:
-        return self._runner.run(self._client.investments_history(**filters))
+    def investments_history(
+        self,
+        *,
+        investment_id: str | None = None,
+        ticker: str | None = None,
+        status: int | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> InvestmentsPage:
+        return self._runner.run(
+            self._client.investments_history(
+                investment_id=investment_id,
+                ticker=ticker,
+                status=status,
+                limit=limit,
+                offset=offset,
+            )
+        )
 
     def hedge_mode(self) -> HedgeMode:
         return self._runner.run(self._client.hedge_mode())
@@ -89,8 +106,12 @@ class WhiteBIT:
     def reset_subaccount_key(self, api_key_id: str) -> None:
         self._runner.run(self._client.reset_subaccount_key(api_key_id))
 
-    def funding_history(self, **filters: Any) -> FundingPage:
-        return self._runner.run(self._client.funding_history(**filters))
+    def funding_history(
+        self, *, market: str | None = None, limit: int | None = None, offset: int | None = None
+    ) -> FundingPage:
+        return self._runner.run(
+            self._client.funding_history(market=market, limit=limit, offset=offset)
+        )
 
     def main_balance(self, *, ticker: str | None = None) -> dict[str, MainBalance]:
         return self._runner.run(self._client.main_balance(ticker=ticker))
@@ -101,8 +122,14 @@ class WhiteBIT:
     def watcher_links(self, account: str) -> list[WatcherLink]:
         return self._runner.run(self._client.watcher_links(account))
 
-    def walk_funding(self, **window: Any) -> SyncWalk[list[FundingEntry]]:
-        walk = self._client.walk_funding(**window)
+    def walk_funding(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        markets: list[str] | None = None,
+    ) -> SyncWalk[list[FundingEntry]]:
+        walk = self._client.walk_funding(since=since, until=until, markets=markets)
         return SyncWalk(self._runner, aiter(walk), walk.report)
 
     def walk_investments(

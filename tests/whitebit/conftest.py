@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -76,6 +76,3 @@ async def collect(walk: Any) -> list[Any]:
     async for page in walk:
         rows.extend(page)
     return rows
-
-
-Hook = Callable[..., Any]
