@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -30,4 +30,28 @@ def own_sim() -> Iterator[Simulator]:
 def large_sim() -> Iterator[Simulator]:
     """The large scale: the offset window bites, a million funding entries exist."""
     with Simulator(seed=7, scale=Scale.large(), clock=SimClock(FROZEN_AT)) as s:
+        yield s
+
+
+@pytest.fixture
+def sim_at() -> Iterator[Callable[[str], Simulator]]:
+    """Start simulators at other scales (``Scale.parse`` text); each is the test's own."""
+    started: list[Simulator] = []
+
+    def start(scale: str) -> Simulator:
+        s = Simulator(seed=7, scale=Scale.parse(scale), clock=SimClock(FROZEN_AT)).start()
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def too_large_sim() -> Iterator[Simulator]:
+    """One ticker, so splitting by ticker cannot bring the active slice under the window."""
+    with Simulator(
+        seed=7, scale=Scale.parse("investments=25000,tickers=1"), clock=SimClock(FROZEN_AT)
+    ) as s:
         yield s

@@ -1,1 +1,83 @@
-"""The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB."""
+"""The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB.
+
+`AsyncWhiteBIT` has one typed method per operation of `spec`, and two walks that fetch everything
+there is (`walk_funding`, `walk_investments`) or say why they could not. `WhiteBIT` is the same for
+synchronous callers. Failures are the tree in `_errors`.
+"""
+
+from ._auth import Credentials
+from ._client import AsyncWhiteBIT
+from ._errors import (
+    APIError,
+    APIStatusError,
+    AuthenticationError,
+    FundingOrderError,
+    NonceRejectedError,
+    NotFoundError,
+    OffsetWindowExceeded,
+    PayloadRejectedError,
+    PermissionDeniedError,
+    RateLimitError,
+    ResponseFormatError,
+    ServerError,
+    TransportError,
+    TransportTimeout,
+    ValidationError,
+    WalkError,
+    WhiteBITError,
+)
+from ._pacing import Pacer
+from ._report import WalkReport
+from ._retry import NO_RETRIES, RetryPolicy
+from ._sync import SyncWalk, WhiteBIT
+from ._types import (
+    FixedPlan,
+    FundingEntry,
+    FundingPage,
+    HedgeMode,
+    Investment,
+    InvestmentsPage,
+    MainBalance,
+    TradingBalance,
+    WatcherLink,
+)
+from ._walks import FundingWalk, InvestmentsWalk
+
+__all__ = [
+    "NO_RETRIES",
+    "APIError",
+    "APIStatusError",
+    "AsyncWhiteBIT",
+    "AuthenticationError",
+    "Credentials",
+    "FixedPlan",
+    "FundingEntry",
+    "FundingOrderError",
+    "FundingPage",
+    "FundingWalk",
+    "HedgeMode",
+    "Investment",
+    "InvestmentsPage",
+    "InvestmentsWalk",
+    "MainBalance",
+    "NonceRejectedError",
+    "NotFoundError",
+    "OffsetWindowExceeded",
+    "Pacer",
+    "PayloadRejectedError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "ResponseFormatError",
+    "RetryPolicy",
+    "ServerError",
+    "SyncWalk",
+    "TradingBalance",
+    "TransportError",
+    "TransportTimeout",
+    "ValidationError",
+    "WalkError",
+    "WalkReport",
+    "WatcherLink",
+    "WhiteBIT",
+    "WhiteBITError",
+]

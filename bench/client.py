@@ -1,0 +1,226 @@
+"""`make bench`, the client's section: walks against the simulator, budgets on and off.
+
+The simulator runs in its own process pinned to CPU 0, this process on CPU 1 (the machine has
+two). With the spec's budgets on, a walk's rate is shown against its budget, with the 429s the
+simulator answered. With budgets off, the funding walk is set against a plain sequential
+`httpx.Client` loop that signs its own requests and fetches the same pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import orjson
+
+from bench import Figure
+from pipeline.simulator import SpawnedSimulator, spawn
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkReport, spec
+
+SECTION = "client"
+#: The simulator's data clock, frozen so every run reads the same pages.
+FROZEN_AT = 1_790_000_000
+#: Pages of the funding walks.
+FUNDING_PAGES = 1_000
+#: Unthrottled runs of each side, interleaved; the best of each is shown (this machine is a VM
+#: whose speed wanders by tens of percent from one second to the next).
+REPEATS = 3
+FUNDING = spec.FUNDING_HISTORY
+INVESTMENTS = spec.INVESTMENTS_HISTORY
+
+
+@contextmanager
+def _on_cpu(cpu: int) -> Iterator[None]:
+    """Run this process on one CPU for the duration (where the OS lets us pin it)."""
+    if not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _rate_limited(sim: SpawnedSimulator) -> int:
+    """429 answers the simulator has given so far (its gateway's and rejected nonces)."""
+    answered: dict[str, int] = sim.stats()["answered"]
+    return sum(n for what, n in answered.items() if what.endswith(" 429"))
+
+
+def _limit() -> int:
+    limit = FUNDING.param("limit").maximum
+    assert limit is not None
+    return limit
+
+
+def _since_for_pages(sim: SpawnedSimulator, creds: Credentials, pages: int) -> int:
+    """A window start that makes the funding walk about ``pages`` pages long."""
+    limit = _limit()
+    # The walk steps by limit - 1 (one record of overlap): the record it reaches at ``pages``.
+    offset = pages * (limit - 1)
+    with httpx.Client(base_url=sim.url) as http:
+        body = _plain_request(http, creds, {"limit": 1, "offset": offset}, _Nonce())
+    return int(body["records"][0]["fundingTime"])
+
+
+class _Nonce:
+    """The plain loop's own nonces: strictly increasing milliseconds, no window."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def __call__(self) -> int:
+        self.last = max(self.last + 1, time.time_ns() // 1_000_000)
+        return self.last
+
+
+def _plain_request(
+    http: httpx.Client, creds: Credentials, params: dict[str, Any], nonce: _Nonce
+) -> Any:
+    """What a hand-written client does: sign, POST, check the status, parse with orjson."""
+    raw = orjson.dumps({"request": FUNDING.path, "nonce": str(nonce()), **params})
+    payload = base64.b64encode(raw)
+    signature = hmac.new(creds.api_secret.encode(), payload, hashlib.sha512).hexdigest()
+    headers = {
+        "Content-Type": "application/json",
+        "X-TXC-APIKEY": creds.api_key,
+        "X-TXC-PAYLOAD": payload.decode(),
+        "X-TXC-SIGNATURE": signature,
+    }
+    response = http.post(FUNDING.path, content=raw, headers=headers)
+    response.raise_for_status()
+    return orjson.loads(response.content)
+
+
+def _plain_loop(sim: SpawnedSimulator, creds: Credentials, pages: int) -> tuple[float, int]:
+    """Seconds and rows for ``pages`` funding pages fetched one after another."""
+    limit, nonce, rows = _limit(), _Nonce(), 0
+    with httpx.Client(base_url=sim.url) as http:
+        started = time.perf_counter()
+        for page in range(pages):
+            body = _plain_request(http, creds, {"limit": limit, "offset": page * limit}, nonce)
+            rows += len(body["records"])
+        return time.perf_counter() - started, rows
+
+
+async def _funding_walk(
+    sim: SpawnedSimulator, creds: Credentials, since: int, pacing: Pacer | bool
+) -> WalkReport:
+    async with AsyncWhiteBIT(creds, base_url=sim.url, pacing=pacing) as client:
+        walk = client.walk_funding(since=datetime.fromtimestamp(since, UTC))
+        async for _ in walk:
+            pass
+    return walk.report
+
+
+async def _investments_walk(
+    sim: SpawnedSimulator, creds: Credentials, pacing: Pacer | bool
+) -> WalkReport:
+    async with AsyncWhiteBIT(creds, base_url=sim.url, pacing=pacing) as client:
+        walk = client.walk_investments()
+        async for _ in walk:
+            pass
+    return walk.report
+
+
+def _budget_figures(
+    what: str, report: WalkReport, budget: spec.RateBudget, rate_limited: int
+) -> list[Figure]:
+    share = report.pages_per_s / budget.per_second
+    budget_text = f"{budget.requests}/{budget.period_s:g} s"
+    return [
+        Figure(
+            SECTION,
+            f"{what}, budgets on: pages/s",
+            report.pages_per_s,
+            "pages/s",
+            budget.per_second,
+            f"budget {budget_text}",
+            f"{share:.1%} of the budget; {report.pages} pages; {rate_limited} answers 429",
+        ),
+        Figure(SECTION, f"{what}, budgets on: rows/s", report.rows_per_s, "rows/s"),
+        Figure(
+            SECTION,
+            f"{what}, budgets on: 429 answers",
+            rate_limited,
+            "answers",
+            note="lower is better; 0 means the pacing never crossed the budget",
+        ),
+    ]
+
+
+def run(ctx: object = None) -> list[Figure]:
+    """Measure, print nothing, return the figures."""
+    figures: list[Figure] = []
+    sim = spawn(scale="large", frozen_at=FROZEN_AT, cpu=0)
+    with sim, _on_cpu(1):
+        creds = Credentials(sim.credentials.api_key, sim.credentials.api_secret)
+        since = _since_for_pages(sim, creds, FUNDING_PAGES)
+
+        # (a) the spec's budgets on: a fresh pacer with the spec's budgets.
+        before = _rate_limited(sim)
+        paced = asyncio.run(_funding_walk(sim, creds, since, Pacer()))
+        figures += _budget_figures(
+            "funding walk", paced, FUNDING.budget, _rate_limited(sim) - before
+        )
+
+        # (b) budgets off: our walk against the plain sequential loop over the same pages.
+        sim.control("limits", enabled=False)
+        walks, loops = [], []
+        for _ in range(REPEATS):
+            walks.append(asyncio.run(_funding_walk(sim, creds, since, pacing=False)))
+            loops.append(_plain_loop(sim, creds, walks[-1].pages))
+        free = max(walks, key=lambda r: r.pages_per_s)
+        plain_s, plain_rows = min(loops)
+        figures += [
+            Figure(
+                SECTION,
+                "funding walk, unthrottled: pages/s",
+                free.pages_per_s,
+                "pages/s",
+                free.pages / plain_s,
+                "sequential httpx.Client loop",
+                f"{free.pages} pages each; best of {REPEATS}",
+            ),
+            Figure(
+                SECTION,
+                "funding walk, unthrottled: rows/s",
+                free.rows_per_s,
+                "rows/s",
+                plain_rows / plain_s,
+                "sequential httpx.Client loop",
+                "ours drops one overlap row per page",
+            ),
+        ]
+
+        # (c) the investments walk at the large scale (it must split by ticker).
+        sim.control("limits", enabled=True)
+        before = _rate_limited(sim)
+        paced = asyncio.run(_investments_walk(sim, creds, Pacer()))
+        figures += _budget_figures(
+            "investments walk", paced, INVESTMENTS.budget, _rate_limited(sim) - before
+        )
+        sim.control("limits", enabled=False)
+        free = asyncio.run(_investments_walk(sim, creds, pacing=False))
+        figures += [
+            Figure(SECTION, "investments walk, unthrottled: pages/s", free.pages_per_s, "pages/s"),
+            Figure(
+                SECTION,
+                "investments walk, unthrottled: rows/s",
+                free.rows_per_s,
+                "rows/s",
+                note=f"{free.rows} investments in {len(free.slices)} slices",
+            ),
+        ]
+    return figures

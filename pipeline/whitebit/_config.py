@@ -1,0 +1,47 @@
+"""Every default of the client, named once: timeouts, retries, pacing, concurrency, nonces.
+
+What the exchange itself dictates (paths, budgets, bounds, nonce window) lives in `spec`; these are
+the client's own choices, and each one says why it has the value it has.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from . import spec
+
+DEFAULT_BASE_URL: Final = spec.GLOBAL_BASE_URL
+
+#: Seconds to wait for a connection, a read or a pool slot; a page answers in milliseconds.
+DEFAULT_TIMEOUT_S: Final = 30.0
+
+#: Retries after the first attempt: at a 20% fault rate, eight failures in a row is one in ~2.6M.
+DEFAULT_MAX_RETRIES: Final = 8
+#: First backoff; doubled per retry up to the maximum, then jittered down by at most a quarter.
+INITIAL_RETRY_DELAY_S: Final = 0.25
+MAX_RETRY_DELAY_S: Final = 8.0
+#: A ``Retry-After`` longer than this is not believed; the capped backoff is used instead.
+MAX_RETRY_AFTER_S: Final = 60.0
+
+#: Requests in flight at once: on one core the aiohttp transport peaks near 8 (performance-notes).
+DEFAULT_MAX_CONCURRENCY: Final = 8
+
+#: Fraction of a budget's rate the pacer allows: the rest (200 requests of 10,000 per 10 s, 0.2 s
+#: at full rate) is room for requests that arrive later than they left.
+PACING_HEADROOM: Final = 0.98
+#: Most requests the pacer lets through at once before settling to its rate (fewer for a small
+#: budget: burst + rate * period must stay under the budget with room to spare).
+PACING_BURST: Final = 4
+
+#: A window nonce never runs further than this ahead of the wall clock (the exchange refuses one
+#: more than `spec.NONCE_WINDOW_MS` away); past it, the next request waits for the clock.
+NONCE_MAX_LEAD_MS: Final = spec.NONCE_WINDOW_MS - 1_000
+
+#: Pages each market's walk keeps ahead when several markets are walked at once.
+PER_MARKET_PREFETCH_PAGES: Final = 2
+#: A page that shows neither the walk's last record nor only records already behind it is
+#: fetched again this many times before the walk gives up on the exchange's ordering.
+MAX_REFETCHES: Final = 3
+
+#: Characters of an answer quoted in an error.
+EXCERPT_CHARS: Final = 160

@@ -1,0 +1,271 @@
+"""Every failure the client raises, and how the exchange's answers map to them.
+
+```
+WhiteBITError
+├── APIError                      a call failed; names the operation, its path and the attempts
+│   ├── APIStatusError            the exchange answered with an error (status, code, message)
+│   │   ├── ValidationError       400/422 naming bad fields; carries ``errors`` (field -> messages)
+│   │   ├── NotFoundError         404: the key to reset does not exist, or the route is unknown
+│   │   ├── AuthenticationError   401: unknown key or bad signature (code 10), key disabled (2)
+│   │   │   └── PayloadRejectedError  400 code 9: the signed payload itself was refused
+│   │   ├── PermissionDeniedError 403: the key may not do this (code 4), no B2B access (code 0)
+│   │   ├── NonceRejectedError    429 with JSON, or 400 about the 5-second window   [retried]
+│   │   ├── RateLimitError        429 from the gateway, not JSON                    [retried]
+│   │   └── ServerError           5xx, HTML or JSON                                 [retried]
+│   ├── TransportError            no complete answer: refused, dropped mid-body     [retried]
+│   │   └── TransportTimeout      no answer in time                                 [retried]
+│   └── ResponseFormatError       a 2xx whose body is not the spec's shape          [retried]
+└── WalkError                     a walk cannot vouch that it fetched everything
+    ├── OffsetWindowExceeded      a slice still fills the offset window after splitting
+    └── FundingOrderError         funding history broke its newest-first order
+```
+
+Retried errors are retried only for operations that change nothing, except the two answers that
+prove a request never ran (`RateLimitError`, `NonceRejectedError`): see `_retry.py`. The mapping
+follows `shared/spec/api-facts.md`; note that a rejected nonce answers 429, like a rate limit.
+No error text ever carries a secret, a payload or a signature: only the exchange's answer.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import orjson
+
+from . import spec
+from ._config import EXCERPT_CHARS
+
+# The exchange's answer to a nonce outside the window mentions the nonce and the seconds.
+_NONCE_MESSAGE = re.compile(r"\bnonce\b.*\bseconds?\b", re.IGNORECASE)
+
+
+def excerpt(content: bytes | str, limit: int = EXCERPT_CHARS) -> str:
+    """The start of an answer, on one line, for an error message."""
+    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class WhiteBITError(Exception):
+    """Base of everything this client raises on purpose."""
+
+
+class APIError(WhiteBITError):
+    """A call to the exchange failed; ``attempts`` counts the tries it was given."""
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, detail: str, *, operation: spec.Operation, attempts: int = 1) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.operation = operation
+        self.attempts = attempts
+
+    @property
+    def endpoint(self) -> str:
+        return self.operation.path
+
+    def __str__(self) -> str:
+        tries = f" (after {self.attempts} attempts)" if self.attempts > 1 else ""
+        return f"{self.operation.name} {self.operation.path}: {self.detail}{tries}"
+
+
+class APIStatusError(APIError):
+    """The exchange answered with an error."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        operation: spec.Operation,
+        status_code: int,
+        code: int | None = None,
+        message: str | None = None,
+        errors: Mapping[str, list[str]] | None = None,
+        body_excerpt: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(detail, operation=operation)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.errors: Mapping[str, list[str]] = errors or {}
+        self.body_excerpt = body_excerpt
+        self.retry_after = retry_after
+
+
+class ValidationError(APIStatusError):
+    """A parameter was refused; ``errors`` maps each failing field to its messages."""
+
+
+class NotFoundError(APIStatusError):
+    """404: the sub-account key named does not exist, or the route is unknown (empty body)."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: unknown key or bad signature (code 10), or a disabled key (code 2)."""
+
+
+class PayloadRejectedError(AuthenticationError):
+    """400 code 9: the signed payload was malformed or did not match the body."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403: the key lacks the permission, or the account lacks B2B access."""
+
+
+class NonceRejectedError(APIStatusError):
+    """The nonce was refused: not above the last one (429 with JSON) or outside the window."""
+
+    retryable = True
+
+
+class RateLimitError(APIStatusError):
+    """The gateway's rate limit (429, not JSON); ``retry_after`` when it said how long."""
+
+    retryable = True
+
+
+class ServerError(APIStatusError):
+    """5xx: the exchange or a gateway in front of it failed."""
+
+    retryable = True
+
+
+class TransportError(APIError):
+    """No complete answer: the connection was refused, reset or dropped mid-body."""
+
+    retryable = True
+
+
+class TransportTimeout(TransportError):
+    """No answer within the timeout."""
+
+
+class ResponseFormatError(APIError):
+    """A 2xx answer whose body is not the shape the spec gives (bad JSON, a field wrong)."""
+
+    retryable = True
+
+    def __init__(
+        self, *, operation: spec.Operation, field: str, reason: str, body_excerpt: str
+    ) -> None:
+        super().__init__(
+            f"answer does not match the spec at {field}: {reason}; found {body_excerpt}",
+            operation=operation,
+        )
+        self.field = field
+        self.reason = reason
+        self.body_excerpt = body_excerpt
+
+
+class WalkError(WhiteBITError):
+    """A walk could not fetch everything there is, and says so rather than stop short."""
+
+
+class OffsetWindowExceeded(WalkError):
+    """A slice still fills the offset window after splitting: only ``reachable`` rows of it
+    could be fetched, and the rest cannot be reached through this API."""
+
+    def __init__(self, slice: str, reachable: int, *, more: int = 0) -> None:
+        also = f"; {more} more slice(s) likewise, see the walk's report" if more else ""
+        super().__init__(
+            f"investments slice {slice} fills the offset window: only its newest {reachable} "
+            f"rows are reachable, older ones were not fetched{also}"
+        )
+        self.slice = slice
+        self.reachable = reachable
+
+
+class FundingOrderError(WalkError):
+    """Funding history answered out of its newest-first order, so a walk cannot prove it has
+    neither gaps nor repeats."""
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` in seconds (a number or an HTTP date), if the answer carries one."""
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def is_error_body(doc: Any) -> bool:
+    """A success status can still carry an error: an integer ``code`` or ``success: false``."""
+    if not isinstance(doc, dict):
+        return False
+    code = doc.get("code")
+    return (isinstance(code, int) and not isinstance(code, bool)) or doc.get("success") is False
+
+
+def error_for_answer(
+    operation: spec.Operation, status: int, headers: Mapping[str, str], content: bytes
+) -> APIStatusError:
+    """The error an answer means (api-facts.md, "Error responses seen from the real service")."""
+    try:
+        doc, is_json = orjson.loads(content), True
+    except orjson.JSONDecodeError:
+        doc, is_json = None, False
+    fields: dict[str, Any] = doc if isinstance(doc, dict) else {}
+    raw_code = fields.get("code")
+    code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+    raw_message = fields.get("message")
+    message = raw_message if isinstance(raw_message, str) else None
+    raw_errors = fields.get("errors")
+    errors = raw_errors if isinstance(raw_errors, dict) else None
+    kind = _classify(status, is_json=is_json, code=code, message=message, errors=errors)
+    quoted = excerpt(content)
+    said = message or quoted or "(empty body)"
+    detail = f"HTTP {status}" + (f" code {code}" if code is not None else "") + f": {said}"
+    if kind is ValidationError and errors:
+        detail += f" {dict(errors)}"
+    return kind(
+        detail,
+        operation=operation,
+        status_code=status,
+        code=code,
+        message=message,
+        errors=errors,
+        body_excerpt=quoted,
+        retry_after=_retry_after(headers),
+    )
+
+
+def _classify(
+    status: int,
+    *,
+    is_json: bool,
+    code: int | None,
+    message: str | None,
+    errors: Mapping[str, Any] | None,
+) -> type[APIStatusError]:
+    if status == 429:
+        # The gateway's limit is HTML; a JSON 429 is the exchange refusing a nonce.
+        return NonceRejectedError if is_json else RateLimitError
+    if message is not None and _NONCE_MESSAGE.search(message):
+        return NonceRejectedError
+    if status >= 500:
+        return ServerError
+    if status == 401 or code in (2, 10):
+        return AuthenticationError
+    if status == 403 or code == 4:
+        return PermissionDeniedError
+    if status == 404:
+        return NotFoundError
+    if code == 9:
+        return PayloadRejectedError
+    if errors is not None or status == 422 or (message or "").startswith("Validation failed"):
+        return ValidationError
+    return APIStatusError

@@ -1,0 +1,227 @@
+"""Paginators: what each page of a walk says about the next request, with no I/O of their own.
+
+Funding history is read newest first while new entries may arrive at its head, which shifts every
+offset. Pages overlap by one record (offsets step by ``limit - 1``): the last record of a page
+must reappear in the next. Because entries only ever arrive at the head, everything after a record
+is the same in every answer, so finding that record in the next page tells exactly which records
+are new to the walk, whatever arrived meanwhile and in whatever order the pages were fetched:
+
+- found at index ``i``: the records after it are new; those before it are repeats (or head
+  arrivals) and are dropped;
+- not found, and the page holds only records the walk has already passed (a full page): more than
+  a page arrived at the head; move the offset on by a page;
+- not found otherwise: the page was fetched before a shift the previous page saw (a gap); fetch
+  it again.
+
+Remembering what was passed needs only the last record and the keys of the records that share its
+funding time: memory bounded by the largest group of entries funded at one time (one per market
+and position side), never by the length of the walk.
+
+Investments are read in fixed slices of offsets up to the spec's maximum; `OffsetWindow` says
+which offsets a slice has and whether its answers filled the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, cast
+
+from ._errors import FundingOrderError
+from ._types import FundingEntry
+
+#: (market, fundingTime as sent, short side): one funding payment (hedge mode pays a long and a
+#: short of one market at the same time).
+FundingKey = tuple[str, str, bool]
+
+
+def funding_keys(records: Sequence[FundingEntry]) -> list[FundingKey]:
+    return [(r["market"], r["fundingTime"], r["positionAmount"].startswith("-")) for r in records]
+
+
+def funding_key(record: FundingEntry) -> FundingKey:
+    return funding_keys((record,))[0]
+
+
+def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[int | None]:
+    """Each record's funding time in seconds. A time that is not digits is passed through by the
+    walk (the warehouse rejects it with its reason); for ordering it takes its neighbour's time:
+    the record before it (``before`` for the first), else the record after it."""
+    texts = [r["fundingTime"] for r in records]
+    joined = "".join(texts)
+    if all(texts) and joined.isascii() and joined.isdigit():
+        return list(map(int, texts))  # every time is digits: the common case, at C speed
+    times: list[int | None] = []
+    previous = before
+    for text in texts:
+        if text.isascii() and text.isdigit():
+            previous = int(text)
+        times.append(previous)
+    if times and times[0] is None:
+        following: int | None = None
+        for i in range(len(times) - 1, -1, -1):
+            if times[i] is None:
+                times[i] = following
+            else:
+                following = times[i]
+    return times
+
+
+@dataclass(frozen=True, slots=True)
+class FundingStep:
+    """What one page did to a funding walk."""
+
+    action: Literal["next", "refetch", "skip"]
+    #: The offset to read next ("refetch": the same one again).
+    offset: int
+    #: Records new to the walk, in the exchange's order, and their funding times.
+    fresh: list[FundingEntry] = field(default_factory=list)
+    times: list[int | None] = field(default_factory=list)
+    #: Records of this page the walk had already passed.
+    repeated: int = 0
+    #: The page was short: the history ends in it.
+    last: bool = False
+
+
+class FundingCursor:
+    """Where a newest-first funding walk stands: the last record it passed, and the keys of the
+    records that share that record's funding time (keys, not the records themselves: a caller
+    may change the records it was given)."""
+
+    __slots__ = ("_last_key", "_last_time", "_tie", "_tie_keys", "page_size")
+
+    def __init__(self, page_size: int) -> None:
+        if page_size < 2:
+            raise ValueError("overlapping pages need a page size of at least 2")
+        self.page_size = page_size
+        self._last_key: FundingKey | None = None
+        self._last_time: int | None = None
+        # Keys and times of the passed batches that hold the run sharing the last funding time.
+        self._tie: list[tuple[list[FundingKey], Sequence[int | None]]] = []
+        self._tie_keys: set[FundingKey] | None = None
+
+    @property
+    def step(self) -> int:
+        """Offsets advance by one record less than a page: the overlap that shows gaps."""
+        return self.page_size - 1
+
+    @property
+    def last_time(self) -> int | None:
+        return self._last_time
+
+    def _passed_keys(self) -> set[FundingKey]:
+        """Keys of the passed records that share the last funding time."""
+        if self._tie_keys is None:
+            last = self._last_time
+            self._tie_keys = {
+                key
+                for keys, times in self._tie
+                for key, t in zip(keys, times, strict=True)
+                if t == last
+            }
+        return self._tie_keys
+
+    def _passed(self, record: FundingEntry, time: int | None) -> bool:
+        last = self._last_time
+        if time is not None and last is not None and time != last:
+            return time > last
+        return funding_key(record) in self._passed_keys()
+
+    def read(self, records: list[FundingEntry], offset: int) -> FundingStep:
+        """Take one page, answered for ``offset``."""
+        full = len(records) >= self.page_size
+        start = 0
+        if self._last_key is not None:
+            found = self._find(records)
+            if found is None:
+                times = funding_times(records, None)
+                if full and all(map(self._passed, records, times)):
+                    return FundingStep("skip", offset + self.page_size, repeated=len(records))
+                return FundingStep("refetch", offset)
+            start = found + 1
+            self._check_passed(records[:found])
+        fresh = records[start:]
+        times = funding_times(fresh, self._last_time)
+        self._advance(fresh, times)
+        return FundingStep(
+            "next",
+            offset + len(records) - 1 if records else offset,
+            fresh=fresh,
+            times=times,
+            repeated=max(0, start - 1),
+            last=not full,
+        )
+
+    def _find(self, records: Sequence[FundingEntry]) -> int | None:
+        last = self._last_key
+        for i, record in enumerate(records):
+            if funding_key(record) == last:
+                return i
+        return None
+
+    def _check_passed(self, before: Sequence[FundingEntry]) -> None:
+        """Records ahead of the last one passed must all be passed already: one that is not
+        would be skipped, so the exchange's order is not to be trusted."""
+        for record, time in zip(before, funding_times(before, None), strict=True):
+            if not self._passed(record, time):
+                raise FundingOrderError(
+                    f"funding entry {funding_key(record)} appears ahead of {self._last_key}, "
+                    "which the walk already passed, yet the walk never saw it: the exchange's "
+                    "newest-first order changed"
+                )
+
+    def _check_order(self, fresh: Sequence[FundingEntry], times: Sequence[int | None]) -> None:
+        previous = self._last_time
+        for record, time in zip(fresh, times, strict=True):
+            if time is None:
+                continue
+            if previous is not None and time > previous:
+                raise FundingOrderError(
+                    f"funding entry {funding_key(record)} (time {time}) comes after time "
+                    f"{previous}: the answer is not newest first"
+                )
+            previous = time
+
+    def _advance(self, fresh: Sequence[FundingEntry], times: Sequence[int | None]) -> None:
+        """Pass these records, checking that they are newest first and not above the last."""
+        if not fresh:
+            return
+        last = self._last_time
+        if None in times:
+            self._check_order(fresh, times)
+        else:
+            known = cast("list[int]", times)
+            # Sorting a sorted list is linear, and at C speed: cheaper than a Python loop.
+            if (last is not None and known[0] > last) or known != sorted(known, reverse=True):
+                self._check_order(fresh, times)
+        newest, oldest = times[0], times[-1]
+        if oldest is not None and (newest != oldest or (last is not None and oldest != last)):
+            self._tie = []  # the run of the last funding time starts within this batch
+        keys = funding_keys(fresh)
+        self._tie.append((keys, times))
+        self._tie_keys = None
+        self._last_key = keys[-1]
+        self._last_time = oldest if oldest is not None else last
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWindow:
+    """The offsets one investments slice can be read at: ``0, limit, ...`` up to the maximum
+    offset the exchange accepts, and no further."""
+
+    limit: int
+    max_offset: int
+
+    @property
+    def offsets(self) -> list[int]:
+        offsets = list(range(0, self.max_offset, self.limit))
+        return [*offsets, self.max_offset]
+
+    @property
+    def reachable(self) -> int:
+        """Rows a slice can show at most."""
+        return self.max_offset + self.limit
+
+    def filled(self, offset: int, rows: int) -> bool:
+        """The slice's last reachable page came back full: there may be rows beyond it."""
+        return offset >= self.max_offset and rows >= self.limit

@@ -1,0 +1,46 @@
+"""What a walk did: the numbers a caller logs, checks and shows as run metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._errors import OffsetWindowExceeded
+
+
+@dataclass(slots=True)
+class WalkReport:
+    """Counts of one walk, filled in as it runs; final once the walk has ended."""
+
+    operation: str
+    #: Pages answered successfully (a page fetched again counts again).
+    pages: int = 0
+    #: Records the walk yielded.
+    rows: int = 0
+    #: The slices walked, in order: ``all``, a market, or ``status=1,ticker=BTC``.
+    slices: list[str] = field(default_factory=list)
+    #: Attempts that failed and were tried again.
+    retries: int = 0
+    #: Answers with status 429 (the gateway's limit or a rejected nonce).
+    rate_limited: int = 0
+    #: Records dropped because the walk had already passed them (repeats across pages or
+    #: slices, and entries that arrived at the head after the walk began).
+    duplicates_dropped: int = 0
+    #: Pages requested again because they did not line up with the page before them.
+    refetches: int = 0
+    elapsed_s: float = 0.0
+    #: Slices that still filled the offset window; their oldest rows were not reachable.
+    incomplete_slices: list[OffsetWindowExceeded] = field(default_factory=list)
+    #: Anything else worth knowing (for example tickers the exchange did not recognise).
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.incomplete_slices
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.elapsed_s if self.elapsed_s else 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.elapsed_s if self.elapsed_s else 0.0

@@ -1,0 +1,78 @@
+"""Helpers for the client's tests: clients pointed at a simulator, and a watch for secrets."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from pipeline import simulator
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy
+
+#: Retries as the defaults count them, without the waiting: tests are about behaviour.
+FAST_RETRIES = RetryPolicy(initial_delay_s=0.005, max_delay_s=0.02)
+
+ROLES = ("partner", "no_b2b", "read_only", "disabled", "sub_1", "sub_2")
+
+
+def _all_secrets() -> frozenset[str]:
+    """Every secret a seed-7 simulator's keys have, including after a few resets."""
+    keys = simulator.KeyStore(simulator.DEFAULT_SEED)
+    found = set()
+    for role in ROLES:
+        key = keys[role]
+        for _ in range(5):
+            found.add(key.secret.decode())
+            keys.reset(key)
+    return frozenset(found)
+
+
+SECRETS = _all_secrets()
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, "a secret appears in the text"
+
+
+def creds(sim: Any, role: str = "partner") -> Credentials:
+    """The client's credentials for one of the simulator's keys."""
+    c = sim.credentials if role == "partner" else sim.credentials_for(role)
+    return Credentials(c.api_key, c.api_secret)
+
+
+def client(sim: Any, role: str = "partner", **options: Any) -> AsyncWhiteBIT:
+    """A client of the simulator; pacing off and quick retries unless the test says otherwise."""
+    options.setdefault("pacing", False)
+    options.setdefault("retry", FAST_RETRIES)
+    return AsyncWhiteBIT(creds(sim, role), base_url=sim.url, **options)
+
+
+@contextmanager
+def raises(kind: type[BaseException]) -> Iterator[pytest.ExceptionInfo[Any]]:
+    """`pytest.raises` that also checks the error's text carries no secret."""
+    with pytest.raises(kind) as info:
+        yield info
+    assert_no_secret(str(info.value))
+    assert_no_secret(repr(info.value))
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_in_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Every test of the client runs with all logging at DEBUG; no line may hold a secret."""
+    caplog.set_level(logging.DEBUG)
+    yield
+    formatter = logging.Formatter()
+    for when in ("setup", "call"):  # in teardown, caplog.records holds teardown's only
+        for record in caplog.get_records(when):
+            assert_no_secret(formatter.format(record))
+
+
+async def collect(walk: Any) -> list[Any]:
+    rows: list[Any] = []
+    async for page in walk:
+        rows.extend(page)
+    return rows

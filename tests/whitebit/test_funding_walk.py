@@ -1,0 +1,364 @@
+"""The funding walk: exactly the history there was when it began, whatever happens meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from httpx_aiohttp import AiohttpTransport
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.simulator import Fault, Simulator
+from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError, spec
+from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
+from pipeline.whitebit._paging import FundingCursor, funding_times
+from tests.whitebit.conftest import client, collect, raises
+
+FUNDING = spec.FUNDING_HISTORY.path
+ROUND_S = 8 * 3600
+
+
+def _at(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _offset(request: httpx.Request) -> int:
+    return int(orjson.loads(base64.b64decode(request.headers["X-TXC-PAYLOAD"]))["offset"])
+
+
+def test_the_walk_is_the_whole_history_newest_first(sim: Simulator) -> None:
+    async def main() -> None:
+        async with client(sim) as c:
+            walk = c.walk_funding()
+            rows = await collect(walk)
+        assert rows == sim.dataset.funding.newest_first()
+        report = walk.report
+        assert (report.rows, report.slices, report.retries) == (len(rows), ["all"], 0)
+        needed = -(-(len(rows) - 1) // 99)  # pages overlap by one record
+        # Pages requested ahead of the end are answered too, and counted: at most a few.
+        assert needed <= report.pages <= needed + DEFAULT_MAX_CONCURRENCY
+        assert report.elapsed_s > 0
+
+    asyncio.run(main())
+
+
+def test_the_time_window(sim: Simulator) -> None:
+    truth = sim.dataset.funding.newest_first()
+    until, since = int(truth[50]["fundingTime"]), int(truth[250]["fundingTime"])
+
+    async def main() -> None:
+        async with client(sim) as c:
+            walk = c.walk_funding(since=_at(since), until=_at(until))
+            rows = await collect(walk)
+        assert rows == [r for r in truth if since <= int(r["fundingTime"]) < until]
+        # It stopped soon after the window (3 pages, and a few requested ahead), instead of
+        # reading all 12 pages of the history.
+        assert walk.report.pages <= 8
+
+    asyncio.run(main())
+
+
+def test_naive_datetimes_are_refused(sim: Simulator) -> None:
+    async def main() -> None:
+        async with client(sim) as c:
+            with pytest.raises(ValueError, match="timezone-aware"):
+                c.walk_funding(since=datetime(2026, 1, 1))
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("with_window", [False, True])
+def test_per_market_walks_merge_newest_first(sim: Simulator, with_window: bool) -> None:
+    truth = sim.dataset.funding.newest_first()
+    markets = sorted(sim.dataset.funding.market_names)[:4]
+    since = int(truth[700]["fundingTime"]) if with_window else None
+    until = int(truth[30]["fundingTime"]) if with_window else None
+
+    async def main() -> None:
+        async with client(sim) as c:
+            walk = c.walk_funding(
+                markets=markets,
+                since=_at(since) if since else None,
+                until=_at(until) if until else None,
+            )
+            rows = await collect(walk)
+        expected = [
+            r
+            for r in truth
+            if r["market"] in markets
+            and (since is None or int(r["fundingTime"]) >= since)
+            and (until is None or int(r["fundingTime"]) < until)
+        ]
+        assert rows == expected
+        assert walk.report.slices == markets
+
+    asyncio.run(main())
+
+
+def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(
+    sim_at: Any,
+) -> None:
+    s = sim_at("markets=30,days=200")
+    truth = s.dataset.funding.newest_first()
+    s.faults.set(0.2, seed=11, slow_seconds=0.05)
+
+    async def main() -> None:
+        async with client(s) as c:
+            walk = c.walk_funding()
+            assert await collect(walk) == truth
+            assert walk.report.retries > 0
+            markets = sorted(s.dataset.funding.market_names)[:5]
+            per_market = await collect(c.walk_funding(markets=markets))
+            assert per_market == [r for r in truth if r["market"] in markets]
+
+    asyncio.run(main())
+    assert set(s.faults.injected) == set(Fault)
+
+
+def test_new_entries_mid_walk_cause_no_repeat_and_no_gap(own_sim: Simulator) -> None:
+    """New rounds arrive while pages are in flight; one page is held back so a later page is
+    answered before the insertion and an earlier one after it: the gap must be seen."""
+    truth = own_sim.dataset.funding.newest_first()
+    answered: list[int] = []
+
+    async def hold_back(request: httpx.Request) -> None:
+        if request.url.path == FUNDING and _offset(request) == 99 and not answered.count(99):
+            await asyncio.sleep(0.1)
+
+    async def on_answer(response: httpx.Response) -> None:
+        offset = _offset(response.request)
+        if offset in (198, 495) and offset not in answered:
+            own_sim.clock.advance(ROUND_S)
+        answered.append(offset)
+
+    async def main() -> None:
+        hooks = {"request": [hold_back], "response": [on_answer]}
+        async with client(own_sim, event_hooks=hooks) as c:
+            walk = c.walk_funding()
+            rows = await collect(walk)
+        assert rows == truth
+        assert walk.report.refetches >= 1
+        assert walk.report.duplicates_dropped >= 7
+
+    asyncio.run(main())
+    assert len(own_sim.dataset.funding.newest_first()) == len(truth) + 14
+
+
+def test_more_than_a_page_arriving_mid_walk(own_sim: Simulator) -> None:
+    truth = own_sim.dataset.funding.newest_first()
+    rounds = 3 * 100 // 7  # ~300 new entries: three pages' worth
+
+    async def on_answer(response: httpx.Response) -> None:
+        if _offset(response.request) == 0:
+            own_sim.clock.advance(rounds * ROUND_S)
+
+    async def main() -> None:
+        async with client(own_sim, event_hooks={"response": [on_answer]}) as c:
+            walk = c.walk_funding()
+            rows = await collect(walk)
+        assert rows == truth
+        assert walk.report.duplicates_dropped >= 200
+
+    asyncio.run(main())
+
+
+def test_per_market_walks_hold_while_entries_arrive(own_sim: Simulator) -> None:
+    truth = own_sim.dataset.funding.newest_first()
+    markets = sorted(own_sim.dataset.funding.market_names)
+    count = [0]
+
+    async def on_answer(response: httpx.Response) -> None:
+        count[0] += 1
+        if count[0] % 3 == 0:
+            own_sim.clock.advance(ROUND_S)
+
+    async def main() -> None:
+        async with client(own_sim, event_hooks={"response": [on_answer]}) as c:
+            assert await collect(c.walk_funding(markets=markets)) == truth
+
+    asyncio.run(main())
+
+
+class _Rewriting(httpx.AsyncBaseTransport):
+    """Passes answers through, rewriting each funding page as ``rewrite`` says."""
+
+    def __init__(self, rewrite: Any) -> None:
+        self.inner = AiohttpTransport()
+        self.rewrite = rewrite
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()
+        if request.url.path == FUNDING and response.status_code == 200:
+            body = orjson.dumps(self.rewrite(orjson.loads(body)))
+        return httpx.Response(response.status_code, headers={}, content=body)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_a_funding_time_that_is_not_digits_is_passed_through_in_place(sim: Simulator) -> None:
+    truth = sim.dataset.funding.newest_first()
+    odd = {150: "soon", 151: "", 420: "1790000000.5"}
+
+    def key(r: FundingEntry) -> tuple[str, str, str]:
+        return (r["market"], r["fundingTime"], r["positionAmount"])
+
+    targets = {key(truth[i]): text for i, text in odd.items()}
+
+    def rewrite(page: dict[str, Any]) -> dict[str, Any]:
+        for r in page["records"]:
+            text = targets.get(key(r))
+            if text is not None:
+                r["fundingTime"] = text
+        return page
+
+    expected = [dict(r) for r in truth]
+    for i, text in odd.items():
+        expected[i]["fundingTime"] = text
+
+    async def main() -> None:
+        async with client(sim, transport=_Rewriting(rewrite)) as c:
+            assert await collect(c.walk_funding()) == expected
+
+    asyncio.run(main())
+
+
+def test_an_answer_out_of_order_is_refused_not_trusted(sim: Simulator) -> None:
+    def swap(page: dict[str, Any]) -> dict[str, Any]:
+        records = page["records"]
+        if len(records) > 60 and records[10]["fundingTime"] != records[60]["fundingTime"]:
+            records[10], records[60] = records[60], records[10]
+        return page
+
+    async def main() -> None:
+        async with client(sim, transport=_Rewriting(swap)) as c:
+            with pytest.raises(FundingOrderError, match="not newest first"):
+                await collect(c.walk_funding())
+
+    asyncio.run(main())
+
+
+def test_an_answer_for_another_offset_is_refused(sim: Simulator) -> None:
+    def ignore_offset(page: dict[str, Any]) -> dict[str, Any]:
+        return {**page, "offset": 0}  # a server that answers page one whatever was asked
+
+    async def main() -> None:
+        async with client(sim, transport=_Rewriting(ignore_offset)) as c:
+            with raises(ResponseFormatError) as info:
+                await collect(c.walk_funding())
+        assert info.value.field == "offset"
+        assert "asked for offset 99" in str(info.value)
+
+    asyncio.run(main())
+
+
+# --- the cursor alone: any insertions, any page order ----------------------------------------
+
+
+def _entry(n: int, time: int) -> FundingEntry:
+    return {
+        "market": f"M{n}_PERP",
+        "fundingTime": str(time),
+        "fundingRate": "0",
+        "fundingAmount": "0",
+        "positionAmount": "-1" if n % 2 else "1",
+        "settlementPrice": "1",
+        "rateCalculatedTime": str(time - 300),
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_cursor_is_exact_under_any_insertions_and_page_order(data: st.DataObject) -> None:
+    """A stand-in exchange whose history grows at its head in bursts; each page is answered
+    from any moment since the walk began (a page requested ahead may be answered early), and a
+    page fetched again is answered as of now. The walk must equal the history at its start."""
+    page_size = data.draw(st.integers(2, 9), label="page size")
+    tie = data.draw(st.integers(1, 12), label="entries per funding time")
+    serial = [0]
+
+    def grow(history: list[FundingEntry], count: int) -> list[FundingEntry]:
+        top = int(history[0]["fundingTime"]) if history else 10_000
+        new = []
+        for i in range(count):
+            serial[0] += 1
+            new.append(_entry(serial[0], top + 1 + (count - 1 - i) // tie))
+        return new + history
+
+    snapshots = [grow([], data.draw(st.integers(0, 80), label="initial size"))]
+    start: list[FundingEntry] | None = None
+    cursor = FundingCursor(page_size)
+    out: list[FundingEntry] = []
+    offset, fresh_only = 0, False
+    bursts = data.draw(st.integers(0, 6), label="bursts of new entries")
+    for _ in range(2_000):
+        if len(snapshots) <= bursts and data.draw(st.integers(0, 3)) == 0:
+            snapshots.append(grow(snapshots[-1], data.draw(st.integers(1, 3 * page_size))))
+        moment = (
+            len(snapshots) - 1
+            if fresh_only or offset == 0
+            else data.draw(st.integers(0, len(snapshots) - 1))
+        )
+        records = snapshots[moment][offset : offset + page_size]
+        if start is None:
+            start = snapshots[moment]  # the walk begins with its first page
+        step = cursor.read(records, offset)
+        fresh_only = step.action == "refetch"
+        if step.action == "next":
+            out.extend(step.fresh)
+            if step.last:
+                break
+        offset = step.offset
+    else:
+        raise AssertionError("the walk did not end")
+    assert out == start
+
+
+def test_the_cursor_remembers_only_the_last_funding_time() -> None:
+    cursor = FundingCursor(100)
+    history = [_entry(n, 2_000_000 - n // 250) for n in range(100_000)]  # 250 a funding time
+    offset = 0
+    while True:
+        step = cursor.read(history[offset : offset + 100], offset)
+        held = sum(len(k) for k, _ in cursor._tie)
+        assert held <= 250 + 100
+        if step.last:
+            break
+        offset = step.offset
+
+
+def test_changing_yielded_records_does_not_mislead_the_cursor() -> None:
+    history = [_entry(n, 5_000 - n // 30) for n in range(1_000)]  # 30 a funding time
+    cursor, offset, out = FundingCursor(10), 0, []
+    for pages in range(1, 300):
+        page = [dict(r) for r in history[offset : offset + 10]]
+        step = cursor.read(page, offset)  # type: ignore[arg-type]
+        out.extend(dict(r) for r in step.fresh)
+        for record in step.fresh:
+            record["market"] = "changed by the caller"
+        if step.last:
+            break
+        if pages in (3, 7):  # a burst at the head: the cursor must judge pages by its memory
+            history = [_entry(10_000 * pages + n, 9_000 + pages) for n in range(25)] + history
+        offset = step.offset
+    else:
+        raise AssertionError("the cursor lost its place")
+    assert out == history[-1_000:]
+
+
+def test_times_that_are_not_digits_take_their_neighbours() -> None:
+    records = [_entry(1, 50), _entry(2, 40), _entry(3, 40), _entry(4, 30)]
+    records[0]["fundingTime"], records[2]["fundingTime"] = "x", "4O"
+    assert funding_times(records, None) == [40, 40, 40, 30]
+    assert funding_times(records, 60) == [60, 40, 40, 30]
+    assert funding_times([], None) == []
+    records[0]["fundingTime"] = ""
+    assert funding_times(records, None) == [40, 40, 40, 30]
+    assert funding_times([_entry(1, 999), _entry(2, 1000)][::-1], None) == [1000, 999]
