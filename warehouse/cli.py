@@ -45,7 +45,7 @@ def sql_command(query: str, output: str | None) -> None:
         records = [dict(zip(names, (_json_value(v) for v in row), strict=True)) for row in rows]
         click.echo(json.dumps(records, ensure_ascii=False, indent=2))
     else:
-        _print_table(names, rows)
+        print_table(names, rows)
 
 
 @click.command("tables")
@@ -80,14 +80,17 @@ def tables_command(names: Sequence[str]) -> None:
         console.print(table)
 
 
-def _print_table(names: Sequence[str], rows: Sequence[tuple[object, ...]]) -> None:
+def print_table(
+    names: Sequence[str], rows: Sequence[tuple[object, ...]], console: Console | None = None
+) -> None:
+    """Rows as a table, every digit of every decimal shown."""
     table = Table(caption=f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
     for name in names:
         # Fold, never ellipsize: a cut-off amount would show wrong digits.
         table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_text(v) for v in row))
-    Console().print(table)
+    (console or Console()).print(table)
 
 
 def _decimal_text(value: Decimal) -> str:
