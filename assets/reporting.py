@@ -1,0 +1,92 @@
+"""What every API asset shares: its pool and retry policy, its run metadata, its progress."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from datetime import date
+from typing import Any, Final
+
+import dagster as dg
+import duckdb
+
+from pipeline.whitebit import WalkReport
+from warehouse import parquet
+from warehouse.normalize import Batch
+from warehouse.parquet import Root
+
+from .loading import Written
+
+# The single-run backfill policy is beta in Dagster 1.13, and exactly what a range of days needs.
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
+
+GROUP: Final = "whitebit"
+#: Every step that calls the API holds a slot of this pool. Each step paces itself to the whole
+#: budget of the endpoints it calls, so the pool's limit is 1 (set in the instance's dagster.yaml).
+API_POOL: Final = "whitebit_api"
+#: A step that failed on the exchange (after the client's own retries) is tried again later.
+API_RETRY: Final = dg.RetryPolicy(
+    max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
+#: Progress of a run, one record per partition written: the CLI shows it as a progress bar.
+PROGRESS_LOGGER: Final = "pipeline.progress"
+PREVIEW_ROWS: Final = 5
+
+
+def report_progress(table: str, day: date, batch: Batch) -> None:
+    logging.getLogger(PROGRESS_LOGGER).info(
+        "%s %s: %d rows, %d rejected",
+        table,
+        day,
+        batch.normalized,
+        batch.rejected,
+        extra={"table": table, "day": day, "rows": batch.normalized},
+    )
+
+
+def walk_metadata(
+    report: WalkReport | None, written: Written, *, simulated: bool
+) -> dict[str, Any]:
+    """The numbers of a materialization: rows, partitions, pages, slices, retries, rejects."""
+    meta: dict[str, Any] = {
+        "dagster/row_count": written.rows,
+        "partitions_written": len(written.partitions),
+        "rejected": written.rejected,
+        "exact_duplicates": written.duplicates,
+        "source": "embedded simulator" if simulated else "WhiteBIT",
+    }
+    if written.rejects_preview:
+        meta["first_reject_reasons"] = written.rejects_preview
+    if report is not None:
+        meta |= {
+            "pages_fetched": report.pages,
+            "rows_fetched": report.rows,
+            "slices": report.slices,
+            "retries": report.retries,
+            "rate_limited_answers": report.rate_limited,
+            "repeats_dropped": report.duplicates_dropped,
+            "walk_seconds": round(report.elapsed_s, 3),
+        }
+        if report.notes:
+            meta["notes"] = report.notes
+    return meta
+
+
+def preview(root: Root, table: str, days: Sequence[date]) -> dg.MetadataValue:
+    """The first rows of the newest written partition, as a markdown table."""
+    newest = sorted((d for d in days), reverse=True)
+    path = next(
+        (p for p in (parquet.partition_path(root, table, d) for d in newest) if p.exists()), None
+    )
+    if path is None:
+        return dg.MetadataValue.md("_no rows_")
+    with duckdb.connect() as con:
+        relation = con.sql(
+            "SELECT * FROM read_parquet(?) LIMIT ?", params=[path.path, PREVIEW_ROWS]
+        )
+        columns = relation.columns
+        rows = relation.fetchall()
+    header = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+    body = "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in rows)
+    return dg.MetadataValue.md(header + body)

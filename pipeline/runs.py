@@ -1,0 +1,151 @@
+"""Running the code location's assets from the command line, through Dagster, with progress.
+
+Runs go to the persistent Dagster instance under ``$DAGSTER_HOME`` (default
+``WAREHOUSE_ROOT/dagster``, the one ``make ui`` opens), so the UI shows them afterwards. A range
+of days is one run (the single-run backfill policy of ``funding_history``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Final
+
+import dagster as dg
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from assets import ALL_ASSETS
+from assets.partitions import day_range
+from assets.reporting import PROGRESS_LOGGER
+from warehouse.settings import warehouse_root
+
+INSTANCE_CONFIG: Final = """\
+# Written by whitebit-etl for the Dagster instance that `make ui` and the CLI share.
+telemetry:
+  enabled: false
+concurrency:
+  pools:
+    # whitebit_api: each step paces itself to the whole API budget, so one step at a time.
+    default_limit: 1
+"""
+#: Dagster's own console logging during CLI runs: warnings and errors only; progress is ours.
+QUIET: Final = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def dagster_home() -> Path:
+    """``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``; created with its dagster.yaml."""
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(warehouse_root().path) / "dagster")
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(INSTANCE_CONFIG, encoding="utf-8")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def instance() -> dg.DagsterInstance:
+    dagster_home()
+    return dg.DagsterInstance.get()
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    run_id: str
+    success: bool
+    failures: tuple[str, ...]
+
+
+class _ProgressHandler(logging.Handler):
+    """Advances a progress bar for every partition a run writes."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        super().__init__(logging.INFO)
+        self._progress, self._task = progress, task
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._progress.update(self._task, advance=1, description=record.getMessage())
+
+
+@contextmanager
+def progress_bar(console: Console, total: int, title: str) -> Iterator[None]:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(title, total=total)
+        handler = _ProgressHandler(progress, task)
+        logger = logging.getLogger(PROGRESS_LOGGER)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            progress.update(task, description=f"{title}: done")
+
+
+def materialize(
+    selection: Sequence[str],
+    first: date,
+    last: date,
+    *,
+    console: Console,
+    title: str,
+) -> RunOutcome:
+    """Materialize the selected assets for days ``first .. last`` (inclusive) in one run."""
+    from pipeline.definitions import resources
+
+    days = day_range(first, date.fromordinal(last.toordinal() + 1))
+    if not days:
+        raise ValueError(f"empty range: {first} .. {last}")
+    tags = {}
+    partition_key: str | None = first.isoformat()
+    if len(days) > 1:
+        tags = {
+            "dagster/asset_partition_range_start": first.isoformat(),
+            "dagster/asset_partition_range_end": last.isoformat(),
+        }
+        partition_key = None
+    # A progress step per partition written: every day of funding, one per snapshot table.
+    total = sum(len(days) if name == "funding_history" else 1 for name in selection)
+    with progress_bar(console, total, title):
+        result = dg.materialize(
+            list(ALL_ASSETS),
+            selection=list(selection),
+            partition_key=partition_key,
+            tags=tags,
+            instance=instance(),
+            resources=resources(),
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+    return RunOutcome(result.run_id, result.success, tuple(_failures(result)))
+
+
+def _failures(result: dg.ExecuteInProcessResult) -> list[str]:
+    """Each failed step with the reason it gave."""
+    found = []
+    for event in result.all_events:
+        data = event.step_failure_data if event.is_step_failure else None
+        if data is None:
+            continue
+        user = data.user_failure_data
+        reason = (user.description if user else None) or (data.error.message if data.error else "")
+        found.append(f"{event.step_key}: {reason.strip()}")
+    return found
