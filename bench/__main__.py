@@ -17,7 +17,7 @@ from rich.table import Table
 from bench import Figure
 
 #: Sections in the order they run; each is a module of this package with ``run()``.
-SECTIONS = ("warehouse",)
+SECTIONS = ("client", "warehouse")
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 

@@ -160,7 +160,7 @@ def _budget_figures(
     ]
 
 
-def run(ctx: object = None) -> list[Figure]:
+def run() -> list[Figure]:
     """Measure, print nothing, return the figures."""
     figures: list[Figure] = []
     sim = spawn(scale="large", frozen_at=FROZEN_AT, cpu=0)
