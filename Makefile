@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test bench ui lint typecheck simulator bootstrap clean
+.PHONY: demo test bench ui lint typecheck simulator bootstrap browser clean
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
@@ -15,8 +15,12 @@ bootstrap:
 demo: bootstrap
 	@$(RUN) whitebit-etl demo
 
-test: bootstrap lint typecheck
+test: bootstrap browser lint typecheck
 	$(RUN) pytest
+
+# The Dagster UI test drives Debian's Chromium; installed here when missing.
+browser:
+	@scripts/ensure-chromium
 
 lint: bootstrap
 	$(RUN) ruff check .
@@ -29,9 +33,10 @@ bench: bootstrap
 	@$(UV) sync --locked --quiet --group bench
 	$(UV) run --locked --no-sync --group bench python -m bench
 
+# The Dagster instance the CLI and the demo use (WAREHOUSE_ROOT/dagster unless DAGSTER_HOME says).
 ui: bootstrap
-	@mkdir -p data/dagster
-	DAGSTER_HOME=$(CURDIR)/data/dagster $(RUN) dagster dev -w workspace.yaml
+	DAGSTER_HOME="$$($(RUN) python -c 'from pipeline.runs import dagster_home; print(dagster_home())')" \
+		$(RUN) dagster dev -w workspace.yaml
 
 simulator: bootstrap
 	@$(RUN) whitebit-etl simulator

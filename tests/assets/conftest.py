@@ -1,0 +1,40 @@
+"""Fixtures for the Dagster layer: a real instance on disk, real resources, a real simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets import WarehouseResource, WhiteBITResource
+from pipeline.simulator import Simulator
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    """A Dagster instance whose storage (event log included) is on disk, to be searched."""
+    home = tmp_path / "dagster"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as inst:
+        yield inst
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse"
+
+
+def resources_for(sim: Simulator, root: Path) -> dict[str, object]:
+    """The code location's resources, pointed at this simulator as if it were the exchange."""
+    creds = sim.credentials
+    return {
+        "whitebit": WhiteBITResource(
+            api_key=creds.api_key,
+            api_secret=creds.api_secret,
+            base_url=sim.url,
+            mining_accounts=",".join(sim.dataset.mining_accounts),
+        ),
+        "warehouse": WarehouseResource(root=str(root)),
+    }

@@ -1,0 +1,170 @@
+"""Every asset materializes with the real resources against the simulator over loopback."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from assets import ALL_ASSETS, SNAPSHOTS, funding_history
+from assets.partitions import today
+from pipeline.simulator import Simulator
+from tests.assets.conftest import resources_for
+from warehouse import catalog, parquet
+
+# The session simulator's data clock stands at 2026-09-21: its funding history lies before that.
+WEEK = [date(2026, 9, 10) + timedelta(days=n) for n in range(7)]
+RANGE_TAGS = {
+    "dagster/asset_partition_range_start": WEEK[0].isoformat(),
+    "dagster/asset_partition_range_end": WEEK[-1].isoformat(),
+}
+
+
+def _funding_rows(root: Path) -> list[tuple[object, ...]]:
+    with catalog.connect(root) as con:
+        return con.execute(
+            "SELECT market, funding_time, position_side, funding_amount, funding_date "
+            "FROM funding_history ORDER BY ALL"
+        ).fetchall()
+
+
+def _truth(sim: Simulator, days: list[date]) -> int:
+    day_set = {d.isoformat() for d in days}
+    from datetime import UTC, datetime
+
+    return sum(
+        1
+        for r in sim.dataset.funding.newest_first()
+        if datetime.fromtimestamp(int(r["fundingTime"]), UTC).date().isoformat() in day_set
+    )
+
+
+def test_a_week_backfill_is_one_run_and_one_walk(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    result = dg.materialize(
+        [funding_history], resources=resources_for(own_sim, root), instance=instance,
+        tags=RANGE_TAGS,
+    )  # fmt: skip
+    assert result.success
+    assert len(instance.get_run_records()) == 1
+    # One walk: the simulator answered one ping and the pages of one pass, no more.
+    answered = own_sim.state.answered
+    pings = sum(n for (path, _), n in answered.items() if path.endswith("/ping"))
+    assert pings == 1
+    materializations = result.asset_materializations_for_node("funding_history")
+    assert sorted(m.partition for m in materializations) == [d.isoformat() for d in WEEK]
+    meta = materializations[0].metadata
+    assert meta["partitions_written"].value == 7
+    assert meta["dagster/row_count"].value == _truth(own_sim, WEEK)
+    files = parquet.partition_files(root, "funding_history")
+    assert [f.parent.name for f in files] == [f"funding_date={d}" for d in WEEK]
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"unique_keys": True, "no_rejects": True, "reconciles": True}
+
+
+def test_a_rerun_replaces_and_leaves_no_duplicate(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    resources = resources_for(own_sim, root)
+    dg.materialize([funding_history], resources=resources, instance=instance, tags=RANGE_TAGS)
+    first = _funding_rows(root)
+    # A rerun of one day of the range, then of the whole range again.
+    one = dg.materialize(
+        [funding_history], resources=resources, instance=instance, partition_key=WEEK[3].isoformat()
+    )
+    assert one.success
+    assert _funding_rows(root) == first
+    dg.materialize([funding_history], resources=resources, instance=instance, tags=RANGE_TAGS)
+    assert _funding_rows(root) == first
+    assert len(first) == len(set(first)) == _truth(own_sim, WEEK)
+
+
+def test_every_snapshot_materializes_today(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    result = dg.materialize(
+        list(SNAPSHOTS), resources=resources_for(own_sim, root), instance=instance,
+        partition_key=today().isoformat(),
+    )  # fmt: skip
+    assert result.success
+    events = result.get_asset_materialization_events()
+    materialized = {e.asset_key.to_user_string() for e in events if e.asset_key}
+    assert materialized == {
+        "investments", "fixed_plans", "main_balances", "trading_balances", "hedge_mode",
+        "watcher_links",
+    }  # fmt: skip
+    with catalog.connect(root) as con:
+        counts = dict(
+            con.execute(
+                "SELECT 'investments', count(*) FROM investments UNION ALL "
+                "SELECT 'main_balances', count(*) FROM main_balances UNION ALL "
+                "SELECT 'watcher_links', count(*) FROM watcher_links UNION ALL "
+                "SELECT 'hedge_mode', count(*) FROM hedge_mode"
+            ).fetchall()
+        )
+    data = own_sim.dataset
+    assert counts == {
+        "investments": len(data.investments.all()),
+        "main_balances": len(data.main_balance),
+        "watcher_links": sum(len(v) for v in data.watcher_links.values()),
+        "hedge_mode": 1,
+    }
+    failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    assert failed == []
+
+
+def test_a_past_snapshot_is_refused_before_any_request(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    yesterday = (today() - timedelta(days=1)).isoformat()
+    result = dg.materialize(
+        [a for a in SNAPSHOTS if "hedge_mode" in {k.to_user_string() for k in a.keys}],
+        resources=resources_for(own_sim, root),
+        instance=instance,
+        partition_key=yesterday,
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.user_failure_data.description  # type: ignore[union-attr]
+    assert "only today's partition" in message
+    assert yesterday in message
+    assert "cannot tell" in message
+    # Refused at once: not even a retry, not even the ping.
+    assert sum(own_sim.state.answered.values()) == 0
+    assert not any(e.is_step_up_for_retry for e in result.all_events)
+
+
+def test_the_whole_location_materializes_with_checks(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    resources = resources_for(own_sim, root)
+    dg.materialize(list(ALL_ASSETS), resources=resources, instance=instance,
+                   partition_key=today().isoformat())  # fmt: skip
+    with duckdb.connect(str(catalog.catalog_path(root)), read_only=True) as con:
+        views = {
+            r[0]
+            for r in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        }
+    assert {"funding_history", "daily_funding_by_market", "latest_balances"} <= views
+
+
+@pytest.mark.parametrize("status", [1, 2])
+def test_investments_metadata_reports_the_walk(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance, status: int
+) -> None:
+    result = dg.materialize(
+        [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}],
+        resources=resources_for(own_sim, root), instance=instance,
+        partition_key=today().isoformat(),
+    )  # fmt: skip
+    meta = result.asset_materializations_for_node("investments")[0].metadata
+    assert meta["pages_fetched"].value >= 1
+    assert any(f"status={status}" in s for s in meta["slices"].value)
+    assert "preview" in meta

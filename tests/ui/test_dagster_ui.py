@@ -1,0 +1,194 @@
+"""The Dagster UI in a real browser: `dagster dev` on the code location and the embedded simulator,
+driven by headless Chromium (Debian's) through Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from assets.partitions import today
+from warehouse import catalog
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSETS = (
+    "funding_history",
+    "investments",
+    "fixed_plans",
+    "main_balances",
+    "trading_balances",
+    "hedge_mode",
+    "watcher_links",
+)
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@dataclass
+class DagsterDev:
+    url: str
+    warehouse: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """dagster dev runs a webserver, a daemon and code servers: stop the whole group."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def dagster_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev]:
+    base = tmp_path_factory.mktemp("ui")
+    home, warehouse = base / "dagster", base / "warehouse"
+    home.mkdir()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WHITEBIT_")}
+    env |= {"DAGSTER_HOME": str(home), "WAREHOUSE_ROOT": str(warehouse)}
+    log = (base / "dagster-dev.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+         "-p", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(url + "/server_info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    "dagster dev did not start:\n" + (base / "dagster-dev.log").read_text()[-3000:]
+                )
+            time.sleep(1)
+        yield DagsterDev(url, warehouse)
+    finally:
+        _stop(process)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = shutil.which("chromium")
+    assert executable, "Debian's chromium is needed: scripts/ensure-chromium installs it"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    p = context.new_page()
+    p.set_default_timeout(60_000)
+    # Dagster greets a new browser with a "Join the Dagster community" modal, at a moment of its
+    # choosing: whenever it covers the page, skip it.
+    p.add_locator_handler(
+        p.get_by_text("Join the Dagster community"),
+        lambda _: p.get_by_role("button", name="Skip").click(),
+    )
+    yield p
+    p.screenshot(path=str(tmp_path / "last.png"))
+    context.close()
+
+
+def _launch(page: Page, dev: DagsterDev, asset: str, partitions: str) -> None:
+    """From an asset's page: Materialize…, pick partitions, launch."""
+    page.goto(f"{dev.url}/assets/{asset}")
+    page.get_by_role("button", name="Materialize…").click()
+    dialog = page.locator("[role=dialog]")
+    box = dialog.locator("input[type=text]").first
+    box.fill(partitions)
+    box.press("Enter")
+    box.press("Tab")  # close the partition suggestions, which cover the dialog's buttons
+    dialog.get_by_role("button", name="Launch", exact=False).last.click()
+    expect(
+        page.get_by_text("Created backfill").or_(page.get_by_text("Launched run"))
+    ).to_be_visible()
+
+
+def _wait_for_runs(page: Page, dev: DagsterDev, succeeded: int) -> None:
+    """The Runs page shows ``succeeded`` runs as Success, and none failed."""
+    deadline = time.monotonic() + 240
+    while True:
+        page.goto(f"{dev.url}/runs?show-runs-within-backfills=true")
+        page.wait_for_timeout(2_000)
+        text = page.inner_text("body")
+        assert "Failure" not in text, text[:2000]
+        if text.count("Success") >= succeeded:
+            return
+        assert time.monotonic() < deadline, f"runs did not succeed in time:\n{text[:2000]}"
+        page.wait_for_timeout(3_000)
+
+
+def _funding_rows(warehouse: Path) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(catalog.catalog_path(warehouse)), read_only=True) as con:
+        return con.execute(
+            "SELECT market, funding_time, position_side, funding_amount FROM funding_history"
+        ).fetchall()
+
+
+def test_every_asset_is_in_the_graph(page: Page, dagster_dev: DagsterDev) -> None:
+    page.goto(f"{dagster_dev.url}/asset-groups")
+    for asset in ASSETS:
+        expect(page.get_by_text(asset, exact=True).first).to_be_visible()
+
+
+def test_a_range_backfill_and_a_rerun_from_the_ui(page: Page, dagster_dev: DagsterDev) -> None:
+    last = today() - timedelta(days=1)
+    first = last - timedelta(days=6)
+    _launch(page, dagster_dev, "funding_history", f"[{first}...{last}]")
+    _wait_for_runs(page, dagster_dev, succeeded=1)
+    rows = _funding_rows(dagster_dev.warehouse)
+    days = {p.name for p in (dagster_dev.warehouse / "parquet" / "funding_history").iterdir()}
+    assert len(days) == 7
+    assert rows
+    assert len(rows) == len(set(rows))
+    # A rerun of one day of the range replaces it: the same rows, one copy each.
+    _launch(page, dagster_dev, "funding_history", (first + timedelta(days=3)).isoformat())
+    _wait_for_runs(page, dagster_dev, succeeded=2)
+    assert sorted(_funding_rows(dagster_dev.warehouse)) == sorted(rows)
+
+
+def test_one_snapshot_partition_from_the_ui(page: Page, dagster_dev: DagsterDev) -> None:
+    _launch(page, dagster_dev, "hedge_mode", today().isoformat())
+    _wait_for_runs(page, dagster_dev, succeeded=3)
+    with duckdb.connect(str(catalog.catalog_path(dagster_dev.warehouse)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM hedge_mode").fetchone() == (1,)
