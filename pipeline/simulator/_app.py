@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -198,11 +198,15 @@ def authenticate(
     if not payload:
         return answers.PAYLOAD_NOT_PROVIDED
     signature = headers.get("x-txc-signature", "")
+    # Lowercase hex, compared as the exchange compares it: exactly.
     expected = hmac.new(key.secret, payload.encode(), hashlib.sha512).hexdigest()
-    if not hmac.compare_digest(expected, signature.lower()):
+    if not hmac.compare_digest(expected.encode(), signature.encode()):
         return answers.UNAUTHORIZED
     if not key.enabled:
         return answers.KEY_DISABLED
+    # Without the JSON content type the service never reads the body as parameters.
+    if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return answers.INVALID_PAYLOAD
     try:
         signed = orjson.loads(base64.b64decode(payload, validate=True))
         sent = orjson.loads(body)
@@ -262,10 +266,15 @@ def _drift(body: bytes, fault: Fault) -> bytes:
     elif fault is Fault.EXTRA_FIELD:
         target["unexpectedField"] = "drift"
     elif fault is Fault.MISSING_FIELD:
-        target.pop(next(reversed(target)), None)
+        if target:
+            target.pop(next(reversed(target)))
+        else:  # {}: nothing to take away, so the answer loses its object altogether
+            return b""
     else:
         name = next((k for k, v in target.items() if isinstance(v, str)), next(iter(target), None))
-        if name is not None:
+        if name is None:  # {}: no field to change, so the answer becomes a number
+            return b"0"
+        else:
             value = target[name]
             try:
                 target[name] = float(value)
@@ -318,7 +327,11 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
         params: dict[str, Any] = {}
 
         async def run() -> Answer:
-            authenticated = authenticate(state, op, request.headers, await request.body())
+            try:
+                body = await request.body()
+            except ClientDisconnect:  # gone during a slow answer: nobody to answer
+                return Answer(499, b"", "text/plain")
+            authenticated = authenticate(state, op, request.headers, body)
             if isinstance(authenticated, Answer):
                 return authenticated
             key, body = authenticated

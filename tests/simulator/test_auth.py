@@ -37,9 +37,22 @@ def test_every_published_variant_is_accepted(
     assert set(r.json()) == {"BTC"}
 
 
-def test_signature_hex_case_does_not_matter(sim: Simulator) -> None:
+def test_signature_is_lowercase_hex(sim: Simulator) -> None:
     raw, headers = sign(BALANCE, {}, sim.credentials)
     headers["X-TXC-SIGNATURE"] = headers["X-TXC-SIGNATURE"].upper()
+    r = httpx.post(sim.url + BALANCE, content=raw, headers=headers)
+    assert (r.status_code, r.json()["code"]) == (401, 10)
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_body_must_be_sent_as_json(sim: Simulator, content_type: str | None) -> None:
+    raw, headers = sign(BALANCE, {}, sim.credentials)
+    del headers["Content-Type"]
+    if content_type:
+        headers["Content-Type"] = content_type
+    r = httpx.post(sim.url + BALANCE, content=raw, headers=headers)
+    assert (r.status_code, r.json()) == (400, {"code": 9, "message": "Invalid payload."})
+    headers["Content-Type"] = "application/json; charset=utf-8"
     assert httpx.post(sim.url + BALANCE, content=raw, headers=headers).status_code == 200
 
 
@@ -97,6 +110,7 @@ def _raw_post(sim: Simulator, path: str, body: dict[str, object], secret: str) -
     payload = base64.b64encode(raw).decode()
     signature = hmac.new(secret.encode(), payload.encode(), hashlib.sha512).hexdigest()
     headers = {
+        "Content-Type": "application/json",
         "X-TXC-APIKEY": sim.credentials.api_key,
         "X-TXC-PAYLOAD": payload,
         "X-TXC-SIGNATURE": signature,

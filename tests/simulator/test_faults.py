@@ -132,6 +132,15 @@ def test_control_routes_steer_a_simulator_in_another_process(own_sim: Simulator)
     assert stats["faults"] == {"http_502": 1}
 
 
+def test_drift_of_an_empty_answer(own_sim: Simulator) -> None:
+    key_id = own_sim.keys.subaccount_ids[0]
+    path = spec.RESET_SUBACCOUNT_KEY.path
+    for fault, body in ((Fault.MISSING_FIELD, b""), (Fault.NUMBER_FOR_STRING, b"0")):
+        own_sim.faults.script([fault])
+        r = post(own_sim.url, path, {"apiKeyId": key_id}, own_sim.credentials)
+        assert (r.status_code, r.content) == (200, body)
+
+
 def test_tamper_rewrites_successful_answers_only(own_sim: Simulator) -> None:
     seen: list[dict[str, object]] = []
 
