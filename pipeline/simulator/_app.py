@@ -328,17 +328,16 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
 
         async def run() -> Answer:
             try:
-                body = await request.body()
+                raw = await request.body()
             except ClientDisconnect:  # gone during a slow answer: nobody to answer
                 return Answer(499, b"", "text/plain")
-            authenticated = authenticate(state, op, request.headers, body)
+            authenticated = authenticate(state, op, request.headers, raw)
             if isinstance(authenticated, Answer):
                 return authenticated
-            key, body = authenticated
+            key, signed = authenticated
             try:
-                params.update(
-                    validate(op, {k: v for k, v in body.items() if k not in SIGNING_FIELDS}, exists)
-                )
+                fields = {k: v for k, v in signed.items() if k not in SIGNING_FIELDS}
+                params.update(validate(op, fields, exists))
             except Invalid as invalid:
                 return invalid.answer
             return handler(state, params, key)
