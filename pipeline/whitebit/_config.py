@@ -45,3 +45,9 @@ MAX_REFETCHES: Final = 3
 
 #: Characters of an answer quoted in an error.
 EXCERPT_CHARS: Final = 160
+
+#: Funding times before this (2009-01-01, before any exchange existed) are not trusted for a
+#: walk's order or window; the warehouse rejects them (warehouse.normalize.EARLIEST, the same day).
+EARLIEST_FUNDING_TIME: Final = 1_230_768_000
+#: Nor are times more than this after the clock (warehouse.normalize.FUTURE_TOLERANCE).
+FUTURE_TOLERANCE_S: Final = 86_400

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from time import time as wall_clock
 from typing import Literal, cast
 
+from ._config import EARLIEST_FUNDING_TIME, FUTURE_TOLERANCE_S
 from ._errors import FundingOrderError
 from ._types import FundingEntry
 
@@ -43,20 +45,40 @@ def funding_key(record: FundingEntry) -> FundingKey:
     return funding_keys((record,))[0]
 
 
+def plausible_time(text: str, now: float) -> int | None:
+    """A funding time the walk can order and window by: Unix seconds, digits only, between
+    `EARLIEST_FUNDING_TIME` and a day after ``now``. Anything else (milliseconds, 0, the year
+    5138) is not trusted for ordering or for the window: the walk passes the record through in
+    its place, and the warehouse reads or rejects it with its own, stricter rules."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 11):
+        return None
+    seconds = int(text)
+    if seconds < EARLIEST_FUNDING_TIME or seconds > now + FUTURE_TOLERANCE_S:
+        return None
+    return seconds
+
+
 def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[int | None]:
-    """Each record's funding time in seconds. A time that is not digits is passed through by the
-    walk (the warehouse rejects it with its reason); for ordering it takes its neighbour's time:
-    the record before it (``before`` for the first), else the record after it."""
+    """Each record's funding time in seconds. A time that is not plausible (see
+    `plausible_time`) is passed through by the walk (the warehouse reads or rejects it); for
+    ordering it takes its neighbour's time: the record before it (``before`` for the first),
+    else the record after it."""
+    now = wall_clock()
     texts = [r["fundingTime"] for r in records]
     joined = "".join(texts)
     if all(texts) and joined.isascii() and joined.isdigit():
-        return list(map(int, texts))  # every time is digits: the common case, at C speed
-    times: list[int | None] = []
+        known = list(map(int, texts))  # the common case, at C speed
+        if min(known) >= EARLIEST_FUNDING_TIME and max(known) <= now + FUTURE_TOLERANCE_S:
+            return list(known)
+    times: list[int | None] = [plausible_time(text, now) for text in texts]
+    if None not in times:
+        return times
     previous = before
-    for text in texts:
-        if text.isascii() and text.isdigit():
-            previous = int(text)
-        times.append(previous)
+    for i, t in enumerate(times):
+        if t is None:
+            times[i] = previous
+        else:
+            previous = t
     if times and times[0] is None:
         following: int | None = None
         for i in range(len(times) - 1, -1, -1):

@@ -26,7 +26,7 @@ from ._errors import (
     ResponseFormatError,
     ValidationError,
 )
-from ._paging import FundingCursor, OffsetWindow
+from ._paging import FundingCursor, OffsetWindow, plausible_time
 from ._report import WalkReport
 from ._types import FundingEntry, FundingPage, Investment, InvestmentsPage
 
@@ -228,7 +228,7 @@ class FundingWalk:
         page: FundingPage = await self._client.call(op, {"limit": 1}, report=self.report)
         self.report.pages += 1
         text = page["records"][0]["fundingTime"] if page["records"] else ""
-        return int(text) if text.isascii() and text.isdigit() else None
+        return plausible_time(text, time.time())
 
     async def _merged(self, markets: list[str]) -> AsyncIterator[list[FundingEntry]]:
         """Each market walked on its own, concurrently, merged newest first.

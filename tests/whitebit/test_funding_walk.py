@@ -262,7 +262,13 @@ def test_an_answer_for_another_offset_is_refused(sim: Simulator) -> None:
 # --- the cursor alone: any insertions, any page order ----------------------------------------
 
 
+#: Synthetic histories count their funding times up from here: a plausible moment (2023-11).
+EPOCH = 1_700_000_000
+
+
 def _entry(n: int, time: int) -> FundingEntry:
+    """Entry ``n`` funded at ``EPOCH + time``."""
+    time += EPOCH
     return {
         "market": f"M{n}_PERP",
         "fundingTime": str(time),
@@ -285,7 +291,7 @@ def test_the_cursor_is_exact_under_any_insertions_and_page_order(data: st.DataOb
     serial = [0]
 
     def grow(history: list[FundingEntry], count: int) -> list[FundingEntry]:
-        top = int(history[0]["fundingTime"]) if history else 10_000
+        top = int(history[0]["fundingTime"]) - EPOCH if history else 10_000
         new = []
         for i in range(count):
             serial[0] += 1
@@ -356,9 +362,31 @@ def test_changing_yielded_records_does_not_mislead_the_cursor() -> None:
 def test_times_that_are_not_digits_take_their_neighbours() -> None:
     records = [_entry(1, 50), _entry(2, 40), _entry(3, 40), _entry(4, 30)]
     records[0]["fundingTime"], records[2]["fundingTime"] = "x", "4O"
-    assert funding_times(records, None) == [40, 40, 40, 30]
-    assert funding_times(records, 60) == [60, 40, 40, 30]
+    e = EPOCH
+    assert funding_times(records, None) == [e + 40, e + 40, e + 40, e + 30]
+    assert funding_times(records, e + 60) == [e + 60, e + 40, e + 40, e + 30]
     assert funding_times([], None) == []
     records[0]["fundingTime"] = ""
-    assert funding_times(records, None) == [40, 40, 40, 30]
-    assert funding_times([_entry(1, 999), _entry(2, 1000)][::-1], None) == [1000, 999]
+    assert funding_times(records, None) == [e + 40, e + 40, e + 40, e + 30]
+    assert funding_times([_entry(1, 999), _entry(2, 1000)][::-1], None) == [e + 1000, e + 999]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    ["0", "99999999999", str(EPOCH * 1000), "1230767999", "-5", "1e9", str(10**30)],
+)
+def test_implausible_times_pass_through_and_never_stop_a_walk(odd: str) -> None:
+    """A time no exchange sends (zero, milliseconds, the year 5138) is neither trusted for the
+    window nor for stopping: the record stays in its place and the warehouse rejects it."""
+    history = [_entry(n, 1_000 - n // 4) for n in range(40)]
+    for position in (0, 9, 10, 39):  # the head, a page's end, the next page's start, the end
+        records = [dict(r) for r in history]
+        records[position]["fundingTime"] = odd
+        cursor, offset, out = FundingCursor(10), 0, []
+        while True:
+            step = cursor.read(records[offset : offset + 10], offset)  # type: ignore[arg-type]
+            out.extend(step.fresh)
+            if step.last:
+                break
+            offset = step.offset
+        assert out == records, (odd, position)
