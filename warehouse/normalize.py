@@ -126,7 +126,9 @@ def normalize_funding_history(
     """Funding history entries (API spec 2.3) -> ``funding_history`` rows.
 
     ``funding_date`` is the UTC day of each record's own ``fundingTime``, so a batch may span
-    days. A record whose time cannot be read is rejected into ``partition_for_rejects``.
+    days. A record whose time cannot be read is rejected into the day of the record before it
+    in the batch, or into ``partition_for_rejects`` (the day the caller was reading) when no
+    record before it has a readable time.
     """
     extracted_at = _utc(extracted_at)
     schema = schemas.FUNDING_HISTORY
@@ -152,9 +154,10 @@ def normalize_funding_history(
         ),
     }
     funding_date = pc.cast(funding_time.values, schemas.DAY)
-    reject_partition = pc.coalesce(
-        pc.cast(funding_date, pa.string()), pa.scalar(partition_for_rejects.isoformat())
-    )
+    # The API lists newest first: a record whose time cannot be read belongs with the record
+    # before it, so every rerun of that day rejects it into that day again.
+    neighbour_day = pc.fill_null_forward(pc.cast(funding_date, pa.string()))
+    reject_partition = pc.coalesce(neighbour_day, pa.scalar(partition_for_rejects.isoformat()))
     return _assemble(
         schema,
         intake,

@@ -412,3 +412,21 @@ def test_watcher_link_problems_name_the_account() -> None:
         "account 'pool-b': expected a JSON array of watcher links",
     ]
     assert_counts_add_up(batch)
+
+
+def test_an_unreadable_time_is_rejected_into_the_day_of_the_record_before_it() -> None:
+    """Newest first: a record whose time cannot be read sits among its own day's records."""
+    day_2, day_1 = DAY_START + 86_400 + 3600, DAY_START + 3600
+    records = [
+        funding_record(fundingTime="garbage", market="AAA_PERP"),  # first: the caller's day
+        funding_record(fundingTime=str(day_2), market="BTC_PERP"),
+        funding_record(fundingTime="0", market="CCC_PERP"),  # 1970: no exchange existed
+        funding_record(fundingTime=str(day_1), market="DDD_PERP"),
+        funding_record(fundingTime="-1", market="EEE_PERP"),
+    ]
+    batch = funding(records, day=date(2024, 1, 9))
+    assert batch.normalized == 2
+    by_market = {
+        r["raw_json"].split('"market":"')[1][:3]: r["partition"] for r in batch.rejects.to_pylist()
+    }
+    assert by_market == {"AAA": "2024-01-09", "CCC": "2024-03-02", "EEE": "2024-03-01"}
