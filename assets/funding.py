@@ -11,17 +11,36 @@ from warehouse import catalog
 from . import checks
 from .loading import FundingLoad, load_funding
 from .partitions import DAILY, day_range
-from .reporting import API_POOL, API_RETRY, GROUP, preview, report_progress, walk_metadata
+from .reporting import (
+    API_POOL,
+    API_RETRY,
+    GROUP,
+    preview,
+    report_progress,
+    retry_only_transient,
+    walk_metadata,
+)
 from .resources import WarehouseResource, WhiteBITResource
 
 
+class FundingConfig(dg.Config):
+    """Run configuration of a funding_history run."""
+
+    #: Let a rerun replace a day's partition with fewer payments than it holds. Off: the exchange
+    #: never forgets a payment, so fewer rows mean a faulty answer, and the run stops instead.
+    allow_fewer_rows: bool = False
+
+
 def _funding_history(
-    context: AssetExecutionContext, whitebit: WhiteBITResource, warehouse: WarehouseResource
+    context: AssetExecutionContext,
+    config: FundingConfig,
+    whitebit: WhiteBITResource,
+    warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     window = context.partition_time_window
     days = day_range(window.start.date(), window.end.date())
     root = warehouse.path
-    with whitebit.exchange(context.log) as exchange:
+    with retry_only_transient(), whitebit.exchange(context.log) as exchange:
         context.log.info(f"walking funding history for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
         async def run() -> FundingLoad:
@@ -33,11 +52,14 @@ def _funding_history(
                     days=days,
                     extracted_at=datetime.now(UTC),
                     markets=exchange.markets,
-                    on_day=lambda day, batch: report_progress("funding_history", day, batch),
+                    on_day=lambda day, rows, rejected: report_progress(
+                        "funding_history", day, rows, rejected
+                    ),
+                    allow_fewer_rows=config.allow_fewer_rows,
                 )
 
         load = asyncio.run(run())
-    catalog.refresh(root)
+        catalog.refresh(root)
     written = load.written
     context.log.info(
         f"funding_history: {written.rows} rows in {len(written.partitions)} partition(s), "

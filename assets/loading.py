@@ -1,9 +1,14 @@
 """From API walks to warehouse partitions: the work each asset does, without Dagster.
 
-`load_funding` streams a funding walk day by day: the walk yields newest first, so a day is
-complete as soon as an older day begins; that day is normalized and its partition replaced (in a
-worker thread, while the next pages arrive), and memory holds one day at a time whatever the
-length of the range. Snapshots are small: fetched, normalized and written in one go.
+`load_funding` streams a funding walk into daily partitions. Records are normalized in chunks
+(vectorized), split by the ``funding_date`` the warehouse gives them, and every day but the
+oldest in hand is complete (the walk is newest first), so it is written at once, in a worker
+thread while the next pages arrive. Memory holds a chunk and one unfinished day, whatever the
+length of the range.
+
+A rewrite never silently loses payments the warehouse already holds: when the exchange lists
+fewer of a day's payments than its partition has, the load stops and says which are missing
+(`FewerRowsRefused`) unless the caller allows it.
 """
 
 from __future__ import annotations
@@ -11,24 +16,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from typing import Any, Final
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.whitebit import AsyncWhiteBIT, FundingEntry, WalkReport
-from warehouse import normalize, parquet
+from warehouse import normalize, parquet, schemas
 from warehouse.normalize import Batch
 from warehouse.parquet import Root
 
-#: Unix seconds at or above this are milliseconds: the warehouse's own rule, applied here only
-#: to tell which day a record belongs to.
-_MILLISECONDS_FROM: Final = normalize.MILLISECONDS_FROM
+#: Records normalized at once: large enough for vectorized work, small enough to stream.
+CHUNK_RECORDS: Final = 5_000
+FUNDING: Final = schemas.FUNDING_HISTORY
 
-DayWritten = Callable[[date, Batch], None]
+DayWritten = Callable[[date, int, int], None]
+
+
+class FewerRowsRefused(RuntimeError):
+    """The exchange lists fewer of a day's funding payments than the warehouse holds."""
 
 
 @dataclass(slots=True)
 class Written:
-    """What one table's load wrote: counts per partition, and the batches' totals."""
+    """What one table's load wrote: rows per partition, and the batches' totals."""
 
     table: str
     partitions: dict[date, int] = field(default_factory=dict)
@@ -38,37 +50,16 @@ class Written:
     duplicates: int = 0
     rejects_preview: list[str] = field(default_factory=list)
 
-    def add(self, batch: Batch, days: Sequence[date]) -> None:
+    def received_batch(self, batch: Batch) -> None:
         self.received += batch.received
-        self.rows += batch.normalized
-        self.rejected += batch.rejected
         self.duplicates += batch.duplicates
-        for day in days:
-            self.partitions.setdefault(day, 0)
-        if batch.rows.num_rows:
-            column = batch.schema.partition_column
-            for day, count in _counts(batch.rows[column].to_pylist()).items():
-                self.partitions[day] = self.partitions.get(day, 0) + count
-        reasons = batch.rejects["reason"].to_pylist()
+
+    def wrote(self, day: date, rows: pa.Table, rejects: pa.Table) -> None:
+        self.partitions[day] = rows.num_rows
+        self.rows += rows.num_rows
+        self.rejected += rejects.num_rows
+        reasons = rejects["reason"].to_pylist()
         self.rejects_preview.extend(reasons[: max(0, 5 - len(self.rejects_preview))])
-
-
-def _counts(values: list[Any]) -> dict[Any, int]:
-    counts: dict[Any, int] = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return counts
-
-
-def _record_day(record: FundingEntry) -> date | None:
-    """The UTC day of a record's funding time, or None when it cannot be read."""
-    text = record.get("fundingTime")
-    if not isinstance(text, str) or not text.isascii() or not text.isdigit() or len(text) > 18:
-        return None
-    seconds = int(text)
-    if seconds >= _MILLISECONDS_FROM:
-        seconds //= 1000
-    return datetime.fromtimestamp(seconds, UTC).date()
 
 
 @dataclass(slots=True)
@@ -79,6 +70,50 @@ class FundingLoad:
     written: Written
 
 
+@dataclass(slots=True)
+class _Day:
+    """Rows and rejects of one day, gathered across chunks until the day is complete."""
+
+    rows: list[pa.Table] = field(default_factory=list)
+    rejects: list[pa.Table] = field(default_factory=list)
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        rows = pa.concat_tables(self.rows) if self.rows else FUNDING.arrow_schema.empty_table()
+        rejects = (
+            pa.concat_tables(self.rejects)
+            if self.rejects
+            else schemas.REJECTS_TABLE.arrow_schema.empty_table()
+        )
+        return rows, rejects
+
+
+def _by_day(batch: Batch) -> dict[date, _Day]:
+    """A batch's rows and rejects, by the day each belongs to."""
+    days: dict[date, _Day] = {}
+    if batch.rows.num_rows:
+        column = batch.rows["funding_date"]
+        for day in pc.unique(column).to_pylist():
+            rows = batch.rows.filter(pc.equal(column, pa.scalar(day, schemas.DAY)))
+            days.setdefault(day, _Day()).rows.append(rows)
+    if batch.rejects.num_rows:
+        column = batch.rejects["partition"]
+        for text in pc.unique(column).to_pylist():
+            rejects = batch.rejects.filter(pc.equal(column, text))
+            days.setdefault(date.fromisoformat(text), _Day()).rejects.append(rejects)
+    return days
+
+
+def _missing_keys(root: Root, day: date, rows: pa.Table) -> list[tuple[object, ...]]:
+    """Keys the day's partition holds now that ``rows`` no longer has."""
+    key = [k for k in FUNDING.key if k not in FUNDING.partition_columns]
+    existing = parquet.read_partition(root, FUNDING.name, day, columns=key)
+    if existing is None or existing.num_rows == 0:
+        return []
+    new = set(zip(*(rows[k].to_pylist() for k in key), strict=True))
+    held = zip(*(existing[k].to_pylist() for k in key), strict=True)
+    return [k for k in held if k not in new]
+
+
 async def load_funding(
     client: AsyncWhiteBIT,
     root: Root,
@@ -87,68 +122,100 @@ async def load_funding(
     extracted_at: datetime,
     markets: Sequence[str] | None = None,
     on_day: DayWritten | None = None,
+    allow_fewer_rows: bool = False,
 ) -> FundingLoad:
     """Walk the funding history over ``days`` and replace each day's partition.
 
-    Every day of ``days`` is replaced, emptied when the exchange holds nothing for it. A record
-    whose time cannot be read stays in its place in the stream, so it is rejected into the day
-    being read when it arrived (the day of its newer neighbours) and reappears there on a rerun.
+    Every day of ``days`` is replaced, emptied when the exchange holds nothing for it (unless
+    the warehouse held payments there: see `FewerRowsRefused`).
     """
     if not days:
         raise ValueError("no day to load")
     days = sorted(days)
-    since = datetime.combine(days[0], datetime.min.time(), UTC)
-    until = datetime.combine(days[-1] + timedelta(days=1), datetime.min.time(), UTC)
+    wanted = set(days)
+    since = datetime.combine(days[0], time.min, UTC)
+    until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
     walk = client.walk_funding(since=since, until=until, markets=list(markets) if markets else None)
-    written = Written("funding_history")
-    pending: asyncio.Task[None] | None = None
+    written = Written(FUNDING.name)
     finished: set[date] = set()
+    pending: asyncio.Task[None] | None = None
 
-    def write_day(day: date, records: list[FundingEntry]) -> None:
-        batch = normalize.normalize_funding_history(
-            records, extracted_at=extracted_at, partition_for_rejects=day
-        )
-        parquet.write_batch(root, batch)
-        written.add(batch, [day])
+    def write_day(day: date, gathered: _Day) -> None:
+        rows, rejects = gathered.tables()
+        missing = [] if allow_fewer_rows else _missing_keys(root, day, rows)
+        if missing:
+            raise FewerRowsRefused(
+                f"funding_history {day}: the exchange no longer lists {len(missing)} payment(s) "
+                f"the warehouse holds for that day (first: {missing[0]}); the partition is left "
+                "as it was. If the exchange really removed them, rerun with allow_fewer_rows."
+            )
+        parquet.replace_partition(root, FUNDING.name, day, rows, rejects=rejects)
+        written.wrote(day, rows, rejects)
         if on_day is not None:
-            on_day(day, batch)
+            on_day(day, rows.num_rows, rejects.num_rows)
 
-    async def flush(day: date, records: list[FundingEntry]) -> None:
+    async def flush(day: date, gathered: _Day) -> None:
         nonlocal pending
-        if day in finished:
+        if day not in wanted:
             raise RuntimeError(
-                f"funding history came out of order: day {day} began again after it was written"
+                f"funding history: a record of {day} came with the window {days[0]} .. "
+                f"{days[-1]}; its time was read differently from its neighbours'"
             )
         finished.add(day)
         if pending is not None:
-            await pending  # one day in the writer at a time: memory stays one day deep
-        pending = asyncio.create_task(asyncio.to_thread(write_day, day, records))
+            await pending  # one day in the writer at a time
+        pending = asyncio.create_task(asyncio.to_thread(write_day, day, gathered))
 
-    current: date | None = None
-    buffer: list[FundingEntry] = []
+    held: tuple[date, _Day] | None = None
+    current = days[-1]  # unreadable times before any readable one: the range's newest day
+
+    async def take(chunk: list[FundingEntry]) -> None:
+        nonlocal held, current
+        batch = normalize.normalize_funding_history(
+            chunk, extracted_at=extracted_at, partition_for_rejects=current
+        )
+        written.received_batch(batch)
+        parts = _by_day(batch)
+        again = finished & set(parts)
+        if again:
+            raise RuntimeError(
+                f"funding history came out of order: {min(again)} began again after it was written"
+            )
+        if held is not None:
+            day, gathered = held
+            if day in parts:
+                more = parts.pop(day)
+                gathered.rows += more.rows
+                gathered.rejects += more.rejects
+            if parts and max(parts) > day:
+                raise RuntimeError(f"funding history came out of order: after {day}, {max(parts)}")
+            if parts:  # older days began: the held day is complete
+                await flush(day, gathered)
+                held = None
+        ordered = sorted(parts, reverse=True)
+        for day in ordered[:-1]:
+            await flush(day, parts[day])
+        if ordered:
+            held = (ordered[-1], parts[ordered[-1]])
+        if held is not None:
+            current = held[0]
+
+    chunk: list[FundingEntry] = []
     async for page in walk:
-        first, last = _record_day(page[0]), _record_day(page[-1])
-        if first is not None and first == last and (current is None or first == current):
-            current = first  # the whole page is one day: no per-record work
-            buffer.extend(page)
-            continue
-        for record in page:
-            day = _record_day(record)
-            if day is not None and day != current:
-                if current is not None:
-                    await flush(current, buffer)
-                    buffer = []
-                current = day
-            buffer.append(record)
-    if buffer:
-        # Records whose time is unreadable and that came before any readable one belong to
-        # the newest day of the range.
-        await flush(current if current is not None else days[-1], buffer)
+        chunk += page
+        if len(chunk) >= CHUNK_RECORDS:
+            await take(chunk)
+            chunk = []
+    if chunk:
+        await take(chunk)
+    if held is not None:
+        await flush(*held)
     if pending is not None:
         await pending
     for day in days:
         if day not in finished:
-            await asyncio.to_thread(write_day, day, [])
+            finished.add(day)
+            await asyncio.to_thread(write_day, day, _Day())
     return FundingLoad(walk.report, written)
 
 
@@ -158,6 +225,10 @@ def write_snapshot(root: Root, batches: Mapping[str, Batch]) -> dict[str, Writte
     for table, batch in batches.items():
         parquet.write_batch(root, batch)
         written = Written(table)
-        written.add(batch, batch.covers)
+        written.received_batch(batch)
+        for day in batch.covers:
+            rows = batch.rows.filter(pc.equal(batch.rows[batch.schema.partition_column], day))
+            rejects = batch.rejects.filter(pc.equal(batch.rejects["partition"], day.isoformat()))
+            written.wrote(day, rows, rejects)
         out[table] = written
     return out

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import date
 from typing import Any, Final
 
 import dagster as dg
 import duckdb
 
-from pipeline.whitebit import WalkReport
+from pipeline.whitebit import APIError, FundingOrderError, WalkReport
 from warehouse import parquet
-from warehouse.normalize import Batch
 from warehouse.parquet import Root
 
 from .loading import Written
@@ -25,7 +25,8 @@ GROUP: Final = "whitebit"
 #: Every step that calls the API holds a slot of this pool. Each step paces itself to the whole
 #: budget of the endpoints it calls, so the pool's limit is 1 (set in the instance's dagster.yaml).
 API_POOL: Final = "whitebit_api"
-#: A step that failed on the exchange (after the client's own retries) is tried again later.
+#: A step that failed on the exchange (after the client's own retries) is tried again later;
+#: only for transient failures (see `retry_only_transient`).
 API_RETRY: Final = dg.RetryPolicy(
     max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
@@ -34,14 +35,33 @@ PROGRESS_LOGGER: Final = "pipeline.progress"
 PREVIEW_ROWS: Final = 5
 
 
-def report_progress(table: str, day: date, batch: Batch) -> None:
+@contextmanager
+def retry_only_transient() -> Iterator[None]:
+    """Let Dagster retry a step only when waiting could help: the exchange stayed unavailable or
+    its history moved under the walk. A refusal (bad credentials, a permission, a validation),
+    bad data or a bug fails the step once, with its message."""
+    try:
+        yield
+    except APIError as exc:
+        if exc.retryable:
+            raise
+        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+    except FundingOrderError:
+        raise
+    except dg.Failure:
+        raise
+    except Exception as exc:
+        raise dg.Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False) from exc
+
+
+def report_progress(table: str, day: date, rows: int, rejected: int) -> None:
     logging.getLogger(PROGRESS_LOGGER).info(
         "%s %s: %d rows, %d rejected",
         table,
         day,
-        batch.normalized,
-        batch.rejected,
-        extra={"table": table, "day": day, "rows": batch.normalized},
+        rows,
+        rejected,
+        extra={"table": table, "day": day, "rows": rows},
     )
 
 

@@ -20,7 +20,15 @@ from warehouse.normalize import Batch
 from . import checks
 from .loading import write_snapshot
 from .partitions import DAILY, today
-from .reporting import API_POOL, API_RETRY, GROUP, preview, report_progress, walk_metadata
+from .reporting import (
+    API_POOL,
+    API_RETRY,
+    GROUP,
+    preview,
+    report_progress,
+    retry_only_transient,
+    walk_metadata,
+)
 from .resources import Exchange, WarehouseResource, WhiteBITResource
 
 T = TypeVar("T")
@@ -54,7 +62,7 @@ def _fetch(
     fetch: Callable[[AsyncWhiteBIT, Exchange], Awaitable[T]],
 ) -> tuple[T, bool]:
     """Run ``fetch`` against the exchange after the ping preflight; (its result, simulated)."""
-    with whitebit.exchange(context.log) as exchange:
+    with retry_only_transient(), whitebit.exchange(context.log) as exchange:
 
         async def run() -> T:
             async with exchange.client() as client:
@@ -75,11 +83,12 @@ def _materialized(
     extra_checks: Mapping[str, list[dg.AssetCheckResult]] | None = None,
 ) -> list[dg.MaterializeResult]:  # type: ignore[type-arg]
     root = warehouse.path
-    written = write_snapshot(root, batches)
-    catalog.refresh(root)
+    with retry_only_transient():
+        written = write_snapshot(root, batches)
+        catalog.refresh(root)
     results: list[dg.MaterializeResult] = []  # type: ignore[type-arg]
     for table, batch in batches.items():
-        report_progress(table, batch.covers[0], batch)
+        report_progress(table, batch.covers[0], batch.normalized, batch.rejected)
         results.append(
             dg.MaterializeResult(
                 asset_key=table,

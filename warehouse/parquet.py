@@ -301,6 +301,20 @@ def _remove_empty_directories(directory: UPath, *, stop: UPath) -> None:
         directory = directory.parent
 
 
+def read_partition(
+    root: Root,
+    table_name: str,
+    partition: PartitionValue | Sequence[PartitionValue],
+    columns: Sequence[str] | None = None,
+) -> pa.Table | None:
+    """The rows a partition holds now (its file's columns), or None when it has no file."""
+    path = partition_path(root, table_name, partition)
+    if not path.exists():
+        return None
+    with path.open("rb") as source:
+        return pq.read_table(source, columns=list(columns) if columns is not None else None)
+
+
 def partition_files(root: Root, table_name: str) -> list[UPath]:
     """The partition files a table has now."""
     base = table_path(root, table_name)
