@@ -9,7 +9,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets import ALL_ASSETS, SNAPSHOTS, funding_history
+from assets import ALL_ASSETS, SNAPSHOTS, WhiteBITResource, funding_history
 from assets.partitions import today
 from pipeline.simulator import Simulator
 from tests.assets.conftest import resources_for
@@ -168,3 +168,22 @@ def test_investments_metadata_reports_the_walk(
     assert meta["pages_fetched"].value >= 1
     assert any(f"status={status}" in s for s in meta["slices"].value)
     assert "preview" in meta
+
+
+def test_a_refusal_fails_once_with_the_exchanges_message(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    resources = resources_for(own_sim, root)
+    resources["whitebit"] = WhiteBITResource(
+        api_key=own_sim.credentials.api_key, api_secret="wrong", base_url=own_sim.url
+    )
+    result = dg.materialize(
+        [funding_history], resources=resources, instance=instance,
+        partition_key=WEEK[0].isoformat(), raise_on_error=False,
+    )  # fmt: skip
+    assert not result.success
+    assert not any(e.is_step_up_for_retry for e in result.all_events)
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    text = str(failure.step_failure_data)
+    assert "Unauthorized request" in text
+    assert "wrong" not in text.replace("wrong-", "")

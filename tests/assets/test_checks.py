@@ -1,0 +1,115 @@
+"""Each check fails on data made to break it, and passes on the same data made right."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assets import checks
+from assets.loading import Written
+from assets.snapshots import SNAPSHOTS
+from pipeline.simulator import Scale, SimClock, Simulator
+from tests.assets.conftest import resources_for
+from tests.conftest import FROZEN_AT
+from warehouse import normalize, parquet
+
+DAY = date(2026, 9, 1)
+EXTRACTED = datetime(2026, 9, 3, tzinfo=UTC)
+
+
+def _record(market: str, amount: str = "1.5", time: int = 1_788_220_800) -> dict[str, str]:
+    return {
+        "market": market,
+        "fundingTime": str(time),
+        "fundingRate": "0.0001",
+        "fundingAmount": amount,
+        "positionAmount": "2",
+        "settlementPrice": "100",
+        "rateCalculatedTime": str(time - 300),
+    }
+
+
+def _write(root: Path, records: list[dict[str, str]]) -> Written:
+    batch = normalize.normalize_funding_history(
+        records, extracted_at=EXTRACTED, partition_for_rejects=DAY
+    )
+    parquet.write_batch(root, batch, replace=[DAY])
+    written = Written("funding_history")
+    written.received_batch(batch)
+    written.wrote(DAY, batch.rows, batch.rejects)
+    return written
+
+
+def test_unique_keys_fails_on_a_file_holding_a_key_twice(root: Path) -> None:
+    _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
+    assert checks.unique_keys(root, "funding_history", [DAY]).passed
+    # Break it behind the writer's back, as a faulty tool or a hand edit would.
+    path = parquet.partition_path(root, "funding_history", DAY).path
+    table = pq.read_table(path)
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), path)
+    result = checks.unique_keys(root, "funding_history", [DAY])
+    assert not result.passed
+    assert "BTC_PERP" in str(result.metadata["duplicated_keys"].value)
+
+
+def test_no_rejects_fails_when_a_record_was_rejected(root: Path) -> None:
+    _write(root, [_record("BTC_PERP")])
+    assert checks.no_rejects(root, "funding_history", [DAY]).passed
+    _write(root, [_record("BTC_PERP"), _record("ETH_PERP", amount="1e-5")])
+    result = checks.no_rejects(root, "funding_history", [DAY])
+    assert not result.passed
+    assert result.metadata["rejected"].value == 1
+    assert "not a decimal number" in str(result.metadata["first_reasons"].value)
+
+
+def test_reconciles_fails_when_counts_or_files_disagree(root: Path) -> None:
+    written = _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
+    assert checks.reconciles(root, written, fetched=2).passed
+    assert not checks.reconciles(root, written, fetched=3).passed  # a record went missing
+    # The file lost a row after the write.
+    path = parquet.partition_path(root, "funding_history", DAY).path
+    pq.write_table(pq.read_table(path).slice(0, 1), path)
+    assert not checks.reconciles(root, written, fetched=2).passed
+
+
+def test_freshness_fails_on_a_missing_or_too_early_partition(root: Path) -> None:
+    day = EXTRACTED.date() - timedelta(days=1)
+    assert not checks.fresh(root, "funding_history", day, complete_day=True).passed
+    time = int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) + 3600
+    batch = normalize.normalize_funding_history(
+        [_record("BTC_PERP", time=time)],
+        extracted_at=datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=5),
+        partition_for_rejects=day,
+    )
+    parquet.write_batch(root, batch)
+    early = checks.fresh(root, "funding_history", day, complete_day=True)
+    assert not early.passed
+    assert "before the day ended" in (early.description or "")
+    assert checks.fresh(root, "funding_history", day, complete_day=False).passed
+
+
+def test_complete_fails_when_a_slice_is_out_of_reach(
+    root: Path, instance: dg.DagsterInstance
+) -> None:
+    scale = Scale.parse("investments=25000,tickers=1,markets=2,days=2")
+    with Simulator(seed=7, scale=scale, clock=SimClock(FROZEN_AT)) as sim:
+        sim.limits.enabled = False
+        result = dg.materialize(
+            [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}],
+            resources=resources_for(sim, root),
+            instance=instance,
+            partition_key=datetime.now(UTC).date().isoformat(),
+            raise_on_error=False,
+        )
+    evaluations = {
+        (e.asset_key.to_user_string(), e.check_name): e
+        for e in result.get_asset_check_evaluations()
+    }
+    complete = evaluations[("investments", "complete")]
+    assert not complete.passed
+    assert "status=1" in (complete.description or "")
+    assert "10100" in (complete.description or "").replace(",", "")

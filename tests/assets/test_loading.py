@@ -1,0 +1,107 @@
+"""The funding load: streamed by day across chunks, bad records kept, no silent shrinking."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import orjson
+import pytest
+
+from assets import funding_history, loading
+from pipeline.simulator import Simulator
+from tests.assets.conftest import resources_for
+from warehouse import catalog
+
+DAYS = [date(2026, 9, 12) + timedelta(days=n) for n in range(4)]
+RANGE = {
+    "dagster/asset_partition_range_start": DAYS[0].isoformat(),
+    "dagster/asset_partition_range_end": DAYS[-1].isoformat(),
+}
+FUNDING_PATH = "/api/v4/collateral-account/funding-history"
+
+
+def _rows(root: Path) -> list[tuple[object, ...]]:
+    with catalog.connect(root) as con:
+        return con.execute(
+            "SELECT * EXCLUDE (extracted_at) FROM funding_history ORDER BY ALL"
+        ).fetchall()
+
+
+def _run(
+    sim: Simulator, root: Path, instance: dg.DagsterInstance, **config: object
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [funding_history],
+        resources=resources_for(sim, root),
+        instance=instance,
+        tags=RANGE,
+        raise_on_error=False,
+        run_config={"ops": {"funding_history": {"config": config}}} if config else None,
+    )
+
+
+def test_chunks_of_any_size_give_the_same_partitions(
+    own_sim: Simulator,
+    root: Path,
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _run(own_sim, root, instance).success
+    whole = _rows(root)
+    monkeypatch.setattr(loading, "CHUNK_RECORDS", 7)  # days now span many chunks
+    other = tmp_path / "small-chunks"
+    assert _run(own_sim, other, instance).success
+    assert _rows(other) == whole
+    assert len(whole) > 60
+
+
+def test_an_empty_answer_does_not_empty_the_warehouse(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    assert _run(own_sim, root, instance).success
+    before = _rows(root)
+    own_sim.faults.tamper(
+        FUNDING_PATH,
+        lambda params, body: (
+            b'{"offset":%d,"limit":%d,"records":[]}' % (params["offset"], params["limit"])
+        ),
+    )
+    failed = _run(own_sim, root, instance)
+    assert not failed.success
+    message = str(next(e for e in failed.all_events if e.is_step_failure).step_failure_data)
+    assert "no longer lists" in message
+    assert "allow_fewer_rows" in message
+    assert _rows(root) == before
+    # Said on purpose, the partitions are emptied.
+    assert _run(own_sim, root, instance, allow_fewer_rows=True).success
+    assert _rows(root) == []
+
+
+def test_a_record_with_an_unreadable_time_lands_in_rejects_with_its_day(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    def spoil(params: dict[str, object], body: bytes) -> bytes:
+        page = orjson.loads(body)
+        for record in page["records"]:
+            if (
+                record["market"] == "ETH_PERP" and record["fundingTime"] == "1789171200"
+            ):  # 09-12 00:00
+                record["fundingTime"] = "yesterday"
+        return orjson.dumps(page)
+
+    own_sim.faults.tamper(FUNDING_PATH, spoil)
+    result = _run(own_sim, root, instance)
+    # The partitions are written, and the blocking check stops the run, saying why.
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "blocking asset check failed" in str(failure.step_failure_data)
+    evaluations = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert evaluations == {"unique_keys": True, "no_rejects": False, "reconciles": True}
+    with catalog.connect(root) as con:
+        rejects = con.execute('SELECT "table", "partition", reason FROM _rejects').fetchall()
+    assert rejects == [
+        ("funding_history", "2026-09-12", "fundingTime: not a Unix timestamp (ASCII digits only)")
+    ]
