@@ -97,7 +97,8 @@ def _against_exchange(
     """Run ``act`` with a client of the configured exchange (or the embedded simulator)."""
     from pipeline.definitions import whitebit_resource
 
-    resource = whitebit_resource()
+    # Outside a Dagster run, EnvVar fields hold names: resolve them as a run would.
+    resource = whitebit_resource().process_config_and_initialize()
     if resource.simulated:
         console.print("[yellow]No credentials set: using the embedded WhiteBIT simulator.[/yellow]")
     with resource.exchange(log) as exchange:
