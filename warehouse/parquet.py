@@ -8,7 +8,10 @@ Replacing a partition writes the new file beside the old one (a dot-named ``.tmp
 same directory, which no ``*.parquet`` glob matches), fsyncs it, and renames it over the stable
 file name. A reader therefore sees the old file or the new one, never a mix and never nothing; a
 process killed mid-write leaves the old file whole (its temp file is removed by the next write of
-that partition). Rows are sorted by key first, so the same input gives the same file contents.
+that partition). Writers of the same partition take turns under an advisory lock (local roots;
+the lock files live in ``parquet/.locks``), so two runs of one partition at once end with one
+whole partition and its own rejects. Rows are sorted by key first, so the same input gives the
+same file contents.
 
 When a data partition is replaced, its rejects partition ``(table, partition)`` is replaced with
 it (removed when there are no rejects), so a rerun never duplicates rejects either. The two files
@@ -21,10 +24,12 @@ rename is the store's move, and whether it is atomic is the store's property.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Final
@@ -42,6 +47,8 @@ from warehouse.settings import is_local, warehouse_root
 PARQUET_DIR: Final = "parquet"
 #: The one file of a partition; a stable name, so a swap is a single rename.
 PARTITION_FILE: Final = "data.parquet"
+#: Lock files of partition writers, under ``parquet/`` (no view reads it: dot-named).
+LOCKS_DIR: Final = ".locks"
 COMPRESSION: Final = "zstd"
 #: A partition value that may become a path segment: no separators, no leading dot, no "..".
 PATH_SEGMENT: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$")
@@ -107,12 +114,15 @@ def replace_partition(
     values = _partition_text(schema, partition)
     target = partition_path(root, table_name, partition)
     file_rows = _file_rows(schema, values, rows)
-    _write_atomically(target, file_rows)
-    rejected = 0
-    if schema.name != REJECTS:
-        rejected = _replace_rejects(root, schema.name, values[0], rejects)
-    elif rejects is not None:
+    if schema.name == REJECTS and rejects is not None:
         raise ValueError("rejects of the _rejects table make no sense")
+    rejected = 0
+    # The partition and its rejects are written under one lock: a concurrent writer of the same
+    # partition never pairs its data with another's rejects.
+    with _partition_lock(_lock_path(root, schema.name, values)):
+        _write_atomically(target, file_rows)
+        if schema.name != REJECTS:
+            rejected = _replace_rejects(root, schema.name, values[0], rejects)
     return PartitionWrite(schema.name, values, str(target), file_rows.num_rows, rejected)
 
 
@@ -240,6 +250,27 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
     if order:
         stored = stored.sort_by([(name, "ascending") for name in order])
     return stored.cast(schema.file_schema)
+
+
+def _lock_path(root: Root, table: str, values: Sequence[str]) -> UPath:
+    """Where the writers of one partition take turns: beside the tables, not inside them."""
+    return warehouse_root(root) / PARQUET_DIR / LOCKS_DIR / f"{'__'.join((table, *values))}.lock"
+
+
+@contextmanager
+def _partition_lock(lock: UPath) -> Iterator[None]:
+    """One writer of a partition at a time (a rerun from the UI while the schedule runs): the
+    second waits, then replaces the first's file whole. Local roots only (an advisory lock)."""
+    if not is_local(lock):
+        yield
+        return
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock.path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock, also when the process is killed
 
 
 def _write_atomically(target: UPath, table: pa.Table) -> None:

@@ -36,7 +36,11 @@ def test_layout_is_hive_one_zstd_file_per_partition(root: Path) -> None:
     next_day = funding_record(fundingTime=str(DAY_START + 86400 + 1))
     writes = parquet.write_batch(root, funding_batch([funding_record(), next_day]))
     assert [w.partition for w in writes] == [("2024-03-01",), ("2024-03-02",)]
-    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    files = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and ".locks" not in p.parts
+    )
     assert files == [
         "parquet/funding_history/funding_date=2024-03-01/data.parquet",
         "parquet/funding_history/funding_date=2024-03-02/data.parquet",
@@ -165,3 +169,22 @@ def test_a_write_killed_midway_leaves_the_old_partition_whole(root: Path) -> Non
     # The next write of that partition clears what the killed writer left.
     parquet.replace_partition(root, "funding_history", DAY, old)
     assert list(target.parent.iterdir()) == [target]
+
+
+def test_writers_of_one_partition_take_turns(root: Path) -> None:
+    """A rerun during the schedule: both replace the partition; it ends whole, never broken."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = [
+        funding_batch([funding_record(market=f"M{i}_PERP") for i in range(n)]) for n in (40, 60)
+    ]
+
+    def write(n: int) -> None:
+        for _ in range(15):
+            parquet.write_batch(root, batches[n % 2])
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(4)))  # raises if any rename failed
+    (path,) = parquet.partition_files(root, "funding_history")
+    assert read(str(path)).num_rows in (40, 60)
+    assert [p.name for p in path.parent.iterdir()] == ["data.parquet"]
