@@ -40,7 +40,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Final, cast
+from typing import Final, TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
@@ -61,6 +61,16 @@ LATEST_SCHEDULED: Final = datetime(2100, 1, 1, tzinfo=UTC)
 INTEGER_DIGITS: Final = 20
 FRACTION_DIGITS: Final = 18
 
+#: Every field of a funding history entry (API spec 2.3): all strings.
+_FUNDING_FIELDS: Final = (
+    "market",
+    "fundingTime",
+    "fundingRate",
+    "fundingAmount",
+    "positionAmount",
+    "settlementPrice",
+    "rateCalculatedTime",
+)
 #: Perpetual market names, ``<BASE>_PERP`` (API spec 2.3).
 PERP_MARKET_PATTERN: Final = r"^[A-Z0-9]{1,20}_PERP$"
 #: An asset ticker: 1-32 letters, digits, '_', '.', '-', starting with a letter or digit.
@@ -70,6 +80,8 @@ TICKER_FORM: Final = "a ticker (1-32 letters, digits, '_', '.', '-', not startin
 ACCOUNT_MAX_LENGTH: Final = 255
 
 _DECIMAL_SHAPE: Final = r"^-?[0-9]+(\.[0-9]+)?$"
+#: A field's raw values: JSON values as parsed, or (read in one pass) already an Arrow array.
+Raw: TypeAlias = list[object] | pa.Array
 _TEXT_NULL: Final = pa.scalar(None, pa.string())
 
 
@@ -134,7 +146,7 @@ def normalize_funding_history(
     schema = schemas.FUNDING_HISTORY
     intake = _Intake.of_array(records, "funding history entries")
     past = _TimeBounds.past(extracted_at)
-    get = intake.values
+    get = intake.strings(_FUNDING_FIELDS)
     funding_time = _timestamp("fundingTime", get("fundingTime"), past, carried_as_string=True)
     position_amount = _decimal("positionAmount", get("positionAmount"))
     zero = pa.scalar(0, schemas.MONEY)
@@ -429,6 +441,17 @@ class _Intake:
     def present(self, key: str) -> list[bool]:
         return [key in o for o in self.objects]
 
+    def strings(self, keys: Sequence[str]) -> Callable[[str], Raw]:
+        """The values at ``keys``: read in one pass as Arrow strings when every one of them is a
+        string or absent (Arrow's converter, not a Python loop per field); else field by field,
+        so that each value of another JSON type gets its reason."""
+        try:
+            struct = pa.array(self.objects, type=pa.struct([(k, pa.string()) for k in keys]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+            return self.values
+        read = {k: struct.field(k) for k in keys}
+        return lambda key: read[key]
+
 
 # --- Field converters: raw values -> typed array + reject reasons ------------------------------
 
@@ -472,7 +495,7 @@ def _json_type(value: object) -> str:
 
 def _typed(
     name: str,
-    raw: list[object],
+    raw: Raw,
     arrow_type: pa.DataType,
     expected: str,
     accepts: Callable[[object], bool],
@@ -482,16 +505,44 @@ def _typed(
     Arrow's own type inference is the fast path; it is only trusted when it lands on the expected
     type, because an explicitly typed conversion would truncate 1.5 to 1.
     """
+    if isinstance(raw, pa.Array):  # read in one pass by `_Intake.strings`: already this type
+        if raw.type != arrow_type:
+            raise AssertionError(f"{name}: {raw.type} read where {arrow_type} was asked")
+        return raw, _no_reasons(len(raw))
     try:
         inferred = pa.array(raw)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
         inferred = None
     if inferred is not None and _inferred_cleanly(inferred, arrow_type):
         return inferred.cast(arrow_type), _no_reasons(len(raw))
     # Slow path, only for a batch holding a value of another JSON type.
-    kept = [v if v is None or accepts(v) else None for v in raw]
-    reasons = [None if v is None or accepts(v) else _wrong_type(name, v, expected) for v in raw]
+    reasons = [_wrong_value(name, v, expected, accepts) for v in raw]
+    kept = [v if reason is None else None for v, reason in zip(raw, reasons, strict=True)]
     return pa.array(kept, arrow_type), pa.array(reasons, pa.string())
+
+
+def _wrong_value(
+    name: str, value: object, expected: str, accepts: Callable[[object], bool]
+) -> str | None:
+    if value is None:
+        return None
+    if not accepts(value):
+        return _wrong_type(name, value, expected)
+    if _unencodable(value):
+        return f"{name}: text that is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _unencodable(value: object) -> bool:
+    """A string (or strings in a list) that UTF-8, and so Parquet, cannot hold."""
+    texts = value if isinstance(value, list) else [value]
+    try:
+        for text in texts:
+            if isinstance(text, str):
+                text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _wrong_type(name: str, value: object, expected: str) -> str:
@@ -533,7 +584,7 @@ def _missing(name: str, values: pa.Array) -> pa.Array:
     return _reason_where(pc.is_null(values), f"{name}: missing or null")
 
 
-def _decimal(name: str, raw: list[object]) -> _Converted:
+def _decimal(name: str, raw: Raw) -> _Converted:
     """Decimal strings -> ``decimal128(38, 18)``, exactly, or a reason per value."""
     text, wrong_type = _typed(name, raw, pa.string(), "a decimal string", _is_str)
     shaped = pc.fill_null(pc.match_substring_regex(text, _DECIMAL_SHAPE), False)
@@ -601,7 +652,7 @@ class _TimeBounds:
 
 def _timestamp(
     name: str,
-    raw: list[object],
+    raw: Raw,
     bounds: _TimeBounds,
     *,
     carried_as_string: bool = False,
@@ -682,7 +733,7 @@ def _status(
 
 def _text(
     name: str,
-    raw: list[object],
+    raw: Raw,
     pattern: str | None = None,
     pattern_description: str = "",
     *,
@@ -913,7 +964,12 @@ def _rejects_table(
 
 def _raw_json(value: object) -> str:
     """The record as JSON text; the stdlib keeps NaN and big integers as they were parsed."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: kept, as its JSON escape
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=repr)
+    return text
 
 
 def _canonical_json(value: object) -> str:

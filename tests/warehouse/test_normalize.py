@@ -430,3 +430,21 @@ def test_an_unreadable_time_is_rejected_into_the_day_of_the_record_before_it() -
         r["raw_json"].split('"market":"')[1][:3]: r["partition"] for r in batch.rejects.to_pylist()
     }
     assert by_market == {"AAA": "2024-01-09", "CCC": "2024-03-02", "EEE": "2024-03-01"}
+
+
+def test_text_that_is_not_valid_unicode_is_a_reject_not_a_crash() -> None:
+    batch = funding([funding_record(), funding_record(market="BTC\ud800_PERP")])
+    assert batch.normalized == 1
+    (reason,) = batch.rejects["reason"].to_pylist()
+    assert reason == "market: text that is not valid Unicode (a lone surrogate)"
+    assert_counts_add_up(batch)
+
+
+def test_reading_fields_in_one_pass_or_one_by_one_gives_the_same_rows() -> None:
+    good = [funding_record(market=f"M{i}_PERP") for i in range(20)]
+    fast = funding(good)  # every value a string: one pass
+    slow = funding([*good, funding_record(market="X_PERP", fundingRate=0.5)])  # one by one
+    assert fast.rows.equals(slow.rows.slice(0, 20))
+    assert slow.rejects["reason"].to_pylist() == [
+        "fundingRate: number where a decimal string belongs"
+    ]
