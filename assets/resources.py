@@ -33,9 +33,10 @@ class Exchange:
     simulated: bool
     mining_accounts: tuple[str, ...]
     markets: tuple[str, ...] | None
+    paced: bool = True
 
     def client(self) -> AsyncWhiteBIT:
-        return AsyncWhiteBIT(self.credentials, base_url=self.base_url)
+        return AsyncWhiteBIT(self.credentials, base_url=self.base_url, pacing=self.paced)
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -54,6 +55,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     markets: str | None = None
     #: Seed of the embedded simulator's data.
     simulator_seed: int = 7
+    #: Pace requests to the exchange's published rate budgets. Switch off only for an exchange
+    #: that enforces none (the simulator with its budgets off, in benchmarks).
+    paced: bool = True
 
     @property
     def simulated(self) -> bool:
@@ -70,6 +74,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 simulated=False,
                 mining_accounts=_names(self.mining_accounts),
                 markets=markets,
+                paced=self.paced,
             )
             return
         from pipeline.simulator import SimClock, Simulator
@@ -88,6 +93,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 simulated=True,
                 mining_accounts=_names(self.mining_accounts) or sim.dataset.mining_accounts,
                 markets=markets,
+                paced=self.paced,
             )
 
 
