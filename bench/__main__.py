@@ -17,7 +17,7 @@ from rich.table import Table
 from bench import Figure
 
 #: Sections in the order they run; each is a module of this package with ``run()``.
-SECTIONS = ("client", "warehouse")
+SECTIONS = ("backfill", "client", "warehouse")
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; sections: {', '.join(SECTIONS)}")
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 220)
     started = time.perf_counter()
     figures: list[Figure] = []
     for name in args.sections or SECTIONS:

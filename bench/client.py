@@ -70,11 +70,11 @@ def _since_for_pages(sim: SpawnedSimulator, creds: Credentials, pages: int) -> i
     # The walk steps by limit - 1 (one record of overlap): the record it reaches at ``pages``.
     offset = pages * (limit - 1)
     with httpx.Client(base_url=sim.url) as http:
-        body = _plain_request(http, creds, {"limit": 1, "offset": offset}, _Nonce())
+        body = plain_request(http, creds, {"limit": 1, "offset": offset}, PlainNonce())
     return int(body["records"][0]["fundingTime"])
 
 
-class _Nonce:
+class PlainNonce:
     """The plain loop's own nonces: strictly increasing milliseconds, no window."""
 
     def __init__(self) -> None:
@@ -85,8 +85,8 @@ class _Nonce:
         return self.last
 
 
-def _plain_request(
-    http: httpx.Client, creds: Credentials, params: dict[str, Any], nonce: _Nonce
+def plain_request(
+    http: httpx.Client, creds: Credentials, params: dict[str, Any], nonce: PlainNonce
 ) -> Any:
     """What a hand-written client does: sign, POST, check the status, parse with orjson."""
     raw = orjson.dumps({"request": FUNDING.path, "nonce": str(nonce()), **params})
@@ -105,11 +105,11 @@ def _plain_request(
 
 def _plain_loop(sim: SpawnedSimulator, creds: Credentials, pages: int) -> tuple[float, int]:
     """Seconds and rows for ``pages`` funding pages fetched one after another."""
-    limit, nonce, rows = _limit(), _Nonce(), 0
+    limit, nonce, rows = _limit(), PlainNonce(), 0
     with httpx.Client(base_url=sim.url) as http:
         started = time.perf_counter()
         for page in range(pages):
-            body = _plain_request(http, creds, {"limit": limit, "offset": page * limit}, nonce)
+            body = plain_request(http, creds, {"limit": limit, "offset": page * limit}, nonce)
             rows += len(body["records"])
         return time.perf_counter() - started, rows
 
