@@ -16,7 +16,7 @@ from typing import Final
 import dagster as dg
 from upath import UPath
 
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, spec
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy, spec
 from warehouse.settings import DEFAULT_ROOT, warehouse_root
 
 #: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a
@@ -33,9 +33,10 @@ class Exchange:
     simulated: bool
     mining_accounts: tuple[str, ...]
     markets: tuple[str, ...] | None
+    retry: RetryPolicy
 
     def client(self) -> AsyncWhiteBIT:
-        return AsyncWhiteBIT(self.credentials, base_url=self.base_url)
+        return AsyncWhiteBIT(self.credentials, base_url=self.base_url, retry=self.retry)
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -54,6 +55,10 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     markets: str | None = None
     #: Seed of the embedded simulator's data.
     simulator_seed: int = 7
+    #: Retries of a request that failed transiently (5xx, 429, a dropped connection, a body not
+    #: of the spec's shape), each after a capped exponential backoff starting at this delay.
+    max_retries: int = RetryPolicy().max_retries
+    initial_retry_delay_s: float = RetryPolicy().initial_delay_s
 
     @property
     def simulated(self) -> bool:
@@ -63,6 +68,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def exchange(self, log: logging.Logger | dg.DagsterLogManager) -> Iterator[Exchange]:
         """The exchange for one step: the configured account, or a simulator started for it."""
         markets = _names(self.markets) or None
+        retry = RetryPolicy(
+            max_retries=self.max_retries, initial_delay_s=self.initial_retry_delay_s
+        )
         if not self.simulated:
             yield Exchange(
                 Credentials(self.api_key or "", self.api_secret or ""),
@@ -70,6 +78,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 simulated=False,
                 mining_accounts=_names(self.mining_accounts),
                 markets=markets,
+                retry=retry,
             )
             return
         from pipeline.simulator import SimClock, Simulator
@@ -88,6 +97,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 simulated=True,
                 mining_accounts=_names(self.mining_accounts) or sim.dataset.mining_accounts,
                 markets=markets,
+                retry=retry,
             )
 
 
