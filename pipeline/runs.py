@@ -33,10 +33,12 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from upath import UPath
 
 from assets import ALL_ASSETS
 from assets.partitions import day_range
 from assets.reporting import PROGRESS_LOGGER
+from warehouse.parquet import exclusive_lock
 from warehouse.settings import warehouse_root
 
 INSTANCE_CONFIG: Final = """\
@@ -50,6 +52,8 @@ concurrency:
 """
 #: Dagster's own console logging during CLI runs: warnings and errors only; progress is ours.
 QUIET: Final = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+#: Lock file in DAGSTER_HOME under which CLI processes open the instance.
+INSTANCE_LOCK: Final = ".whitebit-etl.lock"
 #: Tag of every CLI run: ``<host>:<pid>`` of the process executing it.
 RUNNER_TAG: Final = "whitebit-etl/runner"
 _UNFINISHED: Final = [
@@ -65,14 +69,20 @@ def dagster_home() -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text(INSTANCE_CONFIG, encoding="utf-8")
+        # Whole or not at all: another process may be reading it already.
+        temp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+        temp.write_text(INSTANCE_CONFIG, encoding="utf-8")
+        os.replace(temp, config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
 
 def instance() -> dg.DagsterInstance:
-    dagster_home()
-    return dg.DagsterInstance.get()
+    """The persistent instance. Two runs starting at once on a new home would both create its
+    storage, and one would fail on the other's half-made schema: they take turns opening it."""
+    home = dagster_home()
+    with exclusive_lock(UPath(home / INSTANCE_LOCK)):
+        return dg.DagsterInstance.get()
 
 
 def _runner() -> str:

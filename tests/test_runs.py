@@ -71,3 +71,39 @@ def test_a_run_whose_process_lives_is_left_alone(
     tags = {runs.RUNNER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
     assert dg.materialize([running], instance=instance, tags=tags).success
     assert seen == [dg.DagsterRunStatus.STARTED]
+
+
+# Say it is ready, wait for the parent's signal, then open the instance of a new DAGSTER_HOME.
+_OPEN_AT_ONCE = """
+import pathlib, sys, time
+from pipeline import runs
+print("ready", flush=True)
+go = pathlib.Path(sys.argv[1])
+while not go.exists():
+    time.sleep(0.001)
+runs.instance()
+"""
+
+
+def test_runs_starting_at_once_on_a_new_home_both_open_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for attempt in range(3):  # the two meet within a millisecond or so: try a few homes
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / f"dagster-{attempt}"))
+        go = tmp_path / f"go-{attempt}"
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AT_ONCE, str(go)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+        go.touch()
+        for child in children:
+            _, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err
