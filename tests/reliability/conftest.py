@@ -21,7 +21,15 @@ import pytest
 
 from assets import SNAPSHOTS, funding_history
 from assets.partitions import today
-from pipeline.simulator import Dataset, Scale, SimClock, Simulator, SpawnedSimulator, spawn
+from pipeline.simulator import (
+    Credentials,
+    Dataset,
+    Scale,
+    SimClock,
+    Simulator,
+    SpawnedSimulator,
+    spawn,
+)
 from tests.assets.conftest import resources_for
 from tests.conftest import FROZEN_AT
 from warehouse import catalog, schemas
@@ -93,8 +101,15 @@ def exchange() -> Iterator[SpawnedSimulator]:
         yield sim
 
 
-def cli_env(exchange: SpawnedSimulator, root: Path, home: Path) -> dict[str, str]:
-    """The environment a user sets for `whitebit-etl`, for this exchange and warehouse."""
+def cli_env(
+    exchange: SpawnedSimulator | Simulator,
+    root: Path,
+    home: Path,
+    credentials: Credentials | None = None,
+) -> dict[str, str]:
+    """The environment a user sets for `whitebit-etl`, for this exchange (its demo key, unless
+    ``credentials`` are given) and warehouse."""
+    creds = credentials or exchange.credentials
     mining = Dataset(7, Scale.small(), SimClock(FROZEN_AT)).mining_accounts
     inherited = {
         name: value
@@ -102,8 +117,8 @@ def cli_env(exchange: SpawnedSimulator, root: Path, home: Path) -> dict[str, str
         if not name.startswith("WHITEBIT_") and name not in ("WAREHOUSE_ROOT", "DAGSTER_HOME")
     }
     return inherited | {
-        "WHITEBIT_API_KEY": exchange.credentials.api_key,
-        "WHITEBIT_API_SECRET": exchange.credentials.api_secret,
+        "WHITEBIT_API_KEY": creds.api_key,
+        "WHITEBIT_API_SECRET": creds.api_secret,
         "WHITEBIT_BASE_URL": exchange.url,
         "WHITEBIT_MINING_ACCOUNTS": ",".join(mining),
         "WAREHOUSE_ROOT": str(root),
