@@ -144,10 +144,18 @@ async def load_funding(
         rows, rejects = gathered.tables()
         missing = [] if allow_fewer_rows else _missing_keys(root, day, rows)
         if missing:
+            # A payment listed in a shape the warehouse refuses is missing from the rows too.
+            rejected = (
+                f" {rejects.num_rows} record(s) of that day were rejected (first: "
+                f"{rejects['reason'][0].as_py()}): the missing ones may be among them."
+                if rejects.num_rows
+                else ""
+            )
             raise FewerRowsRefused(
                 f"funding_history {day}: the exchange no longer lists {len(missing)} payment(s) "
                 f"the warehouse holds for that day (first: {missing[0]}); the partition is left "
-                "as it was. If the exchange really removed them, rerun with allow_fewer_rows."
+                f"as it was.{rejected} If the exchange really removed them, rerun with "
+                "allow_fewer_rows."
             )
         parquet.replace_partition(root, FUNDING.name, day, rows, rejects=rejects)
         written.wrote(day, rows, rejects)

@@ -16,7 +16,7 @@ from typing import Final
 import dagster as dg
 from upath import UPath
 
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, spec
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy, spec
 from warehouse.settings import DEFAULT_ROOT, warehouse_root
 
 #: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a
@@ -33,10 +33,13 @@ class Exchange:
     simulated: bool
     mining_accounts: tuple[str, ...]
     markets: tuple[str, ...] | None
+    retry: RetryPolicy
     paced: bool = True
 
     def client(self) -> AsyncWhiteBIT:
-        return AsyncWhiteBIT(self.credentials, base_url=self.base_url, pacing=self.paced)
+        return AsyncWhiteBIT(
+            self.credentials, base_url=self.base_url, retry=self.retry, pacing=self.paced
+        )
 
 
 def _names(text: str | None) -> tuple[str, ...]:
@@ -58,6 +61,10 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     #: Pace requests to the exchange's published rate budgets. Switch off only for an exchange
     #: that enforces none (the simulator with its budgets off, in benchmarks).
     paced: bool = True
+    #: Retries of a request that failed transiently (5xx, 429, a dropped connection, a body not
+    #: of the spec's shape), each after a capped exponential backoff starting at this delay.
+    max_retries: int = RetryPolicy().max_retries
+    initial_retry_delay_s: float = RetryPolicy().initial_delay_s
 
     @property
     def simulated(self) -> bool:
@@ -67,6 +74,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def exchange(self, log: logging.Logger | dg.DagsterLogManager) -> Iterator[Exchange]:
         """The exchange for one step: the configured account, or a simulator started for it."""
         markets = _names(self.markets) or None
+        retry = RetryPolicy(
+            max_retries=self.max_retries, initial_delay_s=self.initial_retry_delay_s
+        )
         if not self.simulated:
             yield Exchange(
                 Credentials(self.api_key or "", self.api_secret or ""),
@@ -74,6 +84,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 simulated=False,
                 mining_accounts=_names(self.mining_accounts),
                 markets=markets,
+                retry=retry,
                 paced=self.paced,
             )
             return
@@ -93,6 +104,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 simulated=True,
                 mining_accounts=_names(self.mining_accounts) or sim.dataset.mining_accounts,
                 markets=markets,
+                retry=retry,
                 paced=self.paced,
             )
 

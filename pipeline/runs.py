@@ -3,12 +3,19 @@
 Runs go to the persistent Dagster instance under ``$DAGSTER_HOME`` (default
 ``WAREHOUSE_ROOT/dagster``, the one ``make ui`` opens), so the UI shows them afterwards. A range
 of days is one run (the single-run backfill policy of ``funding_history``).
+
+A CLI run executes in the CLI's own process, so nothing outside it ends the run if the process is
+killed: the run would stay "started" and keep its slot of the API pool (limit 1) forever, and
+every later run of an API asset would wait for that slot. Each run is therefore tagged with its
+process, and the next CLI run marks the runs of processes that are gone as failed and frees their
+slots (`release_abandoned_runs`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,10 +33,12 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from upath import UPath
 
 from assets import ALL_ASSETS
 from assets.partitions import day_range
 from assets.reporting import PROGRESS_LOGGER
+from warehouse.parquet import exclusive_lock
 from warehouse.settings import warehouse_root
 
 INSTANCE_CONFIG: Final = """\
@@ -43,6 +52,15 @@ concurrency:
 """
 #: Dagster's own console logging during CLI runs: warnings and errors only; progress is ours.
 QUIET: Final = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+#: Lock file in DAGSTER_HOME under which CLI processes open the instance.
+INSTANCE_LOCK: Final = ".whitebit-etl.lock"
+#: Tag of every CLI run: ``<host>:<pid>`` of the process executing it.
+RUNNER_TAG: Final = "whitebit-etl/runner"
+_UNFINISHED: Final = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 def dagster_home() -> Path:
@@ -51,14 +69,53 @@ def dagster_home() -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text(INSTANCE_CONFIG, encoding="utf-8")
+        # Whole or not at all: another process may be reading it already.
+        temp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+        temp.write_text(INSTANCE_CONFIG, encoding="utf-8")
+        os.replace(temp, config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
 
 def instance() -> dg.DagsterInstance:
-    dagster_home()
-    return dg.DagsterInstance.get()
+    """The persistent instance. Two runs starting at once on a new home would both create its
+    storage, and one would fail on the other's half-made schema: they take turns opening it."""
+    home = dagster_home()
+    with exclusive_lock(UPath(home / INSTANCE_LOCK)):
+        return dg.DagsterInstance.get()
+
+
+def _runner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
+
+
+def release_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the unfinished CLI runs of this host whose process is gone, and free the pool
+    slots they hold; their ids. (A reused pid keeps a run as it is: the safe side.)"""
+    host = socket.gethostname()
+    released = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=_UNFINISHED)):
+        where, _, pid = run.tags.get(RUNNER_TAG, "").rpartition(":")
+        if where != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        instance.report_run_failed(
+            run,
+            message=f"whitebit-etl process {pid} ended before this run did (it was killed); "
+            "marked failed by a later run, which freed the run's API pool slot",
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +171,20 @@ def materialize(
     days = day_range(first, date.fromordinal(last.toordinal() + 1))
     if not days:
         raise ValueError(f"empty range: {first} .. {last}")
-    tags = {}
+    tags = {RUNNER_TAG: _runner()}
     partition_key: str | None = first.isoformat()
     if len(days) > 1:
-        tags = {
+        tags |= {
             "dagster/asset_partition_range_start": first.isoformat(),
             "dagster/asset_partition_range_end": last.isoformat(),
         }
         partition_key = None
+    dagster = instance()
+    for run_id in release_abandoned_runs(dagster):
+        console.print(
+            f"[yellow]run {run_id} was left unfinished by a killed process: marked failed, "
+            "its API pool slot freed[/yellow]"
+        )
     # A progress step per partition written: every day of funding, one per snapshot table.
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
     with progress_bar(console, total, title):
@@ -130,7 +193,7 @@ def materialize(
             selection=list(selection),
             partition_key=partition_key,
             tags=tags,
-            instance=instance(),
+            instance=dagster,
             resources=resources(),
             run_config=QUIET,
             raise_on_error=False,

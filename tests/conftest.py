@@ -1,12 +1,46 @@
-"""Fixtures shared by every test: simulators served over real loopback HTTP."""
+"""Fixtures shared by every test: simulators served over real loopback HTTP; and, for the whole
+session, a record of every secret handed out and a watch on where they land (`tests.leaks`),
+which the last test of the session (marked ``after_all``) reads."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from pipeline.simulator import Scale, SimClock, Simulator
+from tests.leaks import Ledger
+
+#: The session's secrets and where they were seen (log records, reports).
+LEDGER = Ledger()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``after_all`` run last, after everything else the session runs."""
+    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every report's failure text and captured output (stdout, stderr, log), read for secrets."""
+    LEDGER.look(f"{report.nodeid} ({report.when}) failure text", report.longreprtext)
+    for section, content in report.sections:
+        LEDGER.look(f"{report.nodeid} ({report.when}) {section}", content)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _secrets_are_watched() -> Iterator[None]:
+    """From the first test on: record the secrets handed out, and read every log record."""
+    handler = LEDGER.log_handler()
+    root = logging.getLogger()
+    with pytest.MonkeyPatch.context() as patch:
+        LEDGER.watch(patch)
+        root.addHandler(handler)
+        try:
+            yield
+        finally:
+            root.removeHandler(handler)
+
 
 #: A fixed moment for reproducible data: 2026-09-21 13:33:20 UTC.
 FROZEN_AT = 1_790_000_000

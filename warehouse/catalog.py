@@ -15,6 +15,10 @@ the file it opened (the old views, which still read the current Parquet) and see
 when it reconnects. Anything an analyst creates in ``warehouse.duckdb`` itself is lost at the
 next refresh; keep personal objects in a database of your own and ``ATTACH`` this one.
 
+Refreshes take turns under a lock (in ``parquet/.locks``, with the partition writers'), so that
+each first removes the temp files of a refresh that was killed mid-way, never those of one still
+building.
+
 A table with no Parquet file yet gets a view with its columns and zero rows, so queries work on a
 fresh warehouse; it reads files from the next refresh on.
 """
@@ -33,7 +37,15 @@ import duckdb
 import pyarrow as pa
 
 from warehouse import schemas
-from warehouse.parquet import PARTITION_FILE, Root, partition_files, table_path
+from warehouse.parquet import (
+    LOCKS_DIR,
+    PARQUET_DIR,
+    PARTITION_FILE,
+    Root,
+    exclusive_lock,
+    partition_files,
+    table_path,
+)
 from warehouse.schemas import TableSchema
 from warehouse.settings import is_local, warehouse_root
 
@@ -65,15 +77,19 @@ def refresh(root: Root = None) -> CatalogRefresh:
     """Rebuild the catalog's views beside it and swap it in; idempotent."""
     target = catalog_path(root)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with duckdb.connect(str(temp)) as con:
-            empty = _create_table_views(con, root)
-            curated = _create_curated_views(con)
-        os.replace(temp, target)
-    finally:
-        for leftover in (temp, temp.with_name(temp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
+    lock = warehouse_root(root) / PARQUET_DIR / LOCKS_DIR / f"{CATALOG_FILE}.lock"
+    with exclusive_lock(lock):
+        for killed in target.parent.glob(f".{target.name}.*.tmp*"):
+            killed.unlink(missing_ok=True)
+        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with duckdb.connect(str(temp)) as con:
+                empty = _create_table_views(con, root)
+                curated = _create_curated_views(con)
+            os.replace(temp, target)
+        finally:
+            for leftover in (temp, temp.with_name(temp.name + ".wal")):
+                leftover.unlink(missing_ok=True)
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
 
 

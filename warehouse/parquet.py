@@ -47,7 +47,8 @@ from warehouse.settings import is_local, warehouse_root
 PARQUET_DIR: Final = "parquet"
 #: The one file of a partition; a stable name, so a swap is a single rename.
 PARTITION_FILE: Final = "data.parquet"
-#: Lock files of partition writers, under ``parquet/`` (no view reads it: dot-named).
+#: Lock files of the writers (partitions, the catalog), under ``parquet/`` (no view reads it:
+#: dot-named).
 LOCKS_DIR: Final = ".locks"
 COMPRESSION: Final = "zstd"
 #: A partition value that may become a path segment: no separators, no leading dot, no "..".
@@ -119,7 +120,7 @@ def replace_partition(
     rejected = 0
     # The partition and its rejects are written under one lock: a concurrent writer of the same
     # partition never pairs its data with another's rejects.
-    with _partition_lock(_lock_path(root, schema.name, values)):
+    with exclusive_lock(_lock_path(root, schema.name, values)):
         _write_atomically(target, file_rows)
         if schema.name != REJECTS:
             rejected = _replace_rejects(root, schema.name, values[0], rejects)
@@ -258,9 +259,10 @@ def _lock_path(root: Root, table: str, values: Sequence[str]) -> UPath:
 
 
 @contextmanager
-def _partition_lock(lock: UPath) -> Iterator[None]:
-    """One writer of a partition at a time (a rerun from the UI while the schedule runs): the
-    second waits, then replaces the first's file whole. Local roots only (an advisory lock)."""
+def exclusive_lock(lock: UPath) -> Iterator[None]:
+    """One writer at a time of what the file ``lock`` stands for (a partition: a rerun from the
+    UI while the schedule runs; the catalog): the second waits, then replaces the first's file
+    whole. Local roots only (an advisory lock)."""
     if not is_local(lock):
         yield
         return

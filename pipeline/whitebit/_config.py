@@ -42,6 +42,11 @@ PER_MARKET_PREFETCH_PAGES: Final = 2
 #: A page that shows neither the walk's last record nor only records already behind it is
 #: fetched again this many times before the walk gives up on the exchange's ordering.
 MAX_REFETCHES: Final = 3
+#: Pages in a row that bring no funding entry new to a walk before it gives up: each such page
+#: means a page of entries arrived at the head meanwhile, and a funding round brings one per
+#: market and position side (hundreds), never this many pages' worth. An exchange answering the
+#: same entries for every offset would otherwise keep a walk paging forever.
+MAX_PAGES_WITHOUT_NEWS: Final = 100
 
 #: Characters of an answer quoted in an error.
 EXCERPT_CHARS: Final = 160

@@ -17,7 +17,7 @@ WhiteBITError
 │   └── ResponseFormatError       a 2xx whose body is not the spec's shape          [retried]
 └── WalkError                     a walk cannot vouch that it fetched everything
     ├── OffsetWindowExceeded      a slice still fills the offset window after splitting
-    └── FundingOrderError         funding history broke its newest-first order
+    └── FundingOrderError         funding history broke its newest-first order, or repeats
 ```
 
 Retried errors are retried only for operations that change nothing, except the two answers that
@@ -182,8 +182,8 @@ class OffsetWindowExceeded(WalkError):
 
 
 class FundingOrderError(WalkError):
-    """Funding history answered out of its newest-first order, so a walk cannot prove it has
-    neither gaps nor repeats."""
+    """Funding history answered out of its newest-first order, or the same entries whatever the
+    offset, so a walk cannot prove it has neither gaps nor repeats."""
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

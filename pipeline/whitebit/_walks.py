@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from . import spec
-from ._config import MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
+from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
 from ._errors import (
     FundingOrderError,
     OffsetWindowExceeded,
@@ -113,7 +113,8 @@ class FundingWalk:
     Pages overlap by one record and are checked against each other (see `_paging`): entries that
     arrive at the head mid-walk cause neither a repeat nor a gap, whatever order the concurrent
     pages were answered in. Entries newer than ``until`` are paged through but not yielded; the
-    walk stops at the first short page or once a page reaches entries older than ``since``.
+    walk stops at the first short page or once a page reaches entries older than ``since``, and
+    raises `FundingOrderError` when page after page brings nothing new (`MAX_PAGES_WITHOUT_NEWS`).
     """
 
     def __init__(
@@ -189,7 +190,8 @@ class FundingWalk:
             return _records(op, page, offset, self.page_size)
 
         ahead = _Ahead(fetch, depth)
-        offset, refetched = 0, 0
+        offset, refetched, without_news = 0, 0, 0
+        of_market = f" of {market}" if market else ""
         try:
             while True:
                 ahead.request(offset + j * cursor.step for j in range(ahead.depth))
@@ -199,12 +201,19 @@ class FundingWalk:
                     report.refetches += 1
                     if refetched > MAX_REFETCHES:
                         raise FundingOrderError(
-                            f"funding history{f' of {market}' if market else ''} at offset "
-                            f"{offset} still does not line up with the page before it after "
-                            f"{MAX_REFETCHES} fetches: the newest-first order is not holding"
+                            f"funding history{of_market} at offset {offset} still does not line "
+                            f"up with the page before it after {MAX_REFETCHES} fetches: the "
+                            "newest-first order is not holding"
                         )
                     continue
                 refetched = 0
+                without_news = 0 if step.fresh or step.last else without_news + 1
+                if without_news == MAX_PAGES_WITHOUT_NEWS:
+                    raise FundingOrderError(
+                        f"funding history{of_market}: {without_news} pages in a row, up to "
+                        f"offset {offset}, brought no entry the walk had not already passed: "
+                        "the exchange answers the same entries whatever the offset"
+                    )
                 report.duplicates_dropped += step.repeated
                 offset = step.offset
                 if step.action == "skip":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -26,8 +27,9 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "warehouse"
 
 
-def resources_for(sim: Simulator, root: Path) -> dict[str, object]:
-    """The code location's resources, pointed at this simulator as if it were the exchange."""
+def resources_for(sim: Simulator, root: Path, **whitebit: Any) -> dict[str, object]:
+    """The code location's resources, pointed at this simulator as if it were the exchange
+    (``whitebit``: more settings of its resource, e.g. ``max_retries``)."""
     creds = sim.credentials
     return {
         "whitebit": WhiteBITResource(
@@ -35,6 +37,17 @@ def resources_for(sim: Simulator, root: Path) -> dict[str, object]:
             api_secret=creds.api_secret,
             base_url=sim.url,
             mining_accounts=",".join(sim.dataset.mining_accounts),
+            **whitebit,
         ),
         "warehouse": WarehouseResource(root=str(root)),
     }
+
+
+def without_step_retries(monkeypatch: pytest.MonkeyPatch, *assets: dg.AssetsDefinition) -> None:
+    """Take Dagster's step retry policy off these assets for one test.
+
+    The policy waits 30 s and more before trying a failed step again, and `dg.materialize`
+    cannot switch it off (it ignores executor config); tests of how a step fails need the
+    failure at once. The client's own retries stay as the resource configures them."""
+    for asset in assets:
+        monkeypatch.setattr(asset.op, "_retry_policy", None)

@@ -105,3 +105,25 @@ def test_a_record_with_an_unreadable_time_lands_in_rejects_with_its_day(
     assert rejects == [
         ("funding_history", "2026-09-12", "fundingTime: not a Unix timestamp (ASCII digits only)")
     ]
+
+
+def test_a_held_payment_answered_malformed_is_refused_naming_the_reject(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    assert _run(own_sim, root, instance).success
+    before = _rows(root)
+
+    def spoil(params: dict[str, object], body: bytes) -> bytes:
+        page = orjson.loads(body)
+        for record in page["records"]:
+            if record["market"] == "ETH_PERP" and record["fundingTime"] == "1789171200":
+                record["fundingRate"] = "1e-5"
+        return orjson.dumps(page)
+
+    own_sim.faults.tamper(FUNDING_PATH, spoil)
+    failed = _run(own_sim, root, instance)
+    assert not failed.success
+    message = str(next(e for e in failed.all_events if e.is_step_failure).step_failure_data)
+    assert "2026-09-12: the exchange no longer lists 1 payment(s)" in message
+    assert "1 record(s) of that day were rejected (first: fundingRate: not a decimal" in message
+    assert _rows(root) == before

@@ -9,10 +9,11 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets import ALL_ASSETS, SNAPSHOTS, WhiteBITResource, funding_history
+from assets import ALL_ASSETS, SNAPSHOTS, WhiteBITResource, funding_history, hedge_mode
 from assets.partitions import today
-from pipeline.simulator import Simulator
-from tests.assets.conftest import resources_for
+from pipeline.simulator import Fault, Simulator
+from pipeline.whitebit import spec
+from tests.assets.conftest import resources_for, without_step_retries
 from warehouse import catalog, parquet
 
 # The session simulator's data clock stands at 2026-09-21: its funding history lies before that.
@@ -187,3 +188,22 @@ def test_a_refusal_fails_once_with_the_exchanges_message(
     text = str(failure.step_failure_data)
     assert "Unauthorized request" in text
     assert "wrong" not in text.replace("wrong-", "")
+
+
+def test_the_resource_sets_how_the_client_retries(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without_step_retries(monkeypatch, hedge_mode)
+    own_sim.faults.set(1.0, [Fault.HTTP_503], paths=[spec.HEDGE_MODE.path])
+    result = dg.materialize(
+        [hedge_mode],
+        resources=resources_for(own_sim, root, max_retries=2, initial_retry_delay_s=0.01),
+        instance=instance,
+        partition_key=today().isoformat(),
+        raise_on_error=False,
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "HTTP 503" in str(failure.step_failure_data)
+    assert "(after 3 attempts)" in str(failure.step_failure_data)
+    assert own_sim.faults.injected[Fault.HTTP_503] == 3

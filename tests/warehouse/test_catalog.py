@@ -128,6 +128,37 @@ def test_refresh_is_idempotent(root: Path) -> None:
     assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
 
 
+def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path) -> None:
+    write_funding(root, [funding_record()])
+    catalog.refresh(root)
+    # What a refresh SIGKILLed while building leaves beside the catalog (the kill tests make one).
+    killed = root / f".{catalog.CATALOG_FILE}.{'0' * 32}.tmp"
+    with duckdb.connect(str(killed)) as con:
+        con.execute("CREATE VIEW half AS SELECT 1")
+    (root / f"{killed.name}.wal").write_bytes(b"\0" * 64)
+    catalog.refresh(root)
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+    assert query(root, "SELECT count(*) FROM funding_history") == [(1,)]
+
+
+def test_refreshes_at_once_take_turns(root: Path) -> None:
+    write_funding(root, [funding_record()])
+    script = (
+        "import sys\nfrom warehouse import catalog\n"
+        "for _ in range(15):\n    catalog.refresh(sys.argv[1])\n"
+    )
+    children = [
+        subprocess.Popen([sys.executable, "-c", script, str(root)], stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    # Neither sweeps the other's catalog while it is being built.
+    for child in children:
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err.decode()
+    assert query(root, "SELECT count(*) FROM funding_history") == [(1,)]
+    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+
+
 def test_curated_views_answer_from_the_snapshots(root: Path) -> None:
     write_snapshots(root)
     write_funding(root, [funding_record(), funding_record(market="ETH_PERP", fundingAmount="2")])

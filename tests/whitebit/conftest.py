@@ -11,26 +11,13 @@ import pytest
 
 from pipeline import simulator
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy
+from tests.leaks import seed_secrets
 
 #: Retries as the defaults count them, without the waiting: tests are about behaviour.
 FAST_RETRIES = RetryPolicy(initial_delay_s=0.005, max_delay_s=0.02)
 
-ROLES = ("partner", "no_b2b", "read_only", "disabled", "sub_1", "sub_2")
-
-
-def _all_secrets() -> frozenset[str]:
-    """Every secret a seed-7 simulator's keys have, including after a few resets."""
-    keys = simulator.KeyStore(simulator.DEFAULT_SEED)
-    found = set()
-    for role in ROLES:
-        key = keys[role]
-        for _ in range(5):
-            found.add(key.secret.decode())
-            keys.reset(key)
-    return frozenset(found)
-
-
-SECRETS = _all_secrets()
+#: Every secret a seed-7 simulator's keys have, including after a few resets.
+SECRETS = frozenset(seed_secrets(simulator.DEFAULT_SEED))
 
 
 def assert_no_secret(text: str) -> None:

@@ -259,6 +259,36 @@ def test_an_answer_for_another_offset_is_refused(sim: Simulator) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("repeated_from", [99, 198])
+def test_a_page_answered_for_every_offset_ends_the_walk_with_an_error(
+    sim: Simulator, repeated_from: int
+) -> None:
+    """From ``repeated_from`` on, every offset is answered with the first page's records (its
+    offset echoed): at 99 each page shows the walk's last record at its end, later each holds
+    only records already passed. Either way nothing new ever comes, and the walk must say so."""
+    first: list[FundingEntry] = []
+    asked: list[int] = []
+
+    def repeat(page: dict[str, Any]) -> dict[str, Any]:
+        asked.append(page["offset"])
+        if page["offset"] == 0:
+            first[:] = page["records"]
+        elif page["offset"] >= repeated_from and first:
+            page["records"] = first
+        return page
+
+    async def main() -> None:
+        async with client(sim, transport=_Rewriting(repeat)) as c:
+            with raises(FundingOrderError) as info:
+                await collect(c.walk_funding())
+        assert "100 pages in a row" in str(info.value)
+        assert "the same entries whatever the offset" in str(info.value)
+
+    asyncio.run(main())
+    # It gave up after a hundred steps (and the pages requested ahead of them), not a million.
+    assert len(asked) <= 100 * DEFAULT_MAX_CONCURRENCY
+
+
 # --- the cursor alone: any insertions, any page order ----------------------------------------
 
 

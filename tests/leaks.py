@@ -1,0 +1,185 @@
+"""The secrets a test session hands out, and a look for them wherever a secret must never land.
+
+Recorded (`Ledger.watch`, for the whole session): every secret of every simulator key made in
+this process (each `KeyStore`, each reset), the demo secret of every simulator spawned as a
+process, and every secret a test gives the client (`Credentials`). A simulator in another process
+(spawned, or embedded in a CLI run or a Dagster code server) derives its secrets from its seed,
+so every secret of the default seed and of each seed seen, after a few resets too, is included.
+Placeholders shorter than `MIN_SECRET_CHARS` ("x", "wrong") are words, not secrets, and are left
+out.
+
+`Ledger.look` finds them in text or bytes. `files_holding` looks in every file under a directory:
+raw bytes (logs, SQLite, DuckDB, anything), Parquet decoded (compression would hide a secret from
+a byte search), and DuckDB catalogs opened (view definitions and comments).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import simulator
+from pipeline.simulator import SpawnedSimulator
+from pipeline.simulator._keys import ROLES
+from pipeline.whitebit import Credentials
+
+MIN_SECRET_CHARS: Final = 12
+#: Resets of a key whose secrets are derived (a reset gives a key its next derived secret).
+RESETS: Final = 4
+#: A simulator's secrets are 40 lowercase hex digits: found by scanning hex runs, not one by one.
+_HEX_SECRET = re.compile(r"[0-9a-f]{40}")
+_HEX_RUN = re.compile(rb"[0-9a-f]{40,}")
+
+
+def seed_secrets(seed: int, resets: int = RESETS) -> set[str]:
+    """Every secret a simulator of this seed gives its keys, now and after ``resets`` resets."""
+    keys = simulator.KeyStore(seed)
+    found = set()
+    for role in ROLES:
+        key = keys[role]
+        for _ in range(resets + 1):
+            found.add(key.secret.decode())
+            keys.reset(key)
+    return found
+
+
+class Ledger:
+    """Secrets handed out, and where they were seen."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._recorded: set[str] = set()
+        self._seeds: set[int] = {simulator.DEFAULT_SEED}
+        self._derived: dict[int, set[str]] = {}
+        self._all: frozenset[str] | None = None
+        #: Where a secret was seen: ("where", the secret shortened to its first characters).
+        self.sightings: list[tuple[str, str]] = []
+
+    def add(self, secret: str) -> None:
+        if len(secret) >= MIN_SECRET_CHARS and secret not in self._recorded:
+            with self._lock:
+                self._recorded.add(secret)
+                self._all = None
+
+    def add_seed(self, seed: int) -> None:
+        if seed not in self._seeds:
+            with self._lock:
+                self._seeds.add(seed)
+                self._all = None
+
+    def secrets(self) -> frozenset[str]:
+        with self._lock:
+            if self._all is None:
+                for seed in self._seeds - set(self._derived):
+                    self._derived[seed] = set()  # deriving makes key stores, which add_seed
+                    self._derived[seed] = seed_secrets(seed)
+                self._all = frozenset(self._recorded.union(*self._derived.values()))
+            return self._all
+
+    def look(self, where: str, content: str | bytes) -> list[str]:
+        """The secrets ``content`` holds (each noted as a sighting at ``where``)."""
+        data = content.encode("utf-8", "replace") if isinstance(content, str) else content
+        secrets = self.secrets()
+        found = set()
+        for run in _HEX_RUN.findall(data):
+            text = run.decode()
+            found.update(text[i : i + 40] for i in range(len(text) - 39))
+        found &= secrets
+        found.update(s for s in secrets if not _HEX_SECRET.fullmatch(s) and s.encode() in data)
+        with self._lock:
+            self.sightings += [(where, secret[:4] + "…") for secret in sorted(found)]
+        return sorted(found)
+
+    def watch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Record every secret handed out from now on (see the module's docstring)."""
+        ledger = self
+
+        def wrap(cls: Any, name: str, after: Any) -> None:
+            original = getattr(cls, name)
+
+            def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+                result = original(self, *args, **kwargs)
+                after(self)
+                return result
+
+            monkeypatch.setattr(cls, name, wrapped)
+
+        def key_store(keys: simulator.KeyStore) -> None:
+            ledger.add_seed(keys._seed)
+            for role in ROLES:
+                ledger.add(keys[role].secret.decode())
+
+        wrap(simulator.KeyStore, "__init__", key_store)
+        wrap(simulator.KeyStore, "reset", key_store)
+        wrap(SpawnedSimulator, "__init__", lambda s: ledger.add(s.credentials.api_secret))
+        wrap(Credentials, "__init__", lambda c: ledger.add(c.api_secret))
+
+    def log_handler(self) -> logging.Handler:
+        """A handler noting every log record that holds a secret (its text, its exception)."""
+        ledger = self
+
+        class Watch(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                try:
+                    text = record.getMessage()
+                except Exception:  # a record that cannot format: its raw parts, then
+                    text = f"{record.msg} {record.args}"
+                if record.exc_info and record.exc_info[1] is not None:
+                    text += f"\n{record.exc_info[1]!r}"
+                ledger.look(f"log record of {record.name}", text)
+
+        return Watch(logging.NOTSET)
+
+
+def _parquet_strings(path: Path) -> str:
+    """The text values of a Parquet file (its string columns, list items included)."""
+    table = pq.read_table(path)
+    texts: list[str] = []
+    for column in table.columns:
+        values = column.combine_chunks()
+        while pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            values = pc.list_flatten(values)
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            texts += [v for v in pc.unique(values).to_pylist() if v is not None]
+    return "\n".join(texts)
+
+
+def _catalog_text(path: Path) -> str:
+    """What a DuckDB file defines: view SQL and comments, and the text of any table."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.execute(
+            "SELECT sql, comment::VARCHAR FROM duckdb_views() WHERE NOT internal UNION ALL "
+            "SELECT comment, NULL FROM duckdb_columns() WHERE comment IS NOT NULL UNION ALL "
+            "SELECT sql, comment::VARCHAR FROM duckdb_tables()"
+        ).fetchall()
+        tables = con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        for (table,) in tables:
+            rows += con.execute(f'SELECT * FROM "{table}"').fetchall()  # noqa: S608
+    return "\n".join(str(row) for row in rows)
+
+
+def files_holding(ledger: Ledger, directory: Path) -> Iterator[tuple[Path, str]]:
+    """Every file under ``directory``, each with how it was read, noting any secret in it."""
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        ledger.look(f"file name {path}", str(path))
+        ledger.look(f"file {path}", path.read_bytes())
+        if path.suffix == ".parquet":
+            ledger.look(f"Parquet values of {path}", _parquet_strings(path))
+            yield path, "parquet"
+        elif path.suffix == ".duckdb":
+            ledger.look(f"DuckDB catalog {path}", _catalog_text(path))
+            yield path, "duckdb"
+        else:
+            yield path, "bytes"

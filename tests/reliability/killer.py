@@ -1,0 +1,106 @@
+"""Runs ``whitebit-etl`` and SIGKILLs it at a chosen point: the kill tests' child process.
+
+``python -m tests.reliability.killer POINT --at N [--chunk-records R] -- <whitebit-etl args>``
+
+Inside this process only, the function at POINT is wrapped so that its N-th call kills the
+process with SIGKILL (no handler, no cleanup, as the OOM killer or a power cut would), then the
+real CLI runs. No product code knows about it. The points:
+
+- ``walk``: the funding walk takes its N-th page (`FundingCursor.read`, called as the walk moves
+  on: every partition flushed two pages before is written by then).
+- ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file.
+- ``parquet-before-rename``: the N-th temp file is complete and synced, not yet renamed over.
+- ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, the
+  curated ones not).
+
+``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, so that
+days are rewritten while the walk is still paging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from assets import loading
+from pipeline import cli
+from pipeline.whitebit import _paging
+from warehouse import catalog, parquet
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _on_call(at: int, before: Callable[..., Any] | None = None) -> Callable[..., None]:
+    """A hook that, at its ``at``-th call, runs ``before`` with the call's arguments and dies."""
+    calls = 0
+
+    def hook(*args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == at:
+            if before is not None:
+                before(*args, **kwargs)
+            _die()
+
+    return hook
+
+
+def _wrap(owner: Any, name: str, hook: Callable[..., None]) -> None:
+    original = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        hook(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    setattr(owner, name, wrapped)
+
+
+_WRITE_TABLE = pq.write_table
+
+
+def _half_written(table: Any, sink: Any, **options: Any) -> None:
+    """Write half of the file the real call would write, durably, then let the kill come."""
+    whole = io.BytesIO()
+    _WRITE_TABLE(table, whole, **options)
+    sink.write(whole.getvalue()[: len(whole.getvalue()) // 2])
+    sink.flush()
+    os.fsync(sink.fileno())
+
+
+def arm(point: str, at: int) -> None:
+    if point == "walk":
+        _wrap(_paging.FundingCursor, "read", _on_call(at))
+    elif point == "parquet-mid-file":
+        _wrap(pq, "write_table", _on_call(at, _half_written))
+    elif point == "parquet-before-rename":
+        _wrap(parquet, "_rename_over", _on_call(at))
+    elif point == "catalog":
+        _wrap(catalog, "_create_curated_views", _on_call(at))
+    else:
+        raise SystemExit(f"unknown kill point {point!r}")
+
+
+def main(argv: list[str]) -> None:
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="killer")
+    parser.add_argument("point")
+    parser.add_argument("--at", type=int, default=1)
+    parser.add_argument("--chunk-records", type=int, default=None)
+    options = parser.parse_args(argv[:split])
+    if options.chunk_records is not None:
+        loading.CHUNK_RECORDS = options.chunk_records  # type: ignore[misc]
+    arm(options.point, options.at)
+    cli.main(args=argv[split + 1 :], prog_name="whitebit-etl")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

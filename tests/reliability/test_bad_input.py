@@ -1,0 +1,623 @@
+"""Malformed and hostile answers end in a clear error or in ``_rejects``, never in a silent change
+or a crash without a message.
+
+Each case makes the simulator serve one bad answer (`FaultInjector.tamper` rewrites every
+successful answer of one endpoint, after authentication and validation ran as usual) and runs
+the asset that reads it through Dagster, real resources, on a copy of a warehouse that already
+holds the data. Each declares its outcome:
+
+- `Fails`: the step fails with a message naming what was wrong, and the warehouse is byte for
+  byte as it was;
+- `Rejects`: the bad records are in ``_rejects`` with their reason, the good ones are written,
+  nothing else changed, and the blocking ``no_rejects`` check fails;
+- `Keeps`: the value is data and stays data (a path-like account name), or is read exactly by a
+  documented rule (a funding time in milliseconds): success, the rows as they should be.
+
+The client retries once, quickly (the resource's setting), so a retried format error fails fast;
+Dagster's own 30-second step retries are off for these runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import orjson
+import pytest
+from upath import UPath
+
+from assets import funding_history, hedge_mode, investments, main_balances, trading_balances
+from assets import watcher_links as watcher_links_asset
+from assets.partitions import today
+from pipeline.simulator import Scale, SimClock, Simulator
+from pipeline.whitebit import spec
+from tests.assets.conftest import resources_for, without_step_retries
+from tests.conftest import FROZEN_AT
+from tests.reliability.conftest import Rows, failures, warehouse_rows
+from warehouse import catalog, parquet, schemas
+
+Tamper = Callable[[dict[str, Any], bytes], bytes]
+
+HELD = [date(2026, 9, 11), date(2026, 9, 12)]  # funding days the warehouse holds already
+NEW = date(2026, 9, 13)  # the day a nightly run adds
+FUNDING, INVESTMENTS = spec.FUNDING_HISTORY.path, spec.INVESTMENTS_HISTORY.path
+MAIN, TRADING = spec.MAIN_BALANCE.path, spec.TRADING_BALANCE.path
+HEDGE, LINKS = spec.HEDGE_MODE.path, spec.WATCHER_LINKS.path
+#: A funding payment of the new day (ETH_PERP, 2026-09-13 08:00 UTC), and one of a held day.
+NEW_PAYMENT, HELD_PAYMENT = ("ETH_PERP", "1789286400"), ("ETH_PERP", "1789200000")
+#: The hedged market pays a long and a short at each funding time.
+HEDGED_SHORT = ("BTC_PERP", "1789286400")
+HTML = b"<!DOCTYPE html><html><head><title>Maintenance</title></head><body>Back soon</body></html>"
+
+# --- How answers are spoiled ----------------------------------------------------------------
+
+
+def _json(edit: Callable[[dict[str, Any], Any], Any]) -> Tamper:
+    """Rewrite the parsed answer: ``edit(params, doc)`` changes it in place or returns another."""
+
+    def tamper(params: dict[str, Any], body: bytes) -> bytes:
+        doc = orjson.loads(body)
+        changed = edit(params, doc)
+        return orjson.dumps(doc if changed is None else changed)
+
+    return tamper
+
+
+def _payment(target: tuple[str, str], edit: Callable[[dict[str, Any]], None]) -> Tamper:
+    """Change one funding payment wherever a page lists it (short sides left alone)."""
+
+    def each(params: dict[str, Any], page: dict[str, Any]) -> None:
+        for record in page["records"]:
+            if (record["market"], record["fundingTime"]) == target and not record[
+                "positionAmount"
+            ].startswith("-"):
+                edit(record)
+
+    return _json(each)
+
+
+def _set(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda record: record.__setitem__(field, value)
+
+
+def _first_page_records(edit: Callable[[list[dict[str, Any]]], None]) -> Tamper:
+    """Change the records of every funding page (a shape error anywhere fails the walk)."""
+    return _json(lambda params, page: edit(page["records"]))
+
+
+def _first_investment(edit: Callable[[list[dict[str, Any]]], None]) -> Tamper:
+    """Change the first page of active investments (status 1, offset 0)."""
+
+    def each(params: dict[str, Any], page: dict[str, Any]) -> None:
+        if params["status"] == 1 and params["offset"] == 0 and params["ticker"] is None:
+            edit(page["records"])
+
+    return _json(each)
+
+
+def _first_link(edit: Callable[[dict[str, Any]], None]) -> Tamper:
+    """Change the first watcher link of the first mining account."""
+
+    def each(params: dict[str, Any], doc: dict[str, Any]) -> None:
+        if params["account"] == "demo-miner":
+            edit(doc["data"][0])
+
+    return _json(each)
+
+
+def _page_at(offset: int, edit: Callable[[dict[str, Any]], Any]) -> Tamper:
+    return _json(lambda params, page: edit(page) if params["offset"] == offset else None)
+
+
+def _every_offset_the_first_page() -> Tamper:
+    first: list[Any] = []
+
+    def each(params: dict[str, Any], page: dict[str, Any]) -> None:
+        if params["offset"] == 0:
+            first[:] = page["records"]
+        elif first:
+            page["records"] = first
+
+    return _json(each)
+
+
+def _short_turned_long(params: dict[str, Any], page: dict[str, Any]) -> None:
+    """The hedged market's short payment listed as a long: two longs, different amounts."""
+    for record in page["records"]:
+        if (record["market"], record["fundingTime"]) == HEDGED_SHORT:
+            record["positionAmount"] = record["positionAmount"].removeprefix("-")
+
+
+def _body(content: bytes) -> Tamper:
+    return lambda params, body: content
+
+
+# --- What must come of it --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fails:
+    """The step fails saying all of these, and nothing in the warehouse changes."""
+
+    says: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rejects:
+    """``records`` records of ``table`` in ``_rejects``, each reason saying ``says``; the table
+    loses ``lost`` rows it would have had (the rejected ones); all else is written."""
+
+    table: str
+    records: int
+    says: str
+    lost: int
+
+
+@dataclass(frozen=True)
+class Keeps:
+    """The run succeeds; ``check(rows, baseline)`` says the data is as it should be."""
+
+    check: Callable[[Rows, Rows], None]
+
+
+Outcome = Fails | Rejects | Keeps
+
+
+def _same(rows: Rows, baseline: Rows) -> None:
+    assert rows == baseline
+
+
+def _accounts_are_data(rows: Rows, baseline: Rows) -> None:
+    hostile = [row for row in rows["watcher_links"] if ESCAPE in row[2]]
+    assert len(hostile) == 1  # stored verbatim, as a list item
+    assert [r for r in rows["watcher_links"] if r not in hostile] == [
+        r for r in baseline["watcher_links"] if r[1] != hostile[0][1]
+    ]
+    assert {t: r for t, r in rows.items() if t != "watcher_links"} == {
+        t: r for t, r in baseline.items() if t != "watcher_links"
+    }
+
+
+ESCAPE = "../../../../etc/passwd"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: str
+    tamper: Tamper
+    asset: dg.AssetsDefinition
+    outcome: Outcome
+    #: Funding days the run materializes (a snapshot asset runs today's partition).
+    days: tuple[date, ...] = (*HELD, NEW)
+
+
+def _funding_fails(name: str, tamper: Tamper, *says: str) -> Case:
+    return Case(name, FUNDING, tamper, funding_history, Fails(says))
+
+
+def _funding_rejects(name: str, edit: Callable[[dict[str, Any]], None], says: str) -> Case:
+    return Case(
+        name, FUNDING, _payment(NEW_PAYMENT, edit), funding_history,
+        Rejects("funding_history", 1, says, lost=1),
+    )  # fmt: skip
+
+
+CASES = [
+    # Wrong JSON types, missing and extra fields: the client's shape check.
+    _funding_fails(
+        "funding-number-for-decimal",
+        _payment(NEW_PAYMENT, _set("fundingAmount", 0.5)),
+        "fundingAmount",
+        "expected a string, got a number",
+    ),
+    _funding_fails(
+        "funding-bool-for-decimal",
+        _payment(NEW_PAYMENT, _set("fundingRate", True)),
+        "fundingRate",
+        "expected a string, got a boolean",
+    ),
+    _funding_fails(
+        "funding-integer-for-time-string",
+        _payment(NEW_PAYMENT, _set("fundingTime", 1789286400)),
+        "fundingTime",
+        "expected a string, got an integer",
+    ),
+    _funding_fails(
+        "funding-missing-field",
+        _payment(NEW_PAYMENT, lambda record: record.pop("settlementPrice")),
+        "settlementPrice",
+        "a field the spec requires is missing",
+    ),
+    _funding_fails(
+        "funding-extra-field",
+        _payment(NEW_PAYMENT, _set("leverage", "10")),
+        "leverage",
+        "a field the spec does not have",
+    ),
+    # Pages that are not what was asked for.
+    _funding_fails(
+        "funding-empty-page-mid-walk",
+        _page_at(99, lambda page: page.__setitem__("records", [])),
+        "at offset 99",
+        "does not line up with the page before it",
+    ),
+    _funding_fails(
+        "funding-huge-page",
+        _page_at(0, lambda page: page["records"].extend(page["records"][:50])),
+        "asked for at most 100 records, the answer has 150",
+    ),
+    _funding_fails(
+        "funding-offset-echo-wrong",
+        _json(lambda params, page: page.__setitem__("offset", page["offset"] + 1)),
+        "asked for offset 0, the answer is for 1",
+    ),
+    _funding_fails(
+        "funding-same-page-for-every-offset",
+        _every_offset_the_first_page(),
+        "100 pages in a row",
+        "the same entries whatever the offset",
+    ),
+    # Not JSON, or not an answer.
+    _funding_fails("funding-html-with-200", _body(HTML), "not valid JSON", "Maintenance"),
+    _funding_fails(
+        "funding-invalid-utf8",
+        lambda params, body: body.replace(b'_PERP"', b'_PERP\xff\xfe"', 1),
+        "not valid JSON",
+        "UTF-8",
+    ),
+    _funding_fails(
+        "funding-truncated-json",
+        lambda params, body: body[: len(body) // 2],
+        "not valid JSON",
+    ),
+    _funding_fails("funding-empty-body", _body(b""), "not valid JSON"),
+    _funding_fails(
+        "funding-bare-nan",
+        lambda params, body: re.sub(rb'"fundingRate":"[^"]*"', b'"fundingRate":NaN', body, count=1),
+        "not valid JSON",
+    ),
+    _funding_fails(
+        "funding-top-level-array",
+        _json(lambda params, page: page["records"]),
+        "(the whole answer)",
+        "expected an object, got an array",
+    ),
+    _funding_fails(
+        "funding-code-in-success-body",
+        _json(lambda params, page: page.__setitem__("code", 0)),
+        "HTTP 200 code 0",
+    ),
+    _funding_fails(
+        "funding-success-false",
+        _body(b'{"success":false,"message":"Service is under maintenance","params":[]}'),
+        "HTTP 200",
+        "Service is under maintenance",
+    ),
+    # Values the warehouse refuses: the record goes to _rejects, with its reason.
+    _funding_rejects(
+        "funding-negative-time",
+        _set("fundingTime", "-1789286400"),
+        "fundingTime: not a Unix timestamp",
+    ),
+    _funding_rejects("funding-time-zero", _set("fundingTime", "0"), "fundingTime: before 2009"),
+    _funding_rejects(
+        "funding-time-year-5138",
+        _set("fundingTime", "99999999999"),
+        "fundingTime: more than a day after extracted_at",
+    ),
+    _funding_rejects(
+        "funding-time-with-letters",
+        _set("fundingTime", "17892864OO"),
+        "fundingTime: not a Unix timestamp (ASCII digits only)",
+    ),
+    _funding_rejects(
+        "funding-decimal-with-exponent",
+        _set("fundingRate", "1e-5"),
+        "fundingRate: not a decimal number",
+    ),
+    _funding_rejects(
+        "funding-decimal-40-digits",
+        _set("fundingAmount", "1234567890123456789012345678901234567890"),
+        "fundingAmount: more than 20 integer digits",
+    ),
+    _funding_rejects(
+        "funding-decimal-19-places",
+        _set("settlementPrice", "0.1234567890123456789"),
+        "settlementPrice: more than 18 decimal places",
+    ),
+    _funding_rejects(
+        "funding-decimal-nan-string", _set("fundingRate", "NaN"), "fundingRate: not a decimal"
+    ),
+    _funding_rejects(
+        "funding-decimal-empty-string", _set("fundingAmount", ""), "fundingAmount: not a decimal"
+    ),
+    _funding_rejects(
+        "funding-market-escaping-the-path",
+        _set("market", "../x"),
+        "market: not of the form <BASE>_PERP",
+    ),
+    Case(
+        "funding-duplicate-key-different-amounts",
+        FUNDING,
+        _json(_short_turned_long),
+        funding_history,
+        Rejects("funding_history", 2, "duplicate key (market=BTC_PERP", lost=2),
+    ),
+    Case(
+        "funding-time-in-milliseconds",
+        FUNDING,
+        _payment(NEW_PAYMENT, _set("fundingTime", "1789286400000")),
+        funding_history,
+        Keeps(_same),  # read as milliseconds by magnitude (warehouse.normalize): the same instant
+    ),
+    Case(
+        "funding-held-day-record-turns-bad",
+        FUNDING,
+        _payment(HELD_PAYMENT, _set("fundingRate", "1e-5")),
+        funding_history,
+        Fails(("2026-09-12", "were rejected (first: fundingRate: not a decimal number)")),
+        days=tuple(HELD),
+    ),
+    # Investments.
+    Case(
+        "investment-string-for-int-status",
+        INVESTMENTS,
+        _first_investment(lambda records: records[0].__setitem__("status", "1")),
+        investments,
+        Fails(("records[0].status", "expected an integer, got a string")),
+    ),
+    Case(
+        "investment-plan-null",
+        INVESTMENTS,
+        _first_investment(lambda records: records[0].__setitem__("plan", None)),
+        investments,
+        Fails(("records[0].plan", "expected an object, got null")),
+    ),
+    Case(
+        "investment-status-7",
+        INVESTMENTS,
+        _first_investment(lambda records: records[0].__setitem__("status", 7)),
+        investments,
+        Rejects("investments", 1, "status: not a known status", lost=1),
+    ),
+    Case(
+        "investment-negative-time",
+        INVESTMENTS,
+        _first_investment(lambda records: records[0].__setitem__("created", -1)),
+        investments,
+        Rejects("investments", 1, "created: negative Unix timestamp", lost=1),
+    ),
+    Case(
+        "investment-time-year-5138",
+        INVESTMENTS,
+        _first_investment(lambda records: records[0].__setitem__("paymentTime", 99999999999)),
+        investments,
+        Rejects("investments", 1, "paymentTime: after 2100-01-01", lost=1),
+    ),
+    Case(
+        "investment-duplicate-id-different-amounts",
+        INVESTMENTS,
+        _first_investment(lambda records: records[1].__setitem__("id", records[0]["id"])),
+        investments,
+        Rejects("investments", 2, "duplicate key (investment_id=", lost=2),
+    ),
+    Case(
+        "investment-huge-page",
+        INVESTMENTS,
+        _first_investment(lambda records: records.extend(records[:1])),
+        investments,
+        Fails(("asked for at most 100 records, the answer has 101",)),
+    ),
+    # Balances and hedge mode.
+    Case(
+        "balance-ticker-escaping-the-path",
+        MAIN,
+        _json(lambda params, doc: doc.__setitem__("../../etc", {"main_balance": "1"})),
+        main_balances,
+        Rejects("main_balances", 1, "ticker: not a ticker", lost=0),
+    ),
+    Case(
+        "balance-number-for-decimal",
+        MAIN,
+        _json(lambda params, doc: doc.__setitem__("USDT", {"main_balance": 1.5})),
+        main_balances,
+        Fails(("USDT.main_balance", "expected a string, got a number")),
+    ),
+    Case(
+        "balance-array-for-object",
+        MAIN,
+        _body(b"[]"),
+        main_balances,
+        Fails(("(the whole answer)", "expected an object, got an array")),
+    ),
+    Case(
+        "trading-absolute-path-ticker",
+        TRADING,
+        _json(
+            lambda params, doc: doc.__setitem__("/etc/passwd", {"available": "1", "freeze": "0"})
+        ),
+        trading_balances,
+        Rejects("trading_balances", 1, "ticker: not a ticker", lost=0),
+    ),
+    Case(
+        "trading-bool-for-decimal",
+        TRADING,
+        _json(lambda params, doc: doc[next(iter(doc))].__setitem__("freeze", False)),
+        trading_balances,
+        Fails(("freeze", "expected a string, got a boolean")),
+    ),
+    Case(
+        "hedge-mode-string-for-bool",
+        HEDGE,
+        _body(b'{"hedgeMode":"true"}'),
+        hedge_mode,
+        Fails(("hedgeMode", "expected a boolean, got a string")),
+    ),
+    Case(
+        "hedge-mode-empty-object",
+        HEDGE,
+        _body(b"{}"),
+        hedge_mode,
+        Fails(("hedgeMode", "a field the spec requires is missing")),
+    ),
+    # Watcher links.
+    Case(
+        "link-accounts-escaping-the-path",
+        LINKS,
+        _first_link(lambda link: link.__setitem__("accounts", [ESCAPE])),
+        watcher_links_asset,
+        Keeps(_accounts_are_data),
+    ),
+    Case(
+        "link-live-until-missing",
+        LINKS,
+        _first_link(lambda link: link.pop("liveUntil")),
+        watcher_links_asset,
+        Fails(("data[0].liveUntil", "a field the spec requires is missing")),
+    ),
+    Case(
+        "link-live-until-a-date-string",
+        LINKS,
+        _first_link(lambda link: link.__setitem__("liveUntil", "2027-01-01")),
+        watcher_links_asset,
+        Fails(("data[0].liveUntil", "expected an integer, got a string")),
+    ),
+    Case(
+        "link-created-at-zero",
+        LINKS,
+        _first_link(lambda link: link.__setitem__("createdAt", 0)),
+        watcher_links_asset,
+        Rejects("watcher_links", 1, "createdAt: before 2009-01-01", lost=1),
+    ),
+]
+
+
+# --- The warehouse before, and a run -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[Simulator]:
+    """One simulator for the module; each case sets its own tamper and clears it after."""
+    with Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as sim:
+        yield sim
+
+
+@dataclass(frozen=True)
+class Warehouses:
+    before: Path  # the held funding days and today's snapshots
+    before_rows: Rows
+    clean_rows: Rows  # what a clean run of the funding days adds to it: the new day too
+
+
+def _run(case: Case, sim: Simulator, root: Path) -> dg.ExecuteInProcessResult:
+    resources = resources_for(sim, root, max_retries=1, initial_retry_delay_s=0.01)
+    if case.asset is funding_history:
+        first, last = case.days[0].isoformat(), case.days[-1].isoformat()
+        return dg.materialize(
+            [funding_history],
+            resources=resources,
+            tags={
+                "dagster/asset_partition_range_start": first,
+                "dagster/asset_partition_range_end": last,
+            },
+            raise_on_error=False,
+        )
+    return dg.materialize(
+        [case.asset], resources=resources, partition_key=today().isoformat(), raise_on_error=False
+    )
+
+
+@pytest.fixture(scope="module")
+def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> Warehouses:
+    base = tmp_path_factory.mktemp("bad-input")
+    clean = base / "clean"
+    for asset in (funding_history, investments, main_balances, trading_balances, hedge_mode):
+        result = _run(Case("clean", "", _body(b""), asset, Keeps(_same)), hostile, clean)
+        assert result.success, failures(result)
+    result = _run(Case("clean", "", _body(b""), watcher_links_asset, Keeps(_same)), hostile, clean)
+    assert result.success, failures(result)
+    before = base / "before"
+    shutil.copytree(clean / "parquet", before / "parquet")
+    shutil.rmtree(parquet.partition_path(before, "funding_history", NEW).parent)
+    catalog.refresh(before)
+    return Warehouses(before, warehouse_rows(before), warehouse_rows(clean))
+
+
+def _fingerprint(root: Path) -> dict[str, str]:
+    """Every file under the root, with a digest of its bytes."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_there_are_enough_distinct_cases() -> None:
+    assert len({case.name for case in CASES}) == len(CASES) >= 30
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
+    case: Case,
+    hostile: Simulator,
+    warehouses: Warehouses,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = tmp_path / "warehouse"
+    shutil.copytree(warehouses.before, root)
+    catalog.refresh(root)
+    before = _fingerprint(root)
+    baseline = warehouses.clean_rows if case.asset is funding_history else warehouses.before_rows
+    if case.days == tuple(HELD):
+        baseline = warehouses.before_rows
+    without_step_retries(monkeypatch, case.asset)
+    hostile.faults.tamper(case.path, case.tamper)
+    try:
+        result = _run(case, hostile, root)
+    finally:
+        hostile.faults.clear()
+    said = "\n".join(failures(result))
+    assert hostile.credentials.api_secret not in said
+    # Whatever the answer named, every file stayed where the warehouse puts its own.
+    assert [p.name for p in tmp_path.iterdir()] == ["warehouse"]
+    placed = {p for table in schemas.TABLES for p in parquet.partition_files(root, table)}
+    assert {UPath(p) for p in root.rglob("*.parquet")} == placed
+
+    outcome = case.outcome
+    if isinstance(outcome, Fails):
+        assert not result.success
+        step_failures = [str(e.step_failure_data) for e in result.all_events if e.is_step_failure]
+        assert len(step_failures) == 1, said
+        for text in outcome.says:
+            assert text in step_failures[0], step_failures[0]
+        assert _fingerprint(root) == before  # never a silent change
+        return
+
+    rows = warehouse_rows(root)
+    if isinstance(outcome, Keeps):
+        assert result.success, said
+        outcome.check(rows, baseline)
+        return
+
+    assert not result.success  # the blocking check stops what would read the partition
+    checks = {(e.asset_key.to_user_string(), e.check_name): e.passed
+              for e in result.get_asset_check_evaluations()}  # fmt: skip
+    assert checks[(outcome.table, "no_rejects")] is False
+    rejected = rows.pop("_rejects")
+    assert len(rejected) == outcome.records, rejected
+    assert {row[0] for row in rejected} == {outcome.table}
+    for row in rejected:
+        assert outcome.says in row[4], row
+    kept, clean = rows.pop(outcome.table), baseline[outcome.table]
+    assert all(row in clean for row in kept)  # the good records are written, none changed
+    assert len(clean) - len(kept) == outcome.lost
+    assert rows == {t: r for t, r in baseline.items() if t not in ("_rejects", outcome.table)}

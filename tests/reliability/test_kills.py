@@ -1,0 +1,194 @@
+"""A backfill SIGKILLed anywhere and run again leaves exactly the fault-free warehouse, and no
+reader ever sees a partial partition.
+
+Each case starts from a warehouse that already holds the range (the interesting case: a kill
+during a *re*write), runs the real CLI (``materialize funding_history --from .. --to ..``) in a
+child process that `tests.reliability.killer` SIGKILLs at one point (while the walk is paging,
+in the middle of a Parquet file, between a complete temp file and its rename, while the DuckDB
+catalog is being rebuilt), then runs the CLI again, normally. Meanwhile a reader thread reads
+every partition file (pyarrow) and the catalog's view (DuckDB) again and again; every read must
+succeed and find each day's full row count. Afterwards the warehouse equals a fault-free run's,
+table for table, no temp file is left, and the Dagster instance shows the killed run as failed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.simulator import SpawnedSimulator
+from tests.reliability.conftest import Child, Rows, cli_env, run_cli, warehouse_rows
+from warehouse import catalog, parquet
+
+#: The backfill: 13 days, so the walk pages on while the first days are already rewritten.
+RANGE = ["materialize", "funding_history", "--from", "2026-09-01", "--to", "2026-09-13"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    root: Path
+    rows: Rows
+    counts: dict[date, int]
+
+
+@pytest.fixture(scope="module")
+def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    """The range written by an undisturbed run."""
+    base = tmp_path_factory.mktemp("kills-reference")
+    root = base / "warehouse"
+    run = run_cli(RANGE, cli_env(exchange, root, base / "dagster"), base / "logs" / "run")
+    assert run.process.returncode == 0, run.output
+    rows = warehouse_rows(root)
+    counts: dict[date, int] = {}
+    for row in rows["funding_history"]:
+        counts[row[-1]] = counts.get(row[-1], 0) + 1
+    assert len(counts) == 13
+    assert rows["_rejects"] == []
+    return Reference(root, rows, counts)
+
+
+class Reader(threading.Thread):
+    """An analyst reading the funding partitions again and again while runs write them."""
+
+    def __init__(self, root: Path, counts: dict[date, int]) -> None:
+        super().__init__(daemon=True)
+        self.root, self.counts = root, counts
+        self.reads = 0
+        self.problems: list[str] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self._read_files()
+            self._read_catalog()
+            self._done.wait(0.01)  # a breath between rounds, on a shared machine
+
+    def _read_files(self) -> None:
+        for path in parquet.partition_files(self.root, "funding_history"):
+            day = date.fromisoformat(path.parent.name.removeprefix("funding_date="))
+            try:
+                found = pq.read_table(path.path).num_rows
+            except Exception as error:  # the test asserts there was none
+                self.problems.append(f"{path}: {type(error).__name__}: {error}")
+                continue
+            self.reads += 1
+            if found != self.counts.get(day):
+                self.problems.append(f"{day}: {found} rows, the whole day has {self.counts[day]}")
+
+    def _read_catalog(self) -> None:
+        try:
+            with catalog.connect(self.root) as con:
+                found = dict(
+                    con.execute(
+                        "SELECT funding_date, count(*) FROM funding_history GROUP BY ALL"
+                    ).fetchall()
+                )
+        except Exception as error:  # the test asserts there was none
+            self.problems.append(f"catalog: {type(error).__name__}: {error}")
+            return
+        self.reads += 1
+        if found != self.counts:
+            self.problems.append(f"catalog: rows per day {found}")
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=60)
+
+
+def _inodes(root: Path) -> dict[str, int]:
+    return {
+        p.parent.name: Path(p.path).stat().st_ino
+        for p in parquet.partition_files(root, "funding_history")
+    }
+
+
+def _leftovers(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.name.endswith((".tmp", ".tmp.wal")))
+
+
+def _readable(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+    except Exception:  # a half-written file is not Parquet: that is the point
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("point", "at", "chunk_records"),
+    [
+        ("walk", 4, 20),  # the 4th page: a few days rewritten, more to page through
+        ("parquet-mid-file", 3, None),  # two days rewritten, the third half in its temp file
+        ("parquet-before-rename", 3, None),  # two rewritten, the third whole, not yet renamed
+        ("catalog", 1, None),  # every day rewritten, the new catalog half built
+    ],
+)
+def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
+    exchange: SpawnedSimulator,
+    reference: Reference,
+    tmp_path: Path,
+    point: str,
+    at: int,
+    chunk_records: int | None,
+) -> None:
+    root, home = tmp_path / "warehouse", tmp_path / "dagster"
+    shutil.copytree(reference.root / "parquet", root / "parquet")
+    catalog.refresh(root)
+    before = _inodes(root)
+    catalog_before = (root / catalog.CATALOG_FILE).stat().st_ino
+    env = cli_env(exchange, root, home)
+
+    reader = Reader(root, reference.counts)
+    reader.start()
+    try:
+        killer = ["--at", str(at)]
+        if chunk_records is not None:
+            killer += ["--chunk-records", str(chunk_records)]
+        killed = Child.start(
+            "tests.reliability.killer", [point, *killer, "--", *RANGE], env, tmp_path / "killed"
+        )
+        assert killed.wait() == -signal.SIGKILL, killed.output
+        reads_while_killed = reader.reads
+
+        # Where the kill landed, as the files show it.
+        rewritten = [day for day, inode in _inodes(root).items() if inode != before[day]]
+        leftovers = _leftovers(root)
+        if point == "walk":
+            assert 0 < len(rewritten) < len(before), rewritten
+        elif point.startswith("parquet"):
+            assert len(rewritten) == at - 1, rewritten
+            (temp,) = leftovers
+            assert temp.name.startswith(".data.parquet.")
+            assert _readable(temp) == (point == "parquet-before-rename")
+        else:
+            assert len(rewritten) == len(before)
+            # The half-built catalog (and its write-ahead log) beside the old one.
+            assert leftovers
+            assert all(p.name.startswith(f".{catalog.CATALOG_FILE}.") for p in leftovers)
+            assert (root / catalog.CATALOG_FILE).stat().st_ino == catalog_before
+        # Temp files are dot-named beside the partition: no reader's glob or view sees them.
+        assert not any(
+            p.name.startswith(".") for p in parquet.partition_files(root, "funding_history")
+        )
+
+        again = run_cli(RANGE, env, tmp_path / "again")
+        assert again.process.returncode == 0, again.output
+        assert "left unfinished by a killed process" in again.output
+    finally:
+        reader.stop()
+
+    assert reader.problems == []
+    assert reads_while_killed > 0
+    assert warehouse_rows(root) == reference.rows
+    assert _leftovers(root) == []
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        statuses = sorted(run.status.value for run in instance.get_runs())
+    assert statuses == ["FAILURE", "SUCCESS"]
