@@ -156,7 +156,9 @@ def _selected(names: tuple[str, ...]) -> list[str]:
 def _run(selection: list[str], first: date, last: date, console: Console) -> None:
     from pipeline.runs import materialize
 
-    title = f"{', '.join(selection)}: {first}" + (f" .. {last}" if last != first else "")
+    # A short title: the bar and its counters must fit a terminal's width.
+    what = ", ".join(selection) if len(selection) <= 2 else f"{len(selection)} assets"
+    title = f"{what}: {first}" + (f" .. {last}" if last != first else "")
     outcome = materialize(selection, first, last, console=console, title=title)
     if not outcome.success:
         for failure in outcome.failures:
