@@ -8,8 +8,9 @@ Replacing a partition writes the new file beside the old one (a dot-named ``.tmp
 same directory, which no ``*.parquet`` glob matches), fsyncs it, and renames it over the stable
 file name. A reader therefore sees the old file or the new one, never a mix and never nothing; a
 process killed mid-write leaves the old file whole (its temp file is removed by the next write of
-that partition). Writers of the same partition take turns under an advisory lock (local roots;
-the lock files live in ``parquet/.locks``), so two runs of one partition at once end with one
+that partition). Writers of a table take turns, a partition at a time, under an advisory lock
+(local roots; one lock file per table in ``parquet/.locks``), so two runs of one partition at
+once end with one
 whole partition and its own rejects. Rows are sorted by key first, so the same input gives the
 same file contents.
 
@@ -29,10 +30,10 @@ import os
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Final
+from typing import BinaryIO, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -120,7 +121,7 @@ def replace_partition(
     rejected = 0
     # The partition and its rejects are written under one lock: a concurrent writer of the same
     # partition never pairs its data with another's rejects.
-    with exclusive_lock(_lock_path(root, schema.name, values)):
+    with exclusive_lock(_lock_path(root, schema.name)):
         _write_atomically(target, file_rows)
         if schema.name != REJECTS:
             rejected = _replace_rejects(root, schema.name, values[0], rejects)
@@ -253,9 +254,15 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
     return stored.cast(schema.file_schema)
 
 
-def _lock_path(root: Root, table: str, values: Sequence[str]) -> UPath:
-    """Where the writers of one partition take turns: beside the tables, not inside them."""
-    return warehouse_root(root) / PARQUET_DIR / LOCKS_DIR / f"{'__'.join((table, *values))}.lock"
+def _lock_path(root: Root, table: str) -> UPath:
+    """Where the writers of a table take turns, a partition at a time: beside the tables, not
+    inside them. One lock per table, not per partition: a partition write takes milliseconds,
+    and a lock file per partition would cost a file creation per day of a backfill."""
+    return warehouse_root(root) / PARQUET_DIR / LOCKS_DIR / f"{table}.lock"
+
+
+#: Lock directories this process made already (they are never removed).
+_LOCK_DIRS: set[str] = set()
 
 
 @contextmanager
@@ -266,8 +273,12 @@ def exclusive_lock(lock: UPath) -> Iterator[None]:
     if not is_local(lock):
         yield
         return
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock.path, os.O_RDWR | os.O_CREAT, 0o644)
+    path = lock.path
+    directory = os.path.dirname(path)
+    if directory not in _LOCK_DIRS:
+        os.makedirs(directory, exist_ok=True)
+        _LOCK_DIRS.add(directory)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -277,38 +288,53 @@ def exclusive_lock(lock: UPath) -> Iterator[None]:
 
 def _write_atomically(target: UPath, table: pa.Table) -> None:
     """Write beside ``target``, make it durable, then rename it over ``target``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with temp.open("wb") as sink:
-            pq.write_table(table, sink, compression=COMPRESSION)
-            if is_local(target):
-                sink.flush()
-                os.fsync(sink.fileno())
-        _rename_over(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _remove_leftover_temps(target)
-
-
-def _rename_over(source: UPath, target: UPath) -> None:
-    if is_local(target):
-        os.replace(source.path, target.path)
-        # The rename itself is durable only once the directory entry is.
-        directory = os.open(target.parent.path, os.O_RDONLY)
+    if not is_local(target):
+        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    else:
-        source.fs.mv(source.path, target.path)
+            with temp.open("wb") as sink:
+                _write_table(table, sink)
+            temp.fs.mv(temp.path, target.path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        return
+    # Local: plain os calls (UPath's path objects cost more than the write of a small partition).
+    path = target.path
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    temp_path = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temp_path, "wb") as sink:
+            _write_table(table, sink)
+            sink.flush()
+            os.fsync(sink.fileno())
+        _rename_over(temp_path, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temp_path)
+        raise
+    # Temp files a killed writer left beside this partition's file.
+    prefix = f".{name}."
+    for entry in os.scandir(directory):
+        if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+            with suppress(FileNotFoundError):
+                os.unlink(entry.path)
 
 
-def _remove_leftover_temps(target: UPath) -> None:
-    """Temp files a killed writer left beside this partition's file."""
-    for leftover in target.parent.glob(f".{target.name}.*.tmp"):
-        leftover.unlink(missing_ok=True)
+def _write_table(table: pa.Table, sink: BinaryIO) -> None:
+    # Dictionary encoding only where values repeat (text); on decimals it costs time and bytes.
+    text = [f.name for f in table.schema if pa.types.is_string(f.type)]
+    pq.write_table(table, sink, compression=COMPRESSION, use_dictionary=text)
+
+
+def _rename_over(source: str, target: str) -> None:
+    os.replace(source, target)
+    # The rename itself is durable only once the directory entry is.
+    directory = os.open(os.path.dirname(target), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _replace_rejects(root: Root, table_name: str, partition: str, rejects: pa.Table | None) -> int:

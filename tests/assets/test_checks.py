@@ -16,6 +16,7 @@ from pipeline.simulator import Scale, SimClock, Simulator
 from tests.assets.conftest import resources_for
 from tests.conftest import FROZEN_AT
 from warehouse import normalize, parquet
+from warehouse.daily import DayWrite
 
 DAY = date(2026, 9, 1)
 EXTRACTED = datetime(2026, 9, 3, tzinfo=UTC)
@@ -39,8 +40,8 @@ def _write(root: Path, records: list[dict[str, str]]) -> Written:
     )
     parquet.write_batch(root, batch, replace=[DAY])
     written = Written("funding_history")
-    written.received_batch(batch)
-    written.wrote(DAY, batch.rows, batch.rejects)
+    written.took(batch.received, batch.duplicates)
+    written.wrote(DayWrite.of(DAY, batch.rows, batch.rejects))
     return written
 
 

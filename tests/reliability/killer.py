@@ -6,8 +6,8 @@ Inside this process only, the function at POINT is wrapped so that its N-th call
 process with SIGKILL (no handler, no cleanup, as the OOM killer or a power cut would), then the
 real CLI runs. No product code knows about it. The points:
 
-- ``walk``: the funding walk takes its N-th page (`FundingCursor.read`, called as the walk moves
-  on: every partition flushed two pages before is written by then).
+- ``walk``: the funding walk takes its N-th page (`FundingCursor.read`) after the writer process
+  reported its first day written: some days are rewritten by then, the rest still to page.
 - ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file.
 - ``parquet-before-rename``: the N-th temp file is complete and synced, not yet renamed over.
 - ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, the
@@ -15,6 +15,10 @@ real CLI runs. No product code knows about it. The points:
 
 ``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, so that
 days are rewritten while the walk is still paging.
+
+Funding partitions are written by the load's writer process (`warehouse.daily`): this module
+starts it too (``killer writer POINT --at N -- FDS``), armed the same way, and a kill there takes
+its parent with it, as a kill of the whole job would.
 """
 
 from __future__ import annotations
@@ -32,10 +36,14 @@ import pyarrow.parquet as pq
 from assets import loading
 from pipeline import cli
 from pipeline.whitebit import _paging
-from warehouse import catalog, parquet
+from warehouse import catalog, daily, parquet
+
+_WHOLE_JOB = False
 
 
 def _die() -> None:
+    if _WHOLE_JOB:  # the writer process: its parent, the run, dies with it
+        os.kill(os.getppid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -78,7 +86,10 @@ def _half_written(table: Any, sink: Any, **options: Any) -> None:
 
 def arm(point: str, at: int) -> None:
     if point == "walk":
-        _wrap(_paging.FundingCursor, "read", _on_call(at))
+        kill = _on_call(at)
+        wrote: list[object] = []
+        _wrap(loading.Written, "wrote", lambda *args: wrote.append(args))
+        _wrap(_paging.FundingCursor, "read", lambda *args: kill() if wrote else None)
     elif point == "parquet-mid-file":
         _wrap(pq, "write_table", _on_call(at, _half_written))
     elif point == "parquet-before-rename":
@@ -90,7 +101,13 @@ def arm(point: str, at: int) -> None:
 
 
 def main(argv: list[str]) -> None:
+    global _WHOLE_JOB
     split = argv.index("--")
+    if argv[0] == "writer":
+        _WHOLE_JOB = True
+        arm(argv[1], int(argv[3]))
+        daily.main(argv[split + 1 :])
+        return
     parser = argparse.ArgumentParser(prog="killer")
     parser.add_argument("point")
     parser.add_argument("--at", type=int, default=1)
@@ -99,6 +116,10 @@ def main(argv: list[str]) -> None:
     if options.chunk_records is not None:
         loading.CHUNK_RECORDS = options.chunk_records  # type: ignore[misc]
     arm(options.point, options.at)
+    daily.WRITER_COMMAND[:] = [
+        sys.executable, "-m", "tests.reliability.killer", "writer", options.point,
+        "--at", str(options.at), "--",
+    ]  # fmt: skip
     cli.main(args=argv[split + 1 :], prog_name="whitebit-etl")
 
 

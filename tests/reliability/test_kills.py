@@ -125,7 +125,7 @@ def _readable(path: Path) -> bool:
 @pytest.mark.parametrize(
     ("point", "at", "chunk_records"),
     [
-        ("walk", 4, 20),  # the 4th page: a few days rewritten, more to page through
+        ("walk", 1, 20),  # the next page once a day is rewritten: more to page through
         ("parquet-mid-file", 3, None),  # two days rewritten, the third half in its temp file
         ("parquet-before-rename", 3, None),  # two rewritten, the third whole, not yet renamed
         ("catalog", 1, None),  # every day rewritten, the new catalog half built

@@ -1,0 +1,402 @@
+"""Funding records into daily partitions, in a process of its own beside the walk.
+
+`DailyFunding` takes the records of a funding walk in chunks, newest first (the order the API
+lists them), normalizes each chunk (vectorized), splits it by the ``funding_date`` the warehouse
+gives each row, and replaces a day's partition as soon as the day is complete: every day but the
+oldest in hand is, since the walk is newest first. Memory holds a chunk and one unfinished day,
+whatever the length of the range.
+
+A rewrite never silently loses payments the warehouse already holds: when the exchange lists
+fewer of a day's payments than its partition has, it stops and says which are missing
+(`FewerRowsRefused`) unless the caller allows it.
+
+`FundingWriter` runs a `DailyFunding` in a child process (``python -m warehouse.daily``), so that
+normalizing and writing use a core of their own while the walk keeps the HTTP connections busy:
+on two cores a backfill runs about twice as fast as with both in one process, where they share a
+GIL. Chunks go down a pipe (pickled by `multiprocessing.connection`), at most
+`CHUNKS_IN_FLIGHT` ahead of the writer, and each comes back as a `Progress`, or as the error the
+writer raised. The writer never holds an API credential: it sees records, not requests.
+
+Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
+old or new. The writer exits when its parent's end of the pipe closes, and checks before each
+partition write that its parent is still alive, so a writer orphaned by a SIGKILLed run never
+writes after a rerun began (at most the write it was in finishes). A writer that dies makes the
+load fail with `WriterDied`, naming how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import subprocess
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from multiprocessing.connection import Connection
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warehouse import normalize, parquet, schemas
+from warehouse.normalize import Batch
+from warehouse.parquet import Root
+from warehouse.settings import warehouse_root
+
+FUNDING: Final = schemas.FUNDING_HISTORY
+#: Chunks sent to the writer and not yet answered: enough to keep it busy while the walk fetches
+#: the next one, few enough to keep memory flat.
+CHUNKS_IN_FLIGHT: Final = 2
+#: How the writer process is started (the kill tests start it through their own hooks).
+WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.daily"]
+#: Reasons of rejected records reported back per day (the rest are in `_rejects`).
+REASONS_PER_DAY: Final = 5
+#: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
+WRITER_EXIT_TIMEOUT_S: Final = 120.0
+
+
+class FewerRowsRefused(RuntimeError):
+    """The exchange lists fewer of a day's funding payments than the warehouse holds."""
+
+
+class DayOrderError(RuntimeError):
+    """Funding records that do not come newest day first, as the walk must deliver them."""
+
+
+class WriterDied(RuntimeError):
+    """The writer process ended without saying why (killed, or out of memory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DayWrite:
+    """One day's partition, replaced."""
+
+    day: date
+    rows: int
+    rejected: int
+    #: The first reasons of the day's rejects (at most `REASONS_PER_DAY`).
+    reasons: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, day: date, rows: pa.Table, rejects: pa.Table) -> DayWrite:
+        reasons = rejects["reason"].slice(0, REASONS_PER_DAY).to_pylist()
+        return cls(day, rows.num_rows, rejects.num_rows, tuple(reasons))
+
+
+@dataclass(slots=True)
+class Progress:
+    """What one chunk (or the end of the walk) did: records taken, days written."""
+
+    received: int = 0
+    duplicates: int = 0
+    days: list[DayWrite] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Day:
+    """Rows and rejects of one day, gathered across chunks until the day is complete."""
+
+    rows: list[pa.Table] = field(default_factory=list)
+    rejects: list[pa.Table] = field(default_factory=list)
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        rows = pa.concat_tables(self.rows) if self.rows else FUNDING.arrow_schema.empty_table()
+        rejects = (
+            pa.concat_tables(self.rejects)
+            if self.rejects
+            else schemas.REJECTS_TABLE.arrow_schema.empty_table()
+        )
+        return rows, rejects
+
+
+def _by_day(batch: Batch) -> dict[date, _Day]:
+    """A batch's rows and rejects, by the day each belongs to."""
+    days: dict[date, _Day] = {}
+    if batch.rows.num_rows:
+        column = batch.rows["funding_date"]
+        for day in pc.unique(column).to_pylist():
+            rows = batch.rows.filter(pc.equal(column, pa.scalar(day, schemas.DAY)))
+            days.setdefault(day, _Day()).rows.append(rows)
+    if batch.rejects.num_rows:
+        column = batch.rejects["partition"]
+        for text in pc.unique(column).to_pylist():
+            rejects = batch.rejects.filter(pc.equal(column, text))
+            days.setdefault(date.fromisoformat(text), _Day()).rejects.append(rejects)
+    return days
+
+
+def _missing_keys(root: Root, day: date, rows: pa.Table) -> list[tuple[object, ...]]:
+    """Keys the day's partition holds now that ``rows`` no longer has."""
+    key = [k for k in FUNDING.key if k not in FUNDING.partition_columns]
+    existing = parquet.read_partition(root, FUNDING.name, day, columns=key)
+    if existing is None or existing.num_rows == 0:
+        return []
+    new = set(zip(*(rows[k].to_pylist() for k in key), strict=True))
+    held = zip(*(existing[k].to_pylist() for k in key), strict=True)
+    return [k for k in held if k not in new]
+
+
+class DailyFunding:
+    """Replaces the funding partition of each day of ``days`` from a newest-first stream of
+    records (see the module's text). Every day of ``days`` is replaced once `finish` returns,
+    emptied when the exchange held nothing for it (unless the warehouse held payments there:
+    see `FewerRowsRefused`)."""
+
+    def __init__(
+        self,
+        root: Root,
+        *,
+        days: Sequence[date],
+        extracted_at: datetime,
+        allow_fewer_rows: bool = False,
+        parent: int | None = None,
+    ) -> None:
+        if not days:
+            raise ValueError("no day to load")
+        self._root = root
+        self._days = sorted(days)
+        self._wanted = set(self._days)
+        self._extracted_at = extracted_at
+        self._allow_fewer_rows = allow_fewer_rows
+        self._parent = parent
+        self._finished: set[date] = set()
+        self._held: tuple[date, _Day] | None = None
+        # Unreadable times before any readable one go to the range's newest day.
+        self._current = self._days[-1]
+
+    def take(self, records: list[Any]) -> Progress:
+        """Normalize a chunk of records and write every day it completes."""
+        progress = Progress()
+        batch = normalize.normalize_funding_history(
+            records, extracted_at=self._extracted_at, partition_for_rejects=self._current
+        )
+        progress.received, progress.duplicates = batch.received, batch.duplicates
+        parts = _by_day(batch)
+        again = self._finished & set(parts)
+        if again:
+            raise DayOrderError(
+                f"funding history came out of order: {min(again)} began again after it was written"
+            )
+        if self._held is not None:
+            day, gathered = self._held
+            if day in parts:
+                more = parts.pop(day)
+                gathered.rows += more.rows
+                gathered.rejects += more.rejects
+            if parts and max(parts) > day:
+                raise DayOrderError(f"funding history came out of order: after {day}, {max(parts)}")
+            if parts:  # older days began: the held day is complete
+                self._write(day, gathered, progress)
+                self._held = None
+        ordered = sorted(parts, reverse=True)
+        for day in ordered[:-1]:
+            self._write(day, parts[day], progress)
+        if ordered:
+            self._held = (ordered[-1], parts[ordered[-1]])
+        if self._held is not None:
+            self._current = self._held[0]
+        return progress
+
+    def finish(self) -> Progress:
+        """Write the day in hand, and empty every day of the range the walk had nothing for."""
+        progress = Progress()
+        if self._held is not None:
+            self._write(*self._held, progress)
+            self._held = None
+        for day in self._days:
+            if day not in self._finished:
+                self._write(day, _Day(), progress)
+        return progress
+
+    def _write(self, day: date, gathered: _Day, progress: Progress) -> None:
+        if day not in self._wanted:
+            raise DayOrderError(
+                f"funding history: a record of {day} came with the window {self._days[0]} .. "
+                f"{self._days[-1]}; its time was read differently from its neighbours'"
+            )
+        self._finished.add(day)
+        rows, rejects = gathered.tables()
+        missing = [] if self._allow_fewer_rows else _missing_keys(self._root, day, rows)
+        if missing:
+            # A payment listed in a shape the warehouse refuses is missing from the rows too.
+            rejected = (
+                f" {rejects.num_rows} record(s) of that day were rejected (first: "
+                f"{rejects['reason'][0].as_py()}): the missing ones may be among them."
+                if rejects.num_rows
+                else ""
+            )
+            raise FewerRowsRefused(
+                f"funding_history {day}: the exchange no longer lists {len(missing)} payment(s) "
+                f"the warehouse holds for that day (first: {missing[0]}); the partition is left "
+                f"as it was.{rejected} If the exchange really removed them, rerun with "
+                "allow_fewer_rows."
+            )
+        if self._parent is not None and os.getppid() != self._parent:
+            os._exit(3)  # orphaned: the run that started this writer is gone; write nothing more
+        parquet.replace_partition(self._root, FUNDING.name, day, rows, rejects=rejects)
+        progress.days.append(DayWrite.of(day, rows, rejects))
+
+
+# --- The writer process ---------------------------------------------------------------------
+
+
+class FundingWriter:
+    """A `DailyFunding` in a child process, fed from an event loop without blocking it.
+
+    Use as an async context manager; `take` each chunk, then `finish`. Each returns the
+    `Progress` replies that arrived meanwhile, in order. Leaving the context (also on an error)
+    closes the pipe and waits for the writer to end, so nothing is written after it.
+    """
+
+    def __init__(
+        self,
+        root: Root,
+        *,
+        days: Sequence[date],
+        extracted_at: datetime,
+        allow_fewer_rows: bool = False,
+    ) -> None:
+        self._start = {
+            "root": warehouse_root(root),
+            "days": list(days),
+            "extracted_at": extracted_at,
+            "allow_fewer_rows": allow_fewer_rows,
+            "parent": os.getpid(),
+        }
+        self._process: subprocess.Popen[bytes] | None = None
+        self._down: Connection | None = None
+        self._up: Connection | None = None
+        self._in_flight = 0
+
+    async def __aenter__(self) -> FundingWriter:
+        await asyncio.to_thread(self._spawn)
+        await self._send(("start", self._start))
+        return self
+
+    def _spawn(self) -> None:
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        try:
+            self._process = subprocess.Popen(  # noqa: S603 - our interpreter and module
+                [*WRITER_COMMAND, str(down_r), str(up_w)], pass_fds=(down_r, up_w)
+            )
+        finally:
+            os.close(down_r)
+            os.close(up_w)
+        self._down = Connection(down_w, readable=False)
+        self._up = Connection(up_r, writable=False)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self._close)
+
+    async def take(self, records: list[Any]) -> list[Progress]:
+        replies = []
+        while self._in_flight >= CHUNKS_IN_FLIGHT:
+            replies.append(await self._reply())
+        await self._send(("take", records))
+        return replies
+
+    async def finish(self) -> list[Progress]:
+        await self._send(("finish", None))
+        replies = []
+        while self._in_flight:
+            replies.append(await self._reply())
+        return replies
+
+    async def _send(self, message: tuple[str, Any]) -> None:
+        assert self._down is not None
+        try:
+            await asyncio.to_thread(self._down.send, message)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._died() from None
+        if message[0] != "start":
+            self._in_flight += 1
+
+    async def _reply(self) -> Progress:
+        assert self._up is not None
+        try:
+            kind, value = await asyncio.to_thread(self._up.recv)
+        except (EOFError, ConnectionResetError):
+            raise self._died() from None
+        self._in_flight -= 1
+        if kind == "error":
+            raise value
+        assert isinstance(value, Progress)
+        return value
+
+    def _died(self) -> WriterDied:
+        assert self._process is not None
+        try:
+            code = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        how = (
+            "is still running"
+            if code is None
+            else f"was killed by signal {-code}"
+            if code < 0
+            else f"exited with status {code}"
+        )
+        return WriterDied(
+            f"the funding writer process (pid {self._process.pid}) {how} before it answered; "
+            "days it wrote are whole, the others are as they were: run the range again"
+        )
+
+    def _close(self) -> None:
+        for connection in (self._down, self._up):
+            if connection is not None:
+                connection.close()
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=WRITER_EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+
+def _serve(down: Connection, up: Connection) -> None:
+    """The writer's loop: a start message, chunks, a finish; an error ends it."""
+    writer: DailyFunding | None = None
+    while True:
+        try:
+            kind, value = down.recv()
+        except EOFError:
+            return  # the parent closed the pipe, or is gone
+        reply: tuple[str, object]
+        try:
+            if kind == "start":
+                writer = DailyFunding(**value)
+                continue
+            assert writer is not None, "the writer got a chunk before it was started"
+            reply = ("ok", writer.take(value) if kind == "take" else writer.finish())
+        except Exception as exc:  # every error goes back to the parent, whole
+            exc.add_note("in the funding writer process:\n" + traceback.format_exc().rstrip())
+            reply = ("error", exc)
+        try:
+            try:
+                up.send(reply)
+            except (TypeError, AttributeError, pickle.PicklingError):
+                up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the parent is gone: nobody to tell
+        if kind == "finish" or reply[0] == "error":
+            return
+
+
+def main(argv: list[str]) -> int:
+    """``python -m warehouse.daily DOWN_FD UP_FD``: serve one load over these pipe ends."""
+    down, up = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
+    with down, up:
+        _serve(down, up)
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the module's own import, not this __main__ copy: what goes up the pipe must unpickle
+    # as warehouse.daily's classes.
+    from warehouse import daily
+
+    sys.exit(daily.main(sys.argv[1:]))
