@@ -52,6 +52,8 @@ FUNDING: Final = schemas.FUNDING_HISTORY
 CHUNKS_IN_FLIGHT: Final = 2
 #: How the writer process is started (the kill tests start it through their own hooks).
 WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.daily"]
+#: Environment variables the writer is not given (``WHITEBIT_API_KEY``, ``WHITEBIT_API_SECRET``).
+WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
 #: Reasons of rejected records reported back per day (the rest are in `_rejects`).
 REASONS_PER_DAY: Final = 5
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
@@ -281,7 +283,10 @@ class FundingWriter:
         up_r, up_w = os.pipe()
         try:
             self._process = subprocess.Popen(  # noqa: S603 - our interpreter and module
-                [*WRITER_COMMAND, str(down_r), str(up_w)], pass_fds=(down_r, up_w)
+                [*WRITER_COMMAND, str(down_r), str(up_w)],
+                pass_fds=(down_r, up_w),
+                # It writes records; it has no use for the exchange's credentials.
+                env={k: v for k, v in os.environ.items() if not k.startswith(WITHHELD_ENV_PREFIX)},
             )
         finally:
             os.close(down_r)
