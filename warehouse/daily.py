@@ -316,6 +316,9 @@ class FundingWriter:
         try:
             await asyncio.to_thread(self._down.send, message)
         except (BrokenPipeError, ConnectionResetError):
+            # The writer ended: with the error it sent before, when there is one.
+            while self._in_flight:
+                await self._reply()
             raise self._died() from None
         if message[0] != "start":
             self._in_flight += 1
