@@ -18,7 +18,6 @@ from typing import Final
 
 import dagster as dg
 import duckdb
-import pyarrow.compute as pc
 
 from warehouse import parquet, schemas
 from warehouse.parquet import Root
@@ -62,55 +61,72 @@ def specs(asset: str, *, blocking_complete: bool = False) -> list[dg.AssetCheckS
     return out
 
 
-def _read(files: list[str]) -> str:
+#: Partition files one check query reads at once: memory stays a batch of partitions deep
+#: however long the range, while DuckDB reads them in parallel (a query per partition cost ~1 ms
+#: each in Python, ~1.5 s for a 1,401-day backfill; one per batch, ~0.2 s for all of them).
+FILES_PER_QUERY: Final = 256
+
+
+def _read(files: Sequence[str]) -> str:
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     return f"read_parquet([{listed}], hive_partitioning = true)"
 
 
+def _files(root: Root, table: str, partitions: Sequence[date | tuple[str, str]]) -> list[str]:
+    """The files these partitions of ``table`` have now (a partition may have none)."""
+    paths = (parquet.partition_path(root, table, p) for p in partitions)
+    return [p.path for p in paths if p.exists()]
+
+
+def _batches(files: list[str]) -> list[list[str]]:
+    return [files[i : i + FILES_PER_QUERY] for i in range(0, len(files), FILES_PER_QUERY)]
+
+
 def stored_rows(root: Root, table: str, days: Sequence[date]) -> int:
-    """Rows the partitions' files hold, from their footers."""
-    return sum(parquet.partition_rows(root, table, day) or 0 for day in days)
+    """Rows the partitions' files hold (DuckDB counts them from the files' footers)."""
+    total = 0
+    with duckdb.connect() as con:
+        for batch in _batches(_files(root, table, days)):
+            found = con.execute(f"SELECT count(*) FROM {_read(batch)}").fetchone()  # noqa: S608
+            total += int(found[0]) if found else 0
+    return total
 
 
 def unique_keys(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckResult:
-    """Partition by partition, so memory stays one partition deep however long the range."""
+    """Keys held twice, partition by partition (a key is unique within its partition)."""
     schema = schemas.TABLES[table]
-    # Within a partition the partition columns are constant: the rest of the key decides.
-    key = [k for k in schema.key if k not in schema.partition_columns]
+    # The partition columns come from the paths; with them, the rest of the key decides.
+    key = [*schema.partition_columns, *(k for k in schema.key if k not in schema.partition_columns)]
+    columns = ", ".join(f'"{k}"' for k in key)
+    files = _files(root, table, days)
     duplicated: list[str] = []
-    read = 0
-    for day in days:
-        rows = parquet.read_partition(root, table, day, columns=key)
-        if rows is None:
-            continue
-        read += 1
-        if not key:  # the key is the partition itself: one row at most
-            if rows.num_rows > 1:
-                duplicated.append(f"{day}: {rows.num_rows} rows")
-            continue
-        counts = rows.group_by(key).aggregate([([], "count_all")])
-        twice = counts.filter(pc.greater(counts["count_all"], 1))
-        duplicated += [f"{day}: {row}" for row in twice.to_pylist()[: 5 - len(duplicated)]]
+    with duckdb.connect() as con:
+        for batch in _batches(files):
+            if len(duplicated) >= 5:
+                break
+            found = con.execute(
+                f"SELECT {columns}, count(*) AS count_all FROM {_read(batch)} "  # noqa: S608
+                f"GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT {5 - len(duplicated)}"
+            )
+            names = [d[0] for d in found.description or ()]
+            for row in found.fetchall():
+                held = dict(zip(names, row, strict=True))
+                partition = held.pop(schema.partition_columns[0])
+                duplicated.append(f"{partition}: {held}")
     return dg.AssetCheckResult(
         check_name=UNIQUE_KEYS,
         asset_key=table,
         passed=not duplicated,
         metadata={
             "key": ", ".join(schema.key),
-            "partitions": read,
-            "duplicated_keys": duplicated[:5],
+            "partitions": len(files),
+            "duplicated_keys": duplicated,
         },
     )
 
 
 def no_rejects(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckResult:
-    files = [
-        p.path
-        for p in (
-            parquet.partition_path(root, schemas.REJECTS, (table, d.isoformat())) for d in days
-        )
-        if p.exists()
-    ]
+    files = _files(root, schemas.REJECTS, [(table, d.isoformat()) for d in days])
     rejected, reasons = 0, []
     if files:
         with duckdb.connect() as con:

@@ -13,9 +13,11 @@ fewer of a day's payments than its partition has, it stops and says which are mi
 `FundingWriter` runs a `DailyFunding` in a child process (``python -m warehouse.daily``), so that
 normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
 instead of sharing one GIL with it (measured: a throttled backfill went from ~60% of the budget to
-~80-86%). Chunks go down a pipe (pickled by `multiprocessing.connection`), at most
-`CHUNKS_IN_FLIGHT` ahead of the writer, and each comes back as a `Progress`, or as the error the
-writer raised. The writer never holds an API credential: it sees records, not requests.
+~80-86%). Chunks go down a pipe (`multiprocessing.connection` frames the messages) as JSON, which
+orjson writes ~7x faster than pickle writes the same records, so the walk's process spends its time
+walking; at most `CHUNKS_IN_FLIGHT` are ahead of the writer, and each comes back (pickled) as a
+`Progress`, or as the error the writer raised. The writer never holds an API credential: it sees
+records, not requests.
 
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
 old or new. The writer exits when its parent's end of the pipe closes, and checks before each
@@ -38,6 +40,7 @@ from datetime import date, datetime
 from multiprocessing.connection import Connection
 from typing import Any, Final
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -58,6 +61,8 @@ WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
 REASONS_PER_DAY: Final = 5
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
 WRITER_EXIT_TIMEOUT_S: Final = 120.0
+#: What a message down the pipe is: its first byte; the rest is its body.
+_START, _TAKE, _FINISH = b"s", b"t", b"f"
 
 
 class FewerRowsRefused(RuntimeError):
@@ -262,7 +267,7 @@ class FundingWriter:
         allow_fewer_rows: bool = False,
     ) -> None:
         self._start = {
-            "root": warehouse_root(root),
+            "root": str(warehouse_root(root)),
             "days": list(days),
             "extracted_at": extracted_at,
             "allow_fewer_rows": allow_fewer_rows,
@@ -275,7 +280,7 @@ class FundingWriter:
 
     async def __aenter__(self) -> FundingWriter:
         await asyncio.to_thread(self._spawn)
-        await self._send(("start", self._start))
+        await self._send(_START, orjson.dumps(self._start))
         return self
 
     def _spawn(self) -> None:
@@ -301,26 +306,27 @@ class FundingWriter:
         replies = []
         while self._in_flight >= CHUNKS_IN_FLIGHT:
             replies.append(await self._reply())
-        await self._send(("take", records))
+        # The records are JSON values as the API sent them (checked strings): JSON keeps them exact.
+        await self._send(_TAKE, orjson.dumps(records))
         return replies
 
     async def finish(self) -> list[Progress]:
-        await self._send(("finish", None))
+        await self._send(_FINISH, b"")
         replies = []
         while self._in_flight:
             replies.append(await self._reply())
         return replies
 
-    async def _send(self, message: tuple[str, Any]) -> None:
+    async def _send(self, kind: bytes, body: bytes) -> None:
         assert self._down is not None
         try:
-            await asyncio.to_thread(self._down.send, message)
+            await asyncio.to_thread(self._down.send_bytes, kind + body)
         except (BrokenPipeError, ConnectionResetError):
             # The writer ended: with the error it sent before, when there is one.
             while self._in_flight:
                 await self._reply()
             raise self._died() from None
-        if message[0] != "start":
+        if kind != _START:
             self._in_flight += 1
 
     async def _reply(self) -> Progress:
@@ -365,21 +371,33 @@ class FundingWriter:
                 self._process.wait()
 
 
+def _started(start: dict[str, Any]) -> DailyFunding:
+    """The writer of a start message (`FundingWriter`'s arguments, as JSON)."""
+    return DailyFunding(
+        start["root"],
+        days=[date.fromisoformat(day) for day in start["days"]],
+        extracted_at=datetime.fromisoformat(start["extracted_at"]),
+        allow_fewer_rows=start["allow_fewer_rows"],
+        parent=start["parent"],
+    )
+
+
 def _serve(down: Connection, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it."""
     writer: DailyFunding | None = None
     while True:
         try:
-            kind, value = down.recv()
+            message = down.recv_bytes()
         except EOFError:
             return  # the parent closed the pipe, or is gone
+        kind, body = message[:1], memoryview(message)[1:]
         reply: tuple[str, object]
         try:
-            if kind == "start":
-                writer = DailyFunding(**value)
+            if kind == _START:
+                writer = _started(orjson.loads(body))
                 continue
             assert writer is not None, "the writer got a chunk before it was started"
-            reply = ("ok", writer.take(value) if kind == "take" else writer.finish())
+            reply = ("ok", writer.take(orjson.loads(body)) if kind == _TAKE else writer.finish())
         except Exception as exc:  # every error goes back to the parent, whole
             exc.add_note("in the funding writer process:\n" + traceback.format_exc().rstrip())
             reply = ("error", exc)
@@ -390,7 +408,7 @@ def _serve(down: Connection, up: Connection) -> None:
                 up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
         except (BrokenPipeError, ConnectionResetError):
             return  # the parent is gone: nobody to tell
-        if kind == "finish" or reply[0] == "error":
+        if kind == _FINISH or reply[0] == "error":
             return
 
 
