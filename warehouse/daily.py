@@ -31,14 +31,15 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from multiprocessing.connection import Connection
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import orjson
 import pyarrow as pa
@@ -50,9 +51,9 @@ from warehouse.parquet import Root
 from warehouse.settings import warehouse_root
 
 FUNDING: Final = schemas.FUNDING_HISTORY
-#: Chunks sent to the writer and not yet answered: enough to keep it busy while the walk fetches
-#: the next one, few enough to keep memory flat.
-CHUNKS_IN_FLIGHT: Final = 2
+#: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
+#: the writer starts (~1 s) or lags, few enough to keep memory flat (~1 MB of JSON each).
+CHUNKS_IN_FLIGHT: Final = 16
 #: How the writer process is started (the kill tests start it through their own hooks).
 WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.daily"]
 #: Environment variables the writer is not given (``WHITEBIT_API_KEY``, ``WHITEBIT_API_SECRET``).
@@ -61,7 +62,9 @@ WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
 REASONS_PER_DAY: Final = 5
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
 WRITER_EXIT_TIMEOUT_S: Final = 120.0
-#: What a message down the pipe is: its first byte; the rest is its body.
+#: A message down the pipe: its kind (one byte) and its body's length, then the body. Framed by
+#: hand: `multiprocessing.connection` would block the event loop, and asyncio has no framing.
+_HEADER: Final = "!cQ"
 _START, _TAKE, _FINISH = b"s", b"t", b"f"
 
 
@@ -254,8 +257,11 @@ class FundingWriter:
     """A `DailyFunding` in a child process, fed from an event loop without blocking it.
 
     Use as an async context manager; `take` each chunk, then `finish`. Each returns the
-    `Progress` replies that arrived meanwhile, in order. Leaving the context (also on an error)
-    closes the pipe and waits for the writer to end, so nothing is written after it.
+    `Progress` replies that arrived meanwhile, in order. Chunks go down through an asyncio pipe
+    transport, so the walk never waits for the writer to read one (it waits only when
+    `CHUNKS_IN_FLIGHT` are unanswered). Leaving the context closes the pipe (on an error,
+    dropping chunks the writer has not read) and waits for the writer to end, so nothing is
+    written after it.
     """
 
     def __init__(
@@ -274,16 +280,27 @@ class FundingWriter:
             "parent": os.getpid(),
         }
         self._process: subprocess.Popen[bytes] | None = None
-        self._down: Connection | None = None
+        self._down: asyncio.WriteTransport | None = None
         self._up: Connection | None = None
         self._in_flight = 0
 
     async def __aenter__(self) -> FundingWriter:
-        await asyncio.to_thread(self._spawn)
-        await self._send(_START, orjson.dumps(self._start))
+        down_w = await asyncio.to_thread(self._spawn)
+        try:
+            transport, _ = await asyncio.get_running_loop().connect_write_pipe(
+                asyncio.Protocol, os.fdopen(down_w, "wb", buffering=0)
+            )
+        except BaseException:
+            os.close(down_w)
+            await asyncio.to_thread(self._close)
+            raise
+        assert isinstance(transport, asyncio.WriteTransport)
+        self._down = transport
+        self._post(_START, orjson.dumps(self._start))
         return self
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> int:
+        """Start the writer; the write end of the pipe down to it."""
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
         try:
@@ -293,41 +310,49 @@ class FundingWriter:
                 # It writes records; it has no use for the exchange's credentials.
                 env={k: v for k, v in os.environ.items() if not k.startswith(WITHHELD_ENV_PREFIX)},
             )
+        except BaseException:
+            os.close(down_w)
+            os.close(up_r)
+            raise
         finally:
             os.close(down_r)
             os.close(up_w)
-        self._down = Connection(down_w, readable=False)
         self._up = Connection(up_r, writable=False)
+        return down_w
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, error: type[BaseException] | None, *_: object) -> None:
+        if self._down is not None:
+            if error is None:
+                self._down.close()  # all is answered: nothing is left to send
+            else:
+                self._down.abort()  # chunks the writer has not read are dropped
         await asyncio.to_thread(self._close)
 
     async def take(self, records: list[Any]) -> list[Progress]:
-        replies = []
-        while self._in_flight >= CHUNKS_IN_FLIGHT:
-            replies.append(await self._reply())
+        replies = await self._replies(until=CHUNKS_IN_FLIGHT - 1)
         # The records are JSON values as the API sent them (checked strings): JSON keeps them exact.
-        await self._send(_TAKE, orjson.dumps(records))
+        self._post(_TAKE, orjson.dumps(records))
         return replies
 
     async def finish(self) -> list[Progress]:
-        await self._send(_FINISH, b"")
-        replies = []
-        while self._in_flight:
-            replies.append(await self._reply())
-        return replies
+        self._post(_FINISH, b"")
+        return await self._replies(until=0)
 
-    async def _send(self, kind: bytes, body: bytes) -> None:
+    def _post(self, kind: bytes, body: bytes) -> None:
+        """Queue one message (kind, length, body); the event loop writes it as the pipe drains."""
         assert self._down is not None
-        try:
-            await asyncio.to_thread(self._down.send_bytes, kind + body)
-        except (BrokenPipeError, ConnectionResetError):
-            # The writer ended: with the error it sent before, when there is one.
-            while self._in_flight:
-                await self._reply()
-            raise self._died() from None
+        self._down.writelines([struct.pack(_HEADER, kind, len(body)), body])
         if kind != _START:
             self._in_flight += 1
+
+    async def _replies(self, *, until: int) -> list[Progress]:
+        """Replies already in the pipe, and more until at most ``until`` chunks are unanswered."""
+        assert self._up is not None
+        replies = []
+        # A poll that finds the pipe ready finds a reply, or the end of a writer that died.
+        while self._in_flight > until or (self._in_flight and self._up.poll()):
+            replies.append(await self._reply())
+        return replies
 
     async def _reply(self) -> Progress:
         assert self._up is not None
@@ -360,15 +385,25 @@ class FundingWriter:
         )
 
     def _close(self) -> None:
-        for connection in (self._down, self._up):
-            if connection is not None:
-                connection.close()
+        if self._up is not None:
+            self._up.close()
         if self._process is not None:
             try:
                 self._process.wait(timeout=WRITER_EXIT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+
+
+def _messages(down: BinaryIO) -> Iterator[tuple[bytes, bytes]]:
+    """The messages from the parent, until its end of the pipe closes (or it dies mid-message)."""
+    size = struct.calcsize(_HEADER)
+    while len(header := down.read(size)) == size:
+        kind, length = struct.unpack(_HEADER, header)
+        body = down.read(length)
+        if len(body) < length:
+            return
+        yield kind, body
 
 
 def _started(start: dict[str, Any]) -> DailyFunding:
@@ -382,15 +417,10 @@ def _started(start: dict[str, Any]) -> DailyFunding:
     )
 
 
-def _serve(down: Connection, up: Connection) -> None:
+def _serve(down: BinaryIO, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it."""
     writer: DailyFunding | None = None
-    while True:
-        try:
-            message = down.recv_bytes()
-        except EOFError:
-            return  # the parent closed the pipe, or is gone
-        kind, body = message[:1], memoryview(message)[1:]
+    for kind, body in _messages(down):
         reply: tuple[str, object]
         try:
             if kind == _START:
@@ -414,8 +444,8 @@ def _serve(down: Connection, up: Connection) -> None:
 
 def main(argv: list[str]) -> int:
     """``python -m warehouse.daily DOWN_FD UP_FD``: serve one load over these pipe ends."""
-    down, up = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
-    with down, up:
+    up = Connection(int(argv[1]), readable=False)
+    with open(int(argv[0]), "rb") as down, up:
         _serve(down, up)
     return 0
 

@@ -23,10 +23,12 @@ which offsets a slice has and whether its answers filled the window.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from time import time as wall_clock
-from typing import Literal, cast
+from typing import Final, Literal, cast
 
 from ._config import EARLIEST_FUNDING_TIME, FUTURE_TOLERANCE_S
 from ._errors import FundingOrderError
@@ -35,6 +37,9 @@ from ._types import FundingEntry
 #: (market, fundingTime as sent, short side): one funding payment (hedge mode pays a long and a
 #: short of one market at the same time).
 FundingKey = tuple[str, str, bool]
+
+
+_FUNDING_TIME: Final = itemgetter("fundingTime")
 
 
 def funding_keys(records: Sequence[FundingEntry]) -> list[FundingKey]:
@@ -64,7 +69,7 @@ def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[i
     ordering it takes its neighbour's time: the record before it (``before`` for the first),
     else the record after it."""
     now = wall_clock()
-    texts = [r["fundingTime"] for r in records]
+    texts = list(map(_FUNDING_TIME, records))
     joined = "".join(texts)
     if all(texts) and joined.isascii() and joined.isdigit():
         known = list(map(int, texts))  # the common case, at C speed
@@ -209,6 +214,9 @@ class FundingCursor:
         if not fresh:
             return
         last = self._last_time
+        # Only the run that shares the oldest time can be asked about later (`_passed_keys`):
+        # with every time known, that run is the batch's tail, and only its keys are kept.
+        tail = 0
         if None in times:
             self._check_order(fresh, times)
         else:
@@ -216,14 +224,19 @@ class FundingCursor:
             # Sorting a sorted list is linear, and at C speed: cheaper than a Python loop.
             if (last is not None and known[0] > last) or known != sorted(known, reverse=True):
                 self._check_order(fresh, times)
+            tail = bisect_left(known, -known[-1], key=_negative)
         newest, oldest = times[0], times[-1]
         if oldest is not None and (newest != oldest or (last is not None and oldest != last)):
             self._tie = []  # the run of the last funding time starts within this batch
-        keys = funding_keys(fresh)
-        self._tie.append((keys, times))
+        keys = funding_keys(fresh[tail:])
+        self._tie.append((keys, times[tail:]))
         self._tie_keys = None
         self._last_key = keys[-1]
         self._last_time = oldest if oldest is not None else last
+
+
+def _negative(value: int) -> int:
+    return -value
 
 
 @dataclass(frozen=True, slots=True)

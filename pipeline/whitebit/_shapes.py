@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Final
 
 import orjson
@@ -54,6 +56,8 @@ class Shape:
     explain: Callable[[Any, str], None]
     #: A plain scalar's exact Python type, so that an object checks it inline, without a call.
     kind: type | None = None
+    #: For an object of plain scalars: ``ok`` of a whole list of them at once, at C speed.
+    all_ok: Callable[[list[Any]], bool] | None = None
 
 
 def _scalar(kind: type) -> Shape:
@@ -80,13 +84,10 @@ def _nullable(inner: Shape) -> Shape:
 
 def _array(item: Shape, *, exactly: int | None = None) -> Shape:
     item_ok = item.ok
+    all_ok = item.all_ok or (lambda items: all(map(item_ok, items)))
 
     def ok(value: Any) -> bool:
-        return (
-            type(value) is list
-            and (exactly is None or len(value) == exactly)
-            and all(map(item_ok, value))
-        )
+        return type(value) is list and (exactly is None or len(value) == exactly) and all_ok(value)
 
     def explain(value: Any, path: str) -> None:
         if type(value) is not list:
@@ -124,7 +125,36 @@ def _object(fields: Mapping[str, Shape]) -> Shape:
                 raise _Mismatch(_join(path, name), "a field the spec requires is missing", value)
             shape.explain(value[name], _join(path, name))
 
-    return Shape(ok, explain)
+    return Shape(ok, explain, all_ok=None if nested or not scalars else _all_ok(scalars))
+
+
+def _all_ok(scalars: tuple[tuple[str, type], ...]) -> Callable[[list[Any]], bool]:
+    """Objects with exactly these scalar fields, checked a whole list at a time: every item a
+    dict, of as many fields as named, holding every name (so no other), each value of its
+    field's type. `map` and `itemgetter` do the loops in C: ~2.5x faster on a funding page
+    than the record-by-record check, which still explains a failure."""
+    count = len(scalars)
+    by_kind = [
+        (itemgetter(*names), kind, len(names))
+        for kind in {kind for _, kind in scalars}
+        for names in [tuple(name for name, k in scalars if k is kind)]
+    ]
+
+    def all_ok(items: list[Any]) -> bool:
+        if not items:
+            return True
+        if set(map(type, items)) != {dict} or set(map(len, items)) != {count}:
+            return False
+        try:
+            for get, kind, many in by_kind:
+                values = chain.from_iterable(map(get, items)) if many > 1 else map(get, items)
+                if set(map(type, values)) != {kind}:
+                    return False
+        except KeyError:
+            return False
+        return True
+
+    return all_ok
 
 
 def _keyed(item: Shape) -> Shape:

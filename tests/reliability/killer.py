@@ -13,8 +13,9 @@ real CLI runs. No product code knows about it. The points:
 - ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, the
   curated ones not).
 
-``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, so that
-days are rewritten while the walk is still paging.
+``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, and wait
+for each chunk's answer before the next, so that days are rewritten while the walk is still
+paging (a short walk would otherwise end before the writer has started).
 
 Funding partitions are written by the load's writer process (`warehouse.daily`): this module
 starts it too (``killer writer POINT --at N -- FDS``), armed the same way, and a kill there takes
@@ -115,6 +116,7 @@ def main(argv: list[str]) -> None:
     options = parser.parse_args(argv[:split])
     if options.chunk_records is not None:
         loading.CHUNK_RECORDS = options.chunk_records  # type: ignore[misc]
+        daily.CHUNKS_IN_FLIGHT = 1  # type: ignore[misc]
     arm(options.point, options.at)
     daily.WRITER_COMMAND[:] = [
         sys.executable, "-m", "tests.reliability.killer", "writer", options.point,
