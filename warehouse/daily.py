@@ -62,6 +62,8 @@ WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
 REASONS_PER_DAY: Final = 5
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
 WRITER_EXIT_TIMEOUT_S: Final = 120.0
+#: How much lower the writer's scheduling priority is than the walk's (see `main`).
+WRITER_NICENESS: Final = 5
 #: A message down the pipe: its kind (one byte) and its body's length, then the body. Framed by
 #: hand: `multiprocessing.connection` would block the event loop, and asyncio has no framing.
 _HEADER: Final = "!cQ"
@@ -321,7 +323,8 @@ class FundingWriter:
         return down_w
 
     async def __aexit__(self, error: type[BaseException] | None, *_: object) -> None:
-        if self._down is not None:
+        # A pipe the writer closed (it ended) is closed on this side already.
+        if self._down is not None and not self._down.is_closing():
             if error is None:
                 self._down.close()  # all is answered: nothing is left to send
             else:
@@ -444,6 +447,9 @@ def _serve(down: BinaryIO, up: Connection) -> None:
 
 def main(argv: list[str]) -> int:
     """``python -m warehouse.daily DOWN_FD UP_FD``: serve one load over these pipe ends."""
+    # The walk waits on the exchange's pace and the writer has chunks in hand: when both want
+    # the same core, the walk goes first, so it keeps its pace and the writer catches up.
+    os.nice(WRITER_NICENESS)
     up = Connection(int(argv[1]), readable=False)
     with open(int(argv[0]), "rb") as down, up:
         _serve(down, up)
