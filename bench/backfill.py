@@ -14,9 +14,9 @@ normalizes and writes in a second process; dlt's run is one process):
 - dlt 1.31's REST API source (`bench.dlt_peer`), Parquet loader (its fastest) and DuckDB;
 - a plain sequential `httpx.Client` loop that only fetches the pages (no storage at all).
 
-Then ours again under the spec's budgets (alone and through Dagster), ours over ~100,000 rows (memory should barely grow
-with the range: walks stream day by day), and the investments history, where dlt's offset
-paginator stops at the offset window without a word.
+Then ours again under the spec's budgets (alone and through Dagster), ours over ~100,000 rows
+(memory should barely grow with the range: walks stream day by day), and the investments history,
+where dlt's offset paginator stops at the offset window without a word.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ one process; ~80-86% with the writer fed through `multiprocessing.connection`; ~
 - Chunks go down the pipe as JSON: orjson writes it ~7x faster than pickle writes the same
   records, and the walk's process has no time to spare.
 - They go through an asyncio pipe transport, so the walk never waits for the writer to read one
-  (the writer takes ~0.5 s to start); it waits only when `CHUNKS_IN_FLIGHT` are unanswered.
+  (the writer takes ~0.5-1 s to start); it waits only when `CHUNKS_IN_FLIGHT` are unanswered.
 - Each comes back (pickled, through `multiprocessing.connection`) as a `Progress`, or as the error
   the writer raised.
 - The writer runs at a lower priority than the walk: when both want a core, the paced walk keeps
@@ -57,7 +57,7 @@ from warehouse.settings import warehouse_root
 
 FUNDING: Final = schemas.FUNDING_HISTORY
 #: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
-#: the writer starts (~1 s) or lags, few enough to keep memory flat (~1 MB of JSON each).
+#: the writer starts (~0.5-1 s) or lags, few enough to keep memory flat (~1 MB of JSON each).
 CHUNKS_IN_FLIGHT: Final = 16
 #: How the writer process is started (the kill tests start it through their own hooks).
 WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.daily"]

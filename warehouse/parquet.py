@@ -374,17 +374,6 @@ def read_partition(
         return pq.read_table(source, columns=list(columns) if columns is not None else None)
 
 
-def partition_rows(
-    root: Root, table_name: str, partition: PartitionValue | Sequence[PartitionValue]
-) -> int | None:
-    """The number of rows a partition holds (read from its file's footer), or None."""
-    path = partition_path(root, table_name, partition)
-    if not path.exists():
-        return None
-    with path.open("rb") as source:
-        return int(pq.read_metadata(source).num_rows)
-
-
 def partition_files(root: Root, table_name: str) -> list[UPath]:
     """The partition files a table has now."""
     base = table_path(root, table_name)
