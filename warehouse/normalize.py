@@ -936,6 +936,12 @@ def has_equal_keys(keys: pa.Table) -> bool:
     ordered = keys.take(
         pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names])
     )
+    return has_equal_neighbours(ordered)
+
+
+def has_equal_neighbours(ordered: pa.Table) -> bool:
+    """Whether two neighbouring rows are equal: on rows sorted by all their columns, whether
+    two rows are."""
     length = ordered.num_rows
     same: pa.ChunkedArray | None = None
     for name in ordered.column_names:
