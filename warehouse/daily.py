@@ -163,9 +163,10 @@ def _missing_keys(root: Root, day: date, rows: pa.Table) -> list[tuple[object, .
 
 class DailyFunding:
     """Replaces the funding partition of each day of ``days`` from a newest-first stream of
-    records (see the module's text). Every day of ``days`` is replaced once `finish` returns,
-    emptied when the exchange held nothing for it (unless the warehouse held payments there:
-    see `FewerRowsRefused`)."""
+    records (see the module's text). `take` and `finish` normalize and check at once, and
+    return what writes the days they completed; every day of ``days`` is replaced once all of
+    those have run, emptied when the exchange held nothing for it (unless the warehouse held
+    payments there: see `FewerRowsRefused`)."""
 
     def __init__(
         self,
