@@ -13,7 +13,8 @@ fewer of a day's payments than its partition has, it stops and says which are mi
 `FundingWriter` runs a `DailyFunding` in a child process (``python -m warehouse.daily``), so that
 normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
 instead of sharing one GIL with it. Measured on a throttled 1M-row backfill: ~60% of the budget in
-one process; ~80-86% with the writer fed through `multiprocessing.connection`; ~90-95% as now.
+one process; ~80-86% with the writer fed through `multiprocessing.connection`; 84-95% as now (in
+quiet periods of this noisy VM, 93-95%).
 - Chunks go down the pipe as JSON: orjson writes it ~7x faster than pickle writes the same
   records, and the walk's process has no time to spare.
 - They go through an asyncio pipe transport, so the walk never waits for the writer to read one
