@@ -30,8 +30,10 @@ DEFAULT_MAX_CONCURRENCY: Final = 8
 #: at full rate) is room for requests that arrive later than they left.
 PACING_HEADROOM: Final = 0.98
 #: Most requests the pacer lets through at once before settling to its rate (fewer for a small
-#: budget: burst + rate * period must stay under the budget with room to spare).
-PACING_BURST: Final = 4
+#: budget: burst + rate * period must stay under the budget with room to spare). It is also how
+#: far behind its rate a walk may fall (a busy event loop, a GC pass) and still catch up: a
+#: throttled 1M-row walk kept 97% of the budget with 64, 92-94% with 4 (three pairs of runs).
+PACING_BURST: Final = 64
 
 #: A window nonce never runs further than this ahead of the wall clock (the exchange refuses one
 #: more than `spec.NONCE_WINDOW_MS` away); past it, the next request waits for the clock.

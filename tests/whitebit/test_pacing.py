@@ -13,7 +13,7 @@ import pytest
 from pipeline.simulator import DEFAULT_SEED, Dataset, Scale, SimClock, Simulator, spawn
 from pipeline.whitebit import Pacer, RateLimitError, WalkReport, spec
 from pipeline.whitebit._auth import NonceSource
-from pipeline.whitebit._config import NONCE_MAX_LEAD_MS
+from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
 from tests.conftest import FROZEN_AT
 from tests.whitebit.conftest import FAST_RETRIES, client, collect
 
@@ -102,7 +102,8 @@ def test_without_pacing_the_exchange_refuses_what_is_over(own_sim: Simulator) ->
 def test_small_budgets_get_a_small_burst() -> None:
     pacer = Pacer([spec.RateBudget("main-account", 60, 1.0)])
     assert pacer.burst_of(spec.MAIN_BALANCE) == 1
-    assert Pacer().burst_of(spec.FUNDING_HISTORY) == 4
+    assert Pacer().burst_of(spec.FUNDING_HISTORY) == PACING_BURST
+    assert Pacer().burst_of(spec.INVESTMENTS_HISTORY) == 10  # 2% of 1,000, halved
     for budget in (2, 10, 60, 100, 400, 1_000, 10_000):
         paced = Pacer([spec.RateBudget("main-account", budget, 10.0)])
         op = spec.MAIN_BALANCE
