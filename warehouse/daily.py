@@ -180,7 +180,7 @@ class DailyFunding:
     ) -> None:
         if not days:
             raise ValueError("no day to load")
-        self._root = root
+        self._root = warehouse_root(root)
         self._days = sorted(days)
         self._wanted = set(self._days)
         self._extracted_at = extracted_at
