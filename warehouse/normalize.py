@@ -469,11 +469,15 @@ def _no_reasons(length: int) -> pa.Array:
 
 
 def _reason_where(mask: pa.Array, reason: str) -> pa.Array:
-    return pc.if_else(pc.fill_null(mask, False), pa.scalar(reason), _TEXT_NULL)
+    mask = pc.fill_null(mask, False)
+    if not pc.any(mask).as_py():  # the common case: no text column to build (~8x cheaper)
+        return _no_reasons(len(mask))
+    return pc.if_else(mask, pa.scalar(reason), _TEXT_NULL)
 
 
 def _first_reason(*reasons: pa.Array) -> pa.Array:
-    return pc.coalesce(*reasons) if len(reasons) > 1 else reasons[0]
+    given = [r for r in reasons if r.null_count < len(r)] or [reasons[0]]
+    return pc.coalesce(*given) if len(given) > 1 else given[0]
 
 
 def _json_type(value: object) -> str:
