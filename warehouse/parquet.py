@@ -90,12 +90,10 @@ def partition_path(
 ) -> UPath:
     """The file holding one partition of a table."""
     schema = _schema(table_name)
-    path = table_path(root, table_name)
-    for column, value in zip(
-        schema.partition_columns, _partition_text(schema, partition), strict=True
-    ):
-        path = path / f"{column}={value}"
-    return path / PARTITION_FILE
+    values = _partition_text(schema, partition)
+    segments = [f"{c}={v}" for c, v in zip(schema.partition_columns, values, strict=True)]
+    # One join of the whole relative path: each join parses a path again (~15 us each).
+    return warehouse_root(root) / "/".join((PARQUET_DIR, schema.name, *segments, PARTITION_FILE))
 
 
 def replace_partition(
@@ -265,7 +263,7 @@ def _lock_path(root: Root, table: str) -> UPath:
     """Where the writers of a table take turns, a partition at a time: beside the tables, not
     inside them. One lock per table, not per partition: a partition write takes milliseconds,
     and a lock file per partition would cost a file creation per day of a backfill."""
-    return warehouse_root(root) / PARQUET_DIR / LOCKS_DIR / f"{table}.lock"
+    return warehouse_root(root) / f"{PARQUET_DIR}/{LOCKS_DIR}/{table}.lock"
 
 
 #: Lock directories this process made already (they are never removed).
