@@ -15,8 +15,10 @@ normalizing and writing use a core of their own while the walk keeps the HTTP co
 instead of sharing one GIL with it. Measured on a throttled 1M-row backfill: ~60% of the budget in
 one process; ~80-86% with the writer fed through `multiprocessing.connection`; 84-95% as now (in
 quiet periods of this noisy VM, 93-95%).
-- Chunks go down the pipe as JSON: orjson writes it ~7x faster than pickle writes the same
-  records, and the walk's process has no time to spare.
+- Chunks go down the pipe as Arrow (IPC) when Arrow holds them exactly (`normalize.funding_strings`:
+  every record exactly the funding fields, all strings), else as JSON. The writer reads Arrow for
+  nothing; parsing JSON back into Python objects, then Arrow, cost it ~2 us a record (~2 s of a
+  1M-row backfill), and the writer is the busier process.
 - They go through an asyncio pipe transport, so the walk never waits for the writer to read one
   (the writer takes ~0.5-1 s to start); it waits only when `CHUNKS_IN_FLIGHT` are unanswered.
 - Each comes back (pickled, through `multiprocessing.connection`) as a `Progress`, or as the error
@@ -55,6 +57,7 @@ from typing import Any, BinaryIO, Final
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
 from warehouse import normalize, parquet, schemas
 from warehouse.normalize import Batch
@@ -78,7 +81,7 @@ WRITER_NICENESS: Final = 5
 #: A message down the pipe: its kind (one byte) and its body's length, then the body. Framed by
 #: hand: `multiprocessing.connection` would block the event loop, and asyncio has no framing.
 _HEADER: Final = "!cQ"
-_START, _TAKE, _FINISH = b"s", b"t", b"f"
+_START, _TAKE, _TAKE_ARROW, _FINISH = b"s", b"t", b"a", b"f"
 
 
 class FewerRowsRefused(RuntimeError):
@@ -192,7 +195,7 @@ class DailyFunding:
         self._current = self._days[-1]
         self._stopped = threading.Event()
 
-    def take(self, records: list[Any]) -> Callable[[], Progress]:
+    def take(self, records: list[Any] | pa.StructArray) -> Callable[[], Progress]:
         """Normalize a chunk of records; what writes every day it completes (call it: the writer
         process calls it on its partition thread, while it normalizes the next chunk)."""
         progress, due = Progress(), list[tuple[date, _Day]]()
@@ -357,8 +360,11 @@ class FundingWriter:
 
     async def take(self, records: list[Any]) -> list[Progress]:
         replies = await self._replies(until=CHUNKS_IN_FLIGHT - 1)
-        # The records are JSON values as the API sent them (checked strings): JSON keeps them exact.
-        self._post(_TAKE, orjson.dumps(records))
+        struct = normalize.funding_strings(records)
+        if struct is None:  # JSON values as the API sent them: JSON keeps them exact too
+            self._post(_TAKE, orjson.dumps(records))
+        else:
+            self._post(_TAKE_ARROW, _arrow_bytes(struct))
         return replies
 
     async def finish(self) -> list[Progress]:
@@ -422,6 +428,21 @@ class FundingWriter:
                 self._process.wait()
 
 
+def _arrow_bytes(struct: pa.StructArray) -> bytes:
+    batch = pa.RecordBatch.from_struct_array(struct)
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, batch.schema) as stream:
+        stream.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+def _chunk(kind: bytes, body: bytes) -> list[Any] | pa.StructArray:
+    """A chunk's records as they were sent: JSON values, or Arrow's struct of strings."""
+    if kind == _TAKE_ARROW:
+        return ipc.open_stream(body).read_next_batch().to_struct_array()
+    return orjson.loads(body)
+
+
 def _messages(down: BinaryIO) -> Iterator[tuple[bytes, bytes]]:
     """The messages from the parent, until its end of the pipe closes (or it dies mid-message)."""
     size = struct.calcsize(_HEADER)
@@ -480,7 +501,7 @@ def _serve(down: BinaryIO, up: Connection) -> None:
                     writer = _started(orjson.loads(body))
                     continue
                 assert writer is not None, "the writer got a chunk before it was started"
-                job = writer.take(orjson.loads(body)) if kind == _TAKE else writer.finish()
+                job = writer.finish() if kind == _FINISH else writer.take(_chunk(kind, body))
             except Exception as exc:
                 # Answered after the chunks before it, which are written first.
                 partitions.submit(answer, ("error", _noted(exc)))

@@ -448,3 +448,47 @@ def test_reading_fields_in_one_pass_or_one_by_one_gives_the_same_rows() -> None:
     assert slow.rejects["reason"].to_pylist() == [
         "fundingRate: number where a decimal string belongs"
     ]
+
+
+def _all_strings_but_bad() -> list[dict[str, object]]:
+    """Every funding field a string, many of them wrong: each form must reject them alike."""
+    return [
+        funding_record(),
+        funding_record(),  # an exact copy
+        funding_record(market="ETH_PERP", fundingAmount="1e5"),
+        funding_record(market="SOL_PERP", fundingRate="1" * 40),
+        funding_record(market="ADA_PERP", positionAmount="0.0000000000000000001"),
+        funding_record(market="XRP_PERP", fundingTime="garbage"),
+        funding_record(market="../../etc", settlementPrice="-0"),
+        funding_record(market="DOT_PERP", rateCalculatedTime="99999999999999999999"),
+        funding_record(market="LTC_PERP"),
+        funding_record(market="LTC_PERP", fundingAmount="2"),  # same key, other content
+        funding_record(market="ÉTH_PERP", fundingAmount="-0.000000000000000001"),
+    ]
+
+
+def test_funding_records_as_arrow_strings_normalize_as_the_json_values_do() -> None:
+    records = _all_strings_but_bad()
+    struct = normalize.funding_strings(records)
+    assert struct is not None
+    as_json, as_arrow = funding(records), funding(struct)
+    assert as_arrow.rows.equals(as_json.rows)
+    assert as_arrow.rejects.equals(as_json.rejects)  # raw_json too: the spec's field order
+    assert (as_arrow.received, as_arrow.duplicates) == (as_json.received, as_json.duplicates)
+    assert (as_json.normalized, as_json.rejected, as_json.duplicates) == (1, 9, 1)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        funding_record(extra="field"),
+        {k: v for k, v in funding_record().items() if k != "fundingRate"},
+        funding_record(fundingRate=0.0001),
+        funding_record(fundingRate=None),
+        funding_record(market="BTC\ud800_PERP"),
+        "not an object",
+    ],
+    ids=["extra field", "missing field", "number", "null", "lone surrogate", "not an object"],
+)
+def test_records_arrow_cannot_hold_exactly_stay_json(odd: object) -> None:
+    assert normalize.funding_strings([funding_record(), odd]) is None
