@@ -390,7 +390,13 @@ class FundingWriter:
     async def _reply(self) -> Progress:
         assert self._up is not None
         try:
-            kind, value = await asyncio.to_thread(self._up.recv)
+            # A reply already in the pipe is read at once: a hop to a thread and back costs a
+            # busy event loop milliseconds, a chunk's worth of pages. The writer sends a reply
+            # in one piece, so reading it does not block.
+            if self._up.poll():
+                kind, value = self._up.recv()
+            else:
+                kind, value = await asyncio.to_thread(self._up.recv)
         except (EOFError, ConnectionResetError):
             raise self._died() from None
         self._in_flight -= 1
