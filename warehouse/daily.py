@@ -13,8 +13,8 @@ fewer of a day's payments than its partition has, it stops and says which are mi
 `FundingWriter` runs a `DailyFunding` in a child process (``python -m warehouse.daily``), so that
 normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
 instead of sharing one GIL with it. Measured on a throttled 1M-row backfill: ~60% of the budget in
-one process; ~80-86% with the writer fed through `multiprocessing.connection`; 84-95% as now (in
-quiet periods of this noisy VM, 93-95%).
+one process; ~80-86% with the writer fed through `multiprocessing.connection`; 88-97% as now
+(96% in the last `make bench`; the rest of the spread is this noisy VM).
 - Chunks go down the pipe as Arrow (IPC) when Arrow holds them exactly (every record exactly the
   funding fields, all strings: `normalize.funding_strings`), else as JSON. The writer reads Arrow
   for nothing: it normalized 1M records in ~2 s from Arrow, ~5.3 s from JSON (parsed back into
