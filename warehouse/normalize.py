@@ -328,7 +328,7 @@ def funding_strings(records: list[Any]) -> pa.StructArray | None:
     Either form normalizes to the same rows and rejects, except that a reject's ``raw_json``
     lists the fields in the spec's order (a JSON object's order carries no meaning). The struct
     is what the funding writer process receives: Arrow's IPC costs its reader nothing, where
-    parsing JSON back into Python objects cost it ~2 us a record.
+    parsing JSON back into Python objects cost it ~3 us a record.
     """
     # At C speed (map), not a Python frame a record: this runs on every chunk of a walk.
     if not all(map(isinstance, records, repeat(dict))) or set(map(len, records)) != {
