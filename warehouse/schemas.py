@@ -265,7 +265,13 @@ REJECTS_TABLE: Final = TableSchema(
         Column("table", TEXT, False, "Table the record was meant for (partition)"),
         Column("partition", TEXT, False, "Partition value of that table, e.g. a day (partition)"),
         Column("record_index", pa.int64(), False, "Position of the record in its input batch"),
-        Column("raw_json", TEXT, False, "The record exactly as received, as JSON text"),
+        Column(
+            "raw_json",
+            TEXT,
+            False,
+            "The record as received, as JSON text: every value exact (a funding record lists "
+            "its fields in the API spec's order)",
+        ),
         Column("reason", TEXT, False, "Why it was rejected: field and rule, '; '-separated"),
         _extracted_at(),
     ),
