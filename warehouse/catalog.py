@@ -38,11 +38,10 @@ import pyarrow as pa
 
 from warehouse import schemas
 from warehouse.parquet import (
-    LOCKS_DIR,
-    PARQUET_DIR,
     PARTITION_FILE,
     Root,
     exclusive_lock,
+    lock_path,
     partition_files,
     table_path,
 )
@@ -77,8 +76,7 @@ def refresh(root: Root = None) -> CatalogRefresh:
     """Rebuild the catalog's views beside it and swap it in; idempotent."""
     target = catalog_path(root)
     target.parent.mkdir(parents=True, exist_ok=True)
-    lock = warehouse_root(root) / PARQUET_DIR / LOCKS_DIR / f"{CATALOG_FILE}.lock"
-    with exclusive_lock(lock):
+    with exclusive_lock(lock_path(root, CATALOG_FILE)):
         for killed in target.parent.glob(f".{target.name}.*.tmp*"):
             killed.unlink(missing_ok=True)
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")

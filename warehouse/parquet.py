@@ -82,7 +82,11 @@ class PartitionWrite:
 
 def table_path(root: Root, table_name: str) -> UPath:
     """``<root>/parquet/<table>``: the directory the table's views read."""
-    return warehouse_root(root) / PARQUET_DIR / _schema(table_name).name
+    return warehouse_root(root) / _table_dir(_schema(table_name))
+
+
+def _table_dir(schema: TableSchema) -> str:
+    return f"{PARQUET_DIR}/{schema.name}"
 
 
 def partition_path(
@@ -93,7 +97,7 @@ def partition_path(
     values = _partition_text(schema, partition)
     segments = [f"{c}={v}" for c, v in zip(schema.partition_columns, values, strict=True)]
     # One join of the whole relative path: each join parses a path again (~15 us each).
-    return warehouse_root(root) / "/".join((PARQUET_DIR, schema.name, *segments, PARTITION_FILE))
+    return warehouse_root(root) / "/".join((_table_dir(schema), *segments, PARTITION_FILE))
 
 
 def replace_partition(
@@ -119,7 +123,7 @@ def replace_partition(
     rejected = 0
     # The partition and its rejects are written under one lock: a concurrent writer of the same
     # partition never pairs its data with another's rejects.
-    with exclusive_lock(_lock_path(root, schema.name)):
+    with exclusive_lock(lock_path(root, schema.name)):
         _write_atomically(target, file_rows)
         if schema.name != REJECTS:
             rejected = _replace_rejects(root, schema.name, values[0], rejects)
@@ -259,11 +263,11 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
     return stored.cast(schema.file_schema)
 
 
-def _lock_path(root: Root, table: str) -> UPath:
-    """Where the writers of a table take turns, a partition at a time: beside the tables, not
+def lock_path(root: Root, name: str) -> UPath:
+    """Where the writers of a table (or of the catalog) take turns: beside the tables, not
     inside them. One lock per table, not per partition: a partition write takes milliseconds,
     and a lock file per partition would cost a file creation per day of a backfill."""
-    return warehouse_root(root) / f"{PARQUET_DIR}/{LOCKS_DIR}/{table}.lock"
+    return warehouse_root(root) / f"{PARQUET_DIR}/{LOCKS_DIR}/{name}.lock"
 
 
 #: Lock directories this process made already (they are never removed).
