@@ -16,7 +16,8 @@ from typing import Final
 import dagster as dg
 from upath import UPath
 
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy, spec
+from pipeline import spec
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy
 from warehouse.settings import DEFAULT_ROOT, warehouse_root
 
 #: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a

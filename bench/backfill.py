@@ -192,7 +192,7 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
     import dagster as dg
 
     from assets import WarehouseResource, WhiteBITResource, funding_history
-    from pipeline.runs import QUIET
+    from assets.runs import QUIET
 
     # The simulator's budgets are off for the unthrottled comparison: ours must not pace either.
     whitebit = WhiteBITResource(
@@ -266,7 +266,7 @@ def _investments_child(args: argparse.Namespace) -> dict[str, Any]:
     import duckdb
 
     from assets import SNAPSHOTS, WarehouseResource, WhiteBITResource
-    from pipeline.runs import QUIET
+    from assets.runs import QUIET
     from warehouse import catalog
 
     resources = {

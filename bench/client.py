@@ -25,8 +25,9 @@ import httpx
 import orjson
 
 from bench import Figure
+from pipeline import spec
 from pipeline.simulator import SpawnedSimulator, spawn
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkReport, spec
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkReport
 
 SECTION = "client"
 #: The simulator's data clock, frozen so every run reads the same pages.

@@ -61,7 +61,7 @@ from dlt.sources.helpers.rest_client.paginators import OffsetPaginator
 from dlt.sources.rest_api import rest_api_source
 from dlt.sources.rest_api.typing import RESTAPIConfig
 
-from pipeline.whitebit import spec
+from pipeline import spec
 
 Resource = Literal["funding_history", "investments"]
 Destination = Literal["parquet", "duckdb"]

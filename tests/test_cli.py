@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
+from assets.cli import main
 from pipeline.simulator import Simulator
 from warehouse import schemas
 
@@ -116,7 +116,7 @@ def test_demo_twice_changes_nothing_but_extracted_at(tmp_path: Path) -> None:
     runs = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "demo"],
+            [sys.executable, "-m", "assets.cli", "demo"],
             env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

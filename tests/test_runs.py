@@ -12,14 +12,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets import runs
 from assets.reporting import API_POOL
-from pipeline import runs
 
 # A run like the CLI's: tagged with its process, holding the API pool's slot when it is killed.
 _KILLED_IN_THE_POOL = f"""
 import os, signal, socket
 import dagster as dg
-from pipeline import runs
+from assets import runs
 
 @dg.asset(pool={API_POOL!r})
 def doomed() -> None:
@@ -76,7 +76,7 @@ def test_a_run_whose_process_lives_is_left_alone(
 # Say it is ready, wait for the parent's signal, then open the instance of a new DAGSTER_HOME.
 _OPEN_AT_ONCE = """
 import pathlib, sys, time
-from pipeline import runs
+from assets import runs
 print("ready", flush=True)
 go = pathlib.Path(sys.argv[1])
 while not go.exists():

@@ -1,6 +1,6 @@
 """The operations table is complete and self-consistent."""
 
-from pipeline.whitebit import spec
+from pipeline import spec
 
 
 def test_the_eight_operations_each_have_one_path() -> None:

@@ -1,5 +1,5 @@
 """Analyst commands of `whitebit-etl`: ``sql`` (query the catalog) and ``tables`` (the data
-dictionary). `pipeline.cli` attaches them to its group.
+dictionary). `assets.cli` attaches them to its group.
 
 Decimals are printed with their exact digits (trailing zeros of the fixed scale trimmed, never
 in exponent form, never through a float); times in UTC, ISO 8601.

@@ -2,10 +2,11 @@
 
 It implements `shared/spec/whitebit-api-v4.md` as strictly as the real service (filled in by
 `shared/spec/api-facts.md`): signed requests, nonces, rate budgets, validation, deterministic data
-from (seed, scale, clock), and switchable faults. It imports `pipeline.whitebit.spec` and nothing
+from (seed, scale, clock), and switchable faults. It imports `pipeline.spec` and nothing
 else of the client.
 """
 
+from ._cli import simulator_command
 from ._clock import SimClock
 from ._data import Dataset, Scale, decimal_text
 from ._faults import Fault, FaultInjector
@@ -25,5 +26,6 @@ __all__ = [
     "SpawnedSimulator",
     "decimal_text",
     "serve",
+    "simulator_command",
     "spawn",
 ]

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from pipeline.whitebit import spec
+from pipeline import spec
 
 from . import _answers as answers
 from ._answers import Answer, json_answer

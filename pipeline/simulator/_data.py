@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.whitebit.spec import GLOBAL_BASE_URL
+from pipeline.spec import GLOBAL_BASE_URL
 
 from ._clock import SimClock
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from pipeline.whitebit.spec import NONCE_WINDOW_MS
+from pipeline.spec import NONCE_WINDOW_MS
 
 
 @dataclass(frozen=True, slots=True)

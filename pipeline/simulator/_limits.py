@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
-from pipeline.whitebit.spec import OPERATIONS, Operation, RateBudget
+from pipeline.spec import OPERATIONS, Operation, RateBudget
 
 
 class RateLimiter:

@@ -258,12 +258,11 @@ def spawn(
     cpu: int | None = None,
     timeout_s: float = 120,
 ) -> SpawnedSimulator:
-    """Start ``whitebit-etl simulator`` as a child process and wait until it serves."""
+    """Start ``python -m pipeline.simulator`` as a child process and wait until it serves."""
     cmd = [
         sys.executable,
         "-m",
-        "pipeline.cli",
-        "simulator",
+        "pipeline.simulator",
         "--port",
         "0",
         "--seed",

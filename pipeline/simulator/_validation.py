@@ -1,4 +1,4 @@
-"""Parameter validation, driven by the rules of `pipeline.whitebit.spec`.
+"""Parameter validation, driven by the rules of `pipeline.spec`.
 
 Messages are the exchange's (a Laravel service): every failing field is reported at once, keyed by
 its name. Whether a value names something that exists is asked of the caller, which holds the data.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.whitebit.spec import Operation, Param
+from pipeline.spec import Operation, Param
 
 from ._answers import Answer, private_error
 

@@ -21,7 +21,8 @@ import orjson
 from httpx_aiohttp import AiohttpTransport
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from . import spec
+from pipeline import spec
+
 from ._auth import Credentials, Signer, nonce_source, redacted
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
 from ._errors import (

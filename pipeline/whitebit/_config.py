@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import spec
+from pipeline import spec
 
 DEFAULT_BASE_URL: Final = spec.GLOBAL_BASE_URL
 

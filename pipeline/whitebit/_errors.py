@@ -36,7 +36,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from . import spec
+from pipeline import spec
+
 from ._config import EXCERPT_CHARS
 
 # The exchange's answer to a nonce outside the window mentions the nonce and the seconds.

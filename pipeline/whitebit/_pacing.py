@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 from aiolimiter import AsyncLimiter
 
-from . import spec
+from pipeline import spec
+
 from ._config import PACING_BURST, PACING_HEADROOM
 
 

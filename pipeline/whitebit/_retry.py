@@ -16,7 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
-from . import spec
+from pipeline import spec
+
 from ._config import (
     DEFAULT_MAX_RETRIES,
     INITIAL_RETRY_DELAY_S,

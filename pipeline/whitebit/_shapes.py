@@ -20,7 +20,8 @@ from typing import Any, Final
 
 import orjson
 
-from . import spec
+from pipeline import spec
+
 from ._config import EXCERPT_CHARS
 from ._errors import ResponseFormatError, excerpt
 

@@ -18,7 +18,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from . import spec
+from pipeline import spec
+
 from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
 from ._errors import (
     FundingOrderError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets import SNAPSHOTS, funding_history, nightly_schedule
-from pipeline.definitions import defs
+from assets.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
 

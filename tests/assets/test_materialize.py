@@ -11,8 +11,8 @@ import pytest
 
 from assets import ALL_ASSETS, SNAPSHOTS, WhiteBITResource, funding_history, hedge_mode
 from assets.partitions import today
+from pipeline import spec
 from pipeline.simulator import Fault, Simulator
-from pipeline.whitebit import spec
 from tests.assets.conftest import resources_for, without_step_retries
 from warehouse import catalog, parquet
 

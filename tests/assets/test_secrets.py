@@ -8,8 +8,8 @@ import dagster as dg
 import pytest
 
 from assets import ALL_ASSETS
+from assets.definitions import resources
 from assets.partitions import today
-from pipeline.definitions import resources
 from pipeline.simulator import Simulator
 
 

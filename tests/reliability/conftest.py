@@ -161,6 +161,6 @@ class Child:
 
 def run_cli(args: list[str], env: dict[str, str], log: Path) -> Child:
     """``whitebit-etl ARGS``, to its end."""
-    child = Child.start("pipeline.cli", args, env, log)
+    child = Child.start("assets.cli", args, env, log)
     child.wait()
     return child

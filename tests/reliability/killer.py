@@ -34,8 +34,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from assets import loading
-from pipeline import cli
+from assets import cli, loading
 from pipeline.whitebit import _paging
 from warehouse import catalog, daily, parquet
 

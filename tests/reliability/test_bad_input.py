@@ -36,8 +36,8 @@ from upath import UPath
 from assets import funding_history, hedge_mode, investments, main_balances, trading_balances
 from assets import watcher_links as watcher_links_asset
 from assets.partitions import today
+from pipeline import spec
 from pipeline.simulator import Scale, SimClock, Simulator
-from pipeline.whitebit import spec
 from tests.assets.conftest import resources_for, without_step_retries
 from tests.conftest import FROZEN_AT
 from tests.reliability.conftest import Rows, failures, warehouse_rows

@@ -96,7 +96,7 @@ def test_two_runs_at_once_leave_one_copy_of_each_row(
         [tmp_path / "dagster"] * 2 if case.same_instance else [tmp_path / "ui", tmp_path / "cli"]
     )
     runs = [
-        Child.start("pipeline.cli", args, cli_env(exchange, root, home), tmp_path / f"run-{n}")
+        Child.start("assets.cli", args, cli_env(exchange, root, home), tmp_path / f"run-{n}")
         for n, home in enumerate(homes)
     ]
     for run in runs:

@@ -11,8 +11,8 @@ import time
 import httpx
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Credentials, Simulator
-from pipeline.whitebit import spec
 from tests.signing import fresh_nonce, post, sign
 
 BALANCE = spec.MAIN_BALANCE.path

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Dataset, Scale, SimClock, Simulator
-from pipeline.whitebit import spec
 from tests.conftest import FROZEN_AT
 from tests.signing import post
 

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Fault, Simulator
-from pipeline.whitebit import spec
 from tests.signing import post
 
 FUNDING = spec.FUNDING_HISTORY.path

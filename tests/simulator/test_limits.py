@@ -6,8 +6,8 @@ import time
 
 import httpx
 
+from pipeline import spec
 from pipeline.simulator import Simulator
-from pipeline.whitebit import spec
 from tests.signing import post
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Simulator
-from pipeline.whitebit import spec
 from tests.signing import post
 
 DECIMAL = re.compile(r"^-?\d+(\.\d{1,18})?$")

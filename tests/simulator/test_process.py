@@ -7,8 +7,8 @@ import sys
 
 import httpx
 
+from pipeline import spec
 from pipeline.simulator import spawn
-from pipeline.whitebit import spec
 from tests.conftest import FROZEN_AT
 from tests.signing import post
 
@@ -27,7 +27,7 @@ def test_spawned_simulator_prints_its_url_and_demo_credentials() -> None:
 
 def test_bad_scale_is_a_clear_usage_error() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "simulator", "--scale", "huge"],
+        [sys.executable, "-m", "assets.cli", "simulator", "--scale", "huge"],
         capture_output=True,
         text=True,
         check=False,

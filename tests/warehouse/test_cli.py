@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
+from assets.cli import main
 from tests.warehouse.conftest import DAY, EXTRACTED_AT
 from warehouse import normalize, parquet, schemas
 

@@ -14,8 +14,9 @@ from httpx_aiohttp import AiohttpTransport
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import spec
 from pipeline.simulator import Fault, Simulator
-from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError, spec
+from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError
 from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
 from pipeline.whitebit._paging import FundingCursor, funding_times
 from tests.whitebit.conftest import client, collect, raises

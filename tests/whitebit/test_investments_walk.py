@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Fault, Simulator
-from pipeline.whitebit import OffsetWindowExceeded, spec
+from pipeline.whitebit import OffsetWindowExceeded
 from tests.whitebit.conftest import client, collect, raises
 
 REACHABLE = 10_100  # offsets 0..10000 of pages of 100

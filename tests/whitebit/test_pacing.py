@@ -10,8 +10,9 @@ import time
 import httpx
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import DEFAULT_SEED, Dataset, Scale, SimClock, Simulator, spawn
-from pipeline.whitebit import Pacer, RateLimitError, WalkReport, spec
+from pipeline.whitebit import Pacer, RateLimitError, WalkReport
 from pipeline.whitebit._auth import NonceSource
 from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
 from tests.conftest import FROZEN_AT

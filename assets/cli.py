@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import click
 from rich.console import Console
 
-from pipeline.simulator import DEFAULT_SEED, Scale
-from pipeline.whitebit import AsyncWhiteBIT, WhiteBITError, spec
+from pipeline import spec
+from pipeline.simulator import simulator_command
+from pipeline.whitebit import AsyncWhiteBIT, WhiteBITError
 from warehouse.cli import sql_command, tables_command
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ Next:
 CREDENTIAL_VARIABLES: Final = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET")
 DAY: Final = click.DateTime(["%Y-%m-%d"])
 
-log = logging.getLogger("pipeline.cli")
+log = logging.getLogger("assets.cli")
 
 
 def _console() -> Console:
@@ -62,40 +63,14 @@ def main() -> None:
 
 main.add_command(sql_command)
 main.add_command(tables_command)
-
-
-@main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=0, show_default=True, help="Port; 0 picks a free one.")
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Seed of the account's data.")
-@click.option(
-    "--scale",
-    default="small",
-    show_default=True,
-    help="small, large, or sizes: markets=20,days=90,investments=500,tickers=4",
-)
-@click.option(
-    "--frozen-at",
-    type=float,
-    default=None,
-    help="Freeze the data clock at this Unix time (reproducible data); default: runs with time.",
-)
-def simulator(host: str, port: int, seed: int, scale: str, frozen_at: float | None) -> None:
-    """Serve the simulated WhiteBIT exchange and print its URL and demo credentials."""
-    from pipeline.simulator import serve
-
-    try:
-        parsed = Scale.parse(scale)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--scale") from exc
-    serve(host=host, port=port, seed=seed, scale=parsed, frozen_at=frozen_at)
+main.add_command(simulator_command)
 
 
 def _against_exchange(
     console: Console, act: Callable[[AsyncWhiteBIT, Exchange], Awaitable[T]]
 ) -> tuple[T, Exchange]:
     """Run ``act`` with a client of the configured exchange (or the embedded simulator)."""
-    from pipeline.definitions import whitebit_resource
+    from assets.definitions import whitebit_resource
 
     # Outside a Dagster run, EnvVar fields hold names: resolve them as a run would.
     resource = whitebit_resource().process_config_and_initialize()
@@ -154,7 +129,7 @@ def _selected(names: tuple[str, ...]) -> list[str]:
 
 
 def _run(selection: list[str], first: date, last: date, console: Console) -> None:
-    from pipeline.runs import materialize
+    from assets.runs import materialize
 
     # A short title: the bar and its counters must fit a terminal's width.
     what = ", ".join(selection) if len(selection) <= 2 else f"{len(selection)} assets"

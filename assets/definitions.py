@@ -22,7 +22,7 @@ from assets import (
     nightly_schedule,
     snapshots_job,
 )
-from pipeline.whitebit import spec
+from pipeline import spec
 from warehouse.settings import DEFAULT_ROOT, ROOT_ENV
 
 

@@ -166,7 +166,7 @@ def materialize(
     title: str,
 ) -> RunOutcome:
     """Materialize the selected assets for days ``first .. last`` (inclusive) in one run."""
-    from pipeline.definitions import resources
+    from assets.definitions import resources
 
     days = day_range(first, date.fromordinal(last.toordinal() + 1))
     if not days:

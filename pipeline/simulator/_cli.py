@@ -1,0 +1,37 @@
+"""``simulator``: serve the stand-in exchange from the command line.
+
+The command lives beside the simulator so that `spawn` starts ``python -m pipeline.simulator``
+without reaching up to the application; `whitebit-etl simulator` attaches the same command.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ._data import Scale
+from ._server import DEFAULT_SEED, serve
+
+
+@click.command("simulator")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=0, show_default=True, help="Port; 0 picks a free one.")
+@click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Seed of the account's data.")
+@click.option(
+    "--scale",
+    default="small",
+    show_default=True,
+    help="small, large, or sizes: markets=20,days=90,investments=500,tickers=4",
+)
+@click.option(
+    "--frozen-at",
+    type=float,
+    default=None,
+    help="Freeze the data clock at this Unix time (reproducible data); default: runs with time.",
+)
+def simulator_command(host: str, port: int, seed: int, scale: str, frozen_at: float | None) -> None:
+    """Serve the simulated WhiteBIT exchange and print its URL and demo credentials."""
+    try:
+        parsed = Scale.parse(scale)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--scale") from exc
+    serve(host=host, port=port, seed=seed, scale=parsed, frozen_at=frozen_at)
