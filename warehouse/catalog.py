@@ -28,10 +28,11 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import duckdb
 import pyarrow as pa
@@ -47,6 +48,9 @@ from warehouse.parquet import (
 )
 from warehouse.schemas import TableSchema
 from warehouse.settings import is_local, warehouse_root
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CATALOG_FILE: Final = "warehouse.duckdb"
 #: The package directory holding the curated views.
@@ -96,6 +100,20 @@ def connect(root: Root = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(catalog_path(root)), read_only=True)
     con.execute("SET TimeZone = 'UTC'")
     return con
+
+
+def query(sql: str, params: Sequence[object] = (), *, root: Root = None) -> pd.DataFrame:
+    """The result of ``sql`` over the catalog, as a pandas DataFrame, for notebooks.
+
+    Exact as the warehouse is: ``DECIMAL(38,18)`` columns hold `decimal.Decimal` values (DuckDB's
+    own ``.df()`` would turn them into floats), times are UTC. ``params`` fill ``?`` placeholders.
+    A fresh warehouse gets its catalog first (views only, cheap to create).
+    """
+    if not catalog_path(root).exists():
+        refresh(root)
+    with connect(root) as con:
+        # Through Arrow: its decimal128 becomes Decimal in pandas, never float.
+        return con.sql(sql, params=list(params) or None).to_arrow_table().to_pandas()
 
 
 def duckdb_type(arrow_type: pa.DataType) -> str:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import warehouse
 from tests.warehouse.conftest import (
     DAY,
     DAY_START,
@@ -293,3 +294,34 @@ def test_an_open_read_only_analyst_survives_refresh_and_partition_replace(root: 
         assert query(root, "SELECT count(*) FROM main_balances") == [(2,)]
     finally:
         analyst.close()
+
+
+def test_query_gives_analysts_an_exact_dataframe(root: Path) -> None:
+    tiny, big = "0.000000000000000001", "12345678901234567890.123456789012345678"
+    write_funding(
+        root,
+        [
+            funding_record(fundingAmount=tiny),
+            funding_record(market="ETH_PERP", fundingAmount=big),
+            funding_record(market="ETH_PERP", fundingAmount=tiny, positionAmount="-2"),
+        ],
+    )
+    frame = warehouse.query(
+        "SELECT market, sum(funding_amount) AS total, min(funding_time) AS first "
+        "FROM funding_history WHERE funding_date = ? GROUP BY market ORDER BY market",
+        [DAY],
+        root=root,
+    )
+    assert list(frame["market"]) == ["BTC_PERP", "ETH_PERP"]
+    # Decimal, not float: a float sum would lose the 10^-18 beside twenty integer digits.
+    assert list(frame["total"]) == [
+        Decimal(tiny),
+        Decimal("12345678901234567890.123456789012345679"),
+    ]
+    assert str(frame["first"].dtype) == "datetime64[us, UTC]"
+    assert frame["first"][0].isoformat() == "2024-03-01T08:00:00+00:00"
+
+
+def test_query_names_a_bad_query(root: Path) -> None:
+    with pytest.raises(duckdb.Error, match="no_such_table"):
+        warehouse.query("SELECT * FROM no_such_table", root=root)
