@@ -3,9 +3,9 @@
 It exists for an honest side-by-side benchmark. It is dlt 1.31's REST API source, configured as
 well as dlt allows for this API: POST endpoints with ``offset``/``limit`` in the JSON body (the
 offset paginator's body paths), ``records`` as the data selector, an `AuthConfigBase` subclass
-that signs every request the WhiteBIT way (``shared/spec/api-facts.md``), decimal hints for the
-money columns, and dlt's fastest loader per ``shared/design/performance-notes.md``: Parquet files,
-either on the ``filesystem`` destination or loaded into ``duckdb``.
+that signs every request the WhiteBIT way (docs/api.md, section 10), decimal hints for the
+money columns, and dlt's fastest loader: Parquet files, either on the ``filesystem`` destination
+or loaded into ``duckdb``.
 
 Two resources show the two things a comparison needs:
 
@@ -316,8 +316,7 @@ def run(
     # dlt phones home with usage telemetry unless told not to; a benchmark must not wait on it.
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
     # Extract spools every page to an intermediate file that normalize reads back once; dlt
-    # gzips it by default, which costs the single core more than the disk it saves. (Larger
-    # buffers, DATA_WRITER__BUFFER_MAX_ITEMS=50000, measured within noise for ~+150 MB: default.)
+    # gzips it by default, which costs the single core more than the disk it saves.
     os.environ.setdefault("DATA_WRITER__DISABLE_COMPRESSION", "true")
 
     started = time.perf_counter()

@@ -15,11 +15,19 @@ from assets.definitions import defs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_job_resolves() -> None:
-    names = {job.name for job in defs.resolve_all_job_defs()}
-    assert {"nightly", "funding_history_job", "snapshots_job", "freshness"} <= names
-    for job in defs.resolve_all_job_defs():
-        assert job.execute_in_process is not None
+def test_every_job_resolves_to_the_assets_it_runs() -> None:
+    snapshots = {"investments", "main_balances", "trading_balances", "hedge_mode", "watcher_links"}
+    runs = {
+        job.name: {n.name for n in job.graph.node_defs if not n.name.endswith("_fresh")}
+        for job in defs.resolve_all_job_defs()
+        if not job.name.startswith("__")
+    }
+    assert runs == {
+        "nightly": {"funding_history", *snapshots},
+        "funding_history_job": {"funding_history"},
+        "snapshots_job": snapshots,
+        "freshness": set(),
+    }
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     assert keys == {
         "funding_history",
