@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test bench ui lint typecheck simulator bootstrap browser clean
+.PHONY: demo test test-fast bench ui lint typecheck simulator bootstrap browser clean
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
@@ -17,6 +17,10 @@ demo: bootstrap
 
 test: bootstrap browser lint typecheck
 	$(RUN) pytest
+
+# The quick loop: everything but the tests marked slow (end to end at scale) or browser.
+test-fast: bootstrap lint typecheck
+	$(RUN) pytest -m "not slow and not browser"
 
 # The Dagster UI test drives Debian's Chromium; installed here when missing.
 browser:

@@ -16,8 +16,18 @@ from tests.leaks import Ledger
 LEDGER = Ledger()
 
 
+#: Fixtures whose simulator holds a million funding entries: a test using one is slow.
+LARGE_SIMULATORS = frozenset({"large_sim", "too_large_sim"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``after_all`` run last, after everything else the session runs."""
+    """Marks ``slow`` the reliability suite (end to end through Dagster, processes killed) and
+    every test on a large simulator, beside those marked by hand; ``make test-fast`` leaves them
+    out. Tests marked ``after_all`` run last, after everything else the session runs."""
+    for item in items:
+        reliability = item.path.parent.name == "reliability"
+        if reliability or LARGE_SIMULATORS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
 
 

@@ -110,6 +110,7 @@ def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
         }
 
 
+@pytest.mark.slow
 def test_demo_twice_changes_nothing_but_extracted_at(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
     env["WAREHOUSE_ROOT"] = str(tmp_path / "data")

@@ -85,6 +85,7 @@ runs.instance()
 """
 
 
+@pytest.mark.slow
 def test_runs_starting_at_once_on_a_new_home_both_open_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from assets import checks
 from assets.loading import Written
@@ -93,6 +94,7 @@ def test_freshness_fails_on_a_missing_or_too_early_partition(root: Path) -> None
     assert checks.fresh(root, "funding_history", day, complete_day=False).passed
 
 
+@pytest.mark.slow
 def test_complete_fails_when_a_slice_is_out_of_reach(
     root: Path, instance: dg.DagsterInstance
 ) -> None:
