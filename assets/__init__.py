@@ -1,7 +1,9 @@
-"""Dagster assets, partitions, checks, jobs, schedules and resources of the warehouse.
+"""The Dagster application: assets, partitions, checks, jobs, schedules and resources, the code
+location (`definitions`) and the `whitebit-etl` command (`cli`, `runs`).
 
-Thin by design: each asset says which API walk fills which table partition (`loading` does the
-work) and reports what happened as run metadata and checks (`reporting`, `checks`).
+It sits on top of the libraries: assets are thin, each says which API walk fills which table
+partition (`loading` does the work) and reports what happened as run metadata and checks
+(`reporting`, `checks`).
 """
 
 from .funding import funding_history
