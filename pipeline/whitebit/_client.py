@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, cast
+from typing import Any, Literal, Self, cast
 
 import httpx
 import orjson
@@ -45,9 +45,7 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-
-if TYPE_CHECKING:
-    from ._walks import FundingWalk, InvestmentsWalk
+from ._walks import FundingWalk, InvestmentsWalk
 
 log = logging.getLogger("pipeline.whitebit")
 
@@ -271,8 +269,6 @@ class AsyncWhiteBIT:
         merged into one newest-first stream; entries funded at the same second come in the
         order of ``markets``.
         """
-        from ._walks import FundingWalk
-
         return FundingWalk(
             self,
             since=_seconds(since, "since"),
@@ -287,8 +283,6 @@ class AsyncWhiteBIT:
         tickers: list[str] | None = None,
     ) -> InvestmentsWalk:
         """Every investment, each once, in pages; see `InvestmentsWalk`."""
-        from ._walks import InvestmentsWalk
-
         return InvestmentsWalk(self, on_window_exceeded=on_window_exceeded, tickers=tickers or [])
 
     # --- one call: sign, pace, send, check, retry ---------------------------------------
