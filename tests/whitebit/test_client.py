@@ -7,6 +7,7 @@ import typing
 
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Simulator
 from pipeline.whitebit import (
     AsyncWhiteBIT,
@@ -20,7 +21,6 @@ from pipeline.whitebit import (
     TradingBalance,
     WatcherLink,
     WhiteBIT,
-    spec,
 )
 from tests.whitebit.conftest import FAST_RETRIES, client, collect, creds
 

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from httpx_aiohttp import AiohttpTransport
 
+from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import (
     NO_RETRIES,
@@ -30,7 +31,6 @@ from pipeline.whitebit import (
     TransportError,
     TransportTimeout,
     ValidationError,
-    spec,
 )
 from pipeline.whitebit import _auth as auth
 from tests.whitebit.conftest import client, creds, raises

@@ -11,6 +11,7 @@ import httpx
 import orjson
 import pytest
 
+from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import (
     APIError,
@@ -19,7 +20,6 @@ from pipeline.whitebit import (
     TransportTimeout,
     ValidationError,
     WalkReport,
-    spec,
 )
 from tests.whitebit.conftest import client, raises
 
