@@ -22,7 +22,7 @@ from pipeline.whitebit import (
     WatcherLink,
     WhiteBIT,
 )
-from tests.whitebit.conftest import FAST_RETRIES, client, collect, creds
+from tests.whitebit.conftest import FAST_RETRIES, Watching, client, collect, creds
 
 
 def test_every_operation(sim: Simulator) -> None:
@@ -97,18 +97,17 @@ def test_public_ping_needs_no_credentials(sim: Simulator) -> None:
 def test_parameters_are_checked_against_the_spec_before_sending(
     sim: Simulator, call: typing.Any, message: str
 ) -> None:
-    sent: list[object] = []
-
-    async def count(request: object) -> None:
-        sent.append(request)
+    watch = Watching()
 
     async def main() -> None:
-        async with client(sim, event_hooks={"request": [count]}) as c:
+        async with client(sim, transport=watch) as c:
             with pytest.raises(ValueError, match=message):
                 await call(c)
+            await c.ping()
 
     asyncio.run(main())
-    assert sent == []
+    # Only the ping went out: the refused call sent nothing.
+    assert [r.url.path for r in watch.sent] == [spec.PING.path]
 
 
 def test_sync_facade(sim: Simulator) -> None:

@@ -33,7 +33,7 @@ from pipeline.whitebit import (
     ValidationError,
 )
 from pipeline.whitebit import _auth as auth
-from tests.whitebit.conftest import client, creds, raises
+from tests.whitebit.conftest import Watching, client, creds, raises
 
 HTML_429 = b"<html><head><title>429 Too Many Requests</title></head></html>"
 HTML_503 = b"<html><head><title>503 Service Unavailable</title></head></html>"
@@ -401,18 +401,16 @@ def test_a_refused_connection_is_a_transport_error_not_a_timeout() -> None:
 
 
 def test_errors_name_the_operation_and_never_the_payload(sim: Simulator) -> None:
-    seen: list[httpx.Request] = []
-
-    async def keep(request: httpx.Request) -> None:
-        seen.append(request)
+    watch = Watching()
 
     async def main() -> None:
-        async with client(sim, event_hooks={"request": [keep]}) as c:
+        async with client(sim, transport=watch) as c:
             with raises(ValidationError) as info:
                 await c.investments_history(ticker="NOPE")
         text = str(info.value)
         assert text.startswith("investments_history /api/v4/main-account/smart/investments:")
-        for request in seen:
+        assert len(watch.sent) == 1
+        for request in watch.sent:
             assert request.headers["X-TXC-PAYLOAD"] not in text
             assert request.headers["X-TXC-SIGNATURE"] not in text
 

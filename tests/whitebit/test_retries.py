@@ -21,7 +21,7 @@ from pipeline.whitebit import (
     ValidationError,
     WalkReport,
 )
-from tests.whitebit.conftest import client, raises
+from tests.whitebit.conftest import Watching, client, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
 RETRIED = [f for f in Fault if f is not Fault.SLOW]
@@ -34,22 +34,19 @@ def _nonces(requests: list[httpx.Request]) -> list[str]:
 @pytest.mark.parametrize("fault", RETRIED, ids=lambda f: f.value)
 def test_each_fault_is_retried_with_a_fresh_nonce(own_sim: Simulator, fault: Fault) -> None:
     own_sim.faults.script([fault, fault], paths=[FUNDING])
-    sent: list[httpx.Request] = []
-
-    async def keep(request: httpx.Request) -> None:
-        sent.append(request)
+    watch = Watching()
 
     async def main() -> None:
         report = WalkReport("test")
-        async with client(own_sim, event_hooks={"request": [keep]}) as c:
+        async with client(own_sim, transport=watch) as c:
             page = await c.call(spec.FUNDING_HISTORY, {"limit": 10}, report=report)
         assert page["records"] == own_sim.dataset.funding.newest_first()[:10]
         assert report.retries == 2
         assert report.rate_limited == (2 if fault is Fault.GATEWAY_429 else 0)
 
     asyncio.run(main())
-    assert len(sent) == 3
-    assert len(set(_nonces(sent))) == 3
+    assert len(watch.sent) == 3
+    assert len(set(_nonces(watch.sent))) == 3
     assert own_sim.faults.injected[fault] == 2
 
 
