@@ -155,18 +155,6 @@ def test_retry_after_is_honoured() -> None:
     assert asyncio.run(main()) >= 0.3
 
 
-def test_retry_delays_back_off_exponentially_within_the_cap() -> None:
-    policy = RetryPolicy(initial_delay_s=0.25, max_delay_s=8.0)
-    for retry, full in [(1, 0.25), (2, 0.5), (3, 1.0), (6, 8.0), (9, 8.0)]:
-        delays = {policy.delay(retry, None) for _ in range(50)}
-        assert all(0.75 * full <= d <= full for d in delays)
-        assert len(delays) > 1  # jittered
-    limited = RateLimitError("x", operation=spec.HEDGE_MODE, status_code=429, retry_after=2.5)
-    assert policy.delay(1, limited) == 2.5
-    absurd = RateLimitError("x", operation=spec.HEDGE_MODE, status_code=429, retry_after=3600)
-    assert policy.delay(1, absurd) <= 0.25
-
-
 # --- each class, end to end against the simulator ------------------------------------------
 
 
