@@ -151,7 +151,7 @@ class FundingWalk:
         self.markets = list(markets) if markets is not None else None
         op = spec.FUNDING_HISTORY
         limit = op.param("limit").maximum
-        assert limit is not None  # the spec bounds it (api-facts.md: 1..100)
+        assert limit is not None  # the spec bounds it (1..100)
         self.page_size = limit
         self.report = WalkReport(op.name)
         self._started = False

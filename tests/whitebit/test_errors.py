@@ -1,4 +1,5 @@
-"""Every error class: the status and body mapping (api-facts.md), then each one end to end."""
+"""Every error class: the status and body mapping (docs/api.md, "Error responses seen"), then
+each one end to end."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ from tests.whitebit.conftest import Watching, client, creds, raises
 HTML_429 = b"<html><head><title>429 Too Many Requests</title></head></html>"
 HTML_503 = b"<html><head><title>503 Service Unavailable</title></head></html>"
 
-# (status, body, error class) for every row of api-facts.md's table of errors, and more.
+# (status, body, error class) for every row of the table in docs/api.md, "Error responses
+# seen", and more.
 ANSWERS = [
     (429, b'{"code":0,"errors":{},"message":"Too many requests."}', NonceRejectedError),
     (
