@@ -360,7 +360,7 @@ class AsyncWhiteBIT:
             await asyncio.sleep(wait)
         content, headers = self._signer.sign(operation.path, params, nonce)
         request = self._http.build_request("POST", operation.path, content=content, headers=headers)
-        if log.isEnabledFor(logging.DEBUG):
+        if log.isEnabledFor(logging.DEBUG):  # redacting the headers is work of its own
             log.debug(
                 "POST %s params=%s headers=%s",
                 operation.path,
@@ -380,8 +380,7 @@ class AsyncWhiteBIT:
         self, operation: spec.Operation, response: httpx.Response, report: WalkReport | None
     ) -> Any:
         status, content = response.status_code, response.content
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s answered %d (%d bytes)", operation.path, status, len(content))
+        log.debug("%s answered %d (%d bytes)", operation.path, status, len(content))
         if 200 <= status < 300:
             try:
                 return parse(operation, content)
