@@ -1,8 +1,8 @@
 """The WhiteBIT REST API v4 operations this product uses: the one table of them.
 
-Written from `shared/spec/whitebit-api-v4.md` (sections 4, 7 and 8), filled in where it is silent
-by `shared/spec/api-facts.md`. The client and the simulator both read this module, and nothing
-else of each other: they agree because both follow this table.
+Written from the contract in `docs/api.md` (sections 4, 7 and 8), filled in where it is silent
+by that document's section on how the real service behaves. The client and the simulator both
+read this module, and nothing else of each other: they agree because both follow this table.
 
 Each `Operation` says how it is called (method, path, public or private), which rate budget it
 draws from, which body parameters it takes with their bounds, how a validation failure is
@@ -19,7 +19,7 @@ from typing import Final, Literal
 
 API_PREFIX: Final = "/api/v4/"
 
-#: Base addresses of the real service (api-facts.md).
+#: Base addresses of the real service (docs/api.md, "Base addresses").
 GLOBAL_BASE_URL: Final = "https://whitebit.com"
 EU_BASE_URL: Final = "https://whitebit.eu"
 
@@ -188,7 +188,7 @@ INVESTMENT_STATUSES: Final = {1: "active", 2: "closed"}
 PLAN_STATUSES: Final = {1: "active", 2: "no coins left", 3: "inactive", 4: "pause"}
 
 
-# --- The operations (spec section 4, budgets from section 8 and api-facts.md) ---------------
+# --- The operations (docs/api.md section 4, budgets from section 8 and "Rate limits") ------
 
 _LIMIT_100 = Param("limit", int, default=100, minimum=1, maximum=100)
 
@@ -206,7 +206,7 @@ INVESTMENTS_HISTORY: Final = Operation(
     method="POST",
     path="/api/v4/main-account/smart/investments",
     private=True,
-    # main-account/* share one budget of 1000 per 10 s (api-facts.md).
+    # main-account/* share one budget of 1000 per 10 s (docs/api.md, "Rate limits").
     budget=RateBudget("main-account", 1000),
     params=(
         Param("id", str, must_exist=True),
@@ -242,7 +242,7 @@ FUNDING_HISTORY: Final = Operation(
     method="POST",
     path="/api/v4/collateral-account/funding-history",
     private=True,
-    # Not published; "everything else 10000 by default" (api-facts.md).
+    # Not published; "everything else 10000 by default" (docs/api.md, "Rate limits").
     budget=RateBudget("funding-history", 10_000),
     params=(
         Param("market", str, pattern=PERP_MARKET_PATTERN, must_exist=True),
@@ -260,7 +260,7 @@ MAIN_BALANCE: Final = Operation(
     path="/api/v4/main-account/balance",
     private=True,
     budget=RateBudget("main-account", 1000),
-    # An unknown ticker answers a zero balance, not an error (api-facts.md).
+    # An unknown ticker answers a zero balance, not an error (docs/api.md, section 10).
     params=(Param("ticker", str),),
     summary="Main-account balance per ticker",
 )

@@ -1,4 +1,4 @@
-"""A reference implementation of the published signing scheme, written from api-facts.md alone.
+"""A reference implementation of the published signing scheme, written from docs/api.md alone.
 
 Tests sign with it to check the simulator independently of our client, in every variant that
 widely used clients send: key order, nonce as string or integer, ``nonceWindow`` or not.

@@ -1,9 +1,9 @@
 """The stand-in exchange: the API contract made executable, for tests, benchmarks and the demo.
 
-It implements `shared/spec/whitebit-api-v4.md` as strictly as the real service (filled in by
-`shared/spec/api-facts.md`): signed requests, nonces, rate budgets, validation, deterministic data
-from (seed, scale, clock), and switchable faults. It imports `pipeline.spec` and nothing
-else of the client.
+It implements the contract of `docs/api.md` as strictly as the real service (filled in by its
+section on how the real service behaves where the contract is silent): signed requests, nonces,
+rate budgets, validation, deterministic data from (seed, scale, clock), and switchable faults.
+It imports `pipeline.spec` and nothing else of the client.
 """
 
 from ._cli import simulator_command

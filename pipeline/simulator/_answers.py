@@ -1,7 +1,7 @@
 """Every error answer the simulated exchange gives, with the status and body the real one uses.
 
-Bodies are from `shared/spec/api-facts.md`; where it names only a message, the code is the one the
-same family of errors carries (9 for payload problems).
+Bodies are those of `docs/api.md`, "Error responses seen"; where it names only a message, the
+code is the one the same family of errors carries (9 for payload problems).
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def _exists(state: SimulatorState) -> Callable[[spec.Param, Any], bool]:
     return exists
 
 
-# --- Authentication (api-facts.md, "Signing a private request") -----------------------------
+# --- Authentication (docs/api.md, "Signing a private request") -------------------------------
 
 
 def _nonce(value: Any) -> int | None:

@@ -129,7 +129,7 @@ def _uuid(rng: random.Random) -> str:
 
 
 def _dumps(value: Any) -> bytes:
-    # orjson over-allocates its result (~4 KiB each); a copy keeps a million records small.
+    # orjson over-allocates its result; a copy keeps a million records small.
     return bytes(memoryview(orjson.dumps(value)))
 
 

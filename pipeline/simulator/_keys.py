@@ -112,7 +112,8 @@ class KeyStore:
             key.secret = _derive(self._seed, key.role, "secret", key.resets)[:40].encode()
 
     def accept_nonce(self, key: ApiKey, nonce: int, *, window: bool) -> None:
-        """Record the nonce or raise `NonceRejected`, as the exchange does (api-facts.md)."""
+        """Record the nonce or raise `NonceRejected`, as the exchange does (docs/api.md,
+        "Nonce rules")."""
         with self._lock:
             if window:
                 now_ms = int(time.time() * 1000)

@@ -1,8 +1,8 @@
 """The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB.
 
 `AsyncWhiteBIT` has one typed method per operation of `spec`, and two walks that fetch everything
-there is (`walk_funding`, `walk_investments`) or say why they could not. `WhiteBIT` is the same for
-synchronous callers. Failures are the tree in `_errors`.
+there is (`walk_funding`, `walk_investments`) or say why they could not. Failures are the tree in
+`_errors`.
 """
 
 from ._auth import Credentials
@@ -29,7 +29,6 @@ from ._errors import (
 from ._pacing import Pacer
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
-from ._sync import SyncWalk, WhiteBIT
 from ._types import (
     FixedPlan,
     FundingEntry,
@@ -70,7 +69,6 @@ __all__ = [
     "ResponseFormatError",
     "RetryPolicy",
     "ServerError",
-    "SyncWalk",
     "TradingBalance",
     "TransportError",
     "TransportTimeout",
@@ -78,6 +76,5 @@ __all__ = [
     "WalkError",
     "WalkReport",
     "WatcherLink",
-    "WhiteBIT",
     "WhiteBITError",
 ]

@@ -1,4 +1,4 @@
-"""Credentials, nonces and request signing, as `shared/spec/api-facts.md` describes them.
+"""Credentials, nonces and request signing, as `docs/api.md` describes them (section 10).
 
 A private request's body is one compact JSON object: the parameters plus ``request`` (the path)
 and ``nonce``. ``X-TXC-PAYLOAD`` is its Base64, ``X-TXC-SIGNATURE`` the hex HMAC-SHA512 of that

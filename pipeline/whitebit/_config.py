@@ -15,7 +15,8 @@ DEFAULT_BASE_URL: Final = spec.GLOBAL_BASE_URL
 #: Seconds to wait for a connection, a read or a pool slot; a page answers in milliseconds.
 DEFAULT_TIMEOUT_S: Final = 30.0
 
-#: Retries after the first attempt: at a 20% fault rate, eight failures in a row is one in ~2.6M.
+#: Retries after the first attempt: enough that a run of failures outlasting them stays rare
+#: even at a high fault rate.
 DEFAULT_MAX_RETRIES: Final = 8
 #: First backoff; doubled per retry up to the maximum, then jittered down by at most a quarter.
 INITIAL_RETRY_DELAY_S: Final = 0.25
@@ -23,7 +24,7 @@ MAX_RETRY_DELAY_S: Final = 8.0
 #: A ``Retry-After`` longer than this is not believed; the capped backoff is used instead.
 MAX_RETRY_AFTER_S: Final = 60.0
 
-#: Requests in flight at once: on one core the aiohttp transport peaks near 8 (performance-notes).
+#: Requests in flight at once: enough to keep one core of the aiohttp transport busy.
 DEFAULT_MAX_CONCURRENCY: Final = 8
 
 #: Fraction of a budget's rate the pacer allows: the rest (200 requests of 10,000 per 10 s, 0.2 s
@@ -31,8 +32,8 @@ DEFAULT_MAX_CONCURRENCY: Final = 8
 PACING_HEADROOM: Final = 0.98
 #: Most requests the pacer lets through at once before settling to its rate (fewer for a small
 #: budget: burst + rate * period must stay under the budget with room to spare). It is also how
-#: far behind its rate a walk may fall (a busy event loop, a GC pass) and still catch up: a
-#: throttled 1M-row walk kept 97% of the budget with 64, 92-94% with 4 (three pairs of runs).
+#: far behind its rate a walk may fall (a busy event loop, a GC pass) and still catch up, so a
+#: throttled walk keeps close to its budget.
 PACING_BURST: Final = 64
 
 #: A window nonce never runs further than this ahead of the wall clock (the exchange refuses one

@@ -22,7 +22,8 @@ WhiteBITError
 
 Retried errors are retried only for operations that change nothing, except the two answers that
 prove a request never ran (`RateLimitError`, `NonceRejectedError`): see `_retry.py`. The mapping
-follows `shared/spec/api-facts.md`; note that a rejected nonce answers 429, like a rate limit.
+follows `docs/api.md`, "Error responses seen"; note that a rejected nonce answers 429, like a rate
+limit.
 No error text ever carries a secret, a payload or a signature: only the exchange's answer.
 """
 
@@ -214,7 +215,7 @@ def is_error_body(doc: Any) -> bool:
 def error_for_answer(
     operation: spec.Operation, status: int, headers: Mapping[str, str], content: bytes
 ) -> APIStatusError:
-    """The error an answer means (api-facts.md, "Error responses seen from the real service")."""
+    """The error an answer means (docs/api.md, "Error responses seen")."""
     try:
         doc, is_json = orjson.loads(content), True
     except orjson.JSONDecodeError:

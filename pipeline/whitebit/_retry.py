@@ -42,16 +42,21 @@ class RetryPolicy:
         if self.max_retries < 0 or self.initial_delay_s < 0 or self.max_delay_s < 0:
             raise ValueError("retry counts and delays cannot be negative")
 
-    def should_retry(self, operation: spec.Operation, error: BaseException) -> bool:
+    def should_retry(self, operation: spec.Operation, error: BaseException, attempts: int) -> bool:
+        """Whether to try ``operation`` again after ``attempts`` attempts, the last of which
+        raised ``error``. The one place that tells which failures are retried, and how often."""
         if not isinstance(error, APIError) or not error.retryable:
             return False
-        if operation.name in STATE_CHANGING:
-            return isinstance(error, RateLimitError | NonceRejectedError)
-        return True
+        if operation.name in STATE_CHANGING and not isinstance(
+            error, RateLimitError | NonceRejectedError
+        ):
+            return False
+        return attempts <= self.max_retries
 
     def delay(self, retry: int, error: BaseException | None) -> float:
-        """Seconds before retry number ``retry`` (1 for the first): ``Retry-After`` when the
-        answer gave a sane one, else the capped backoff, less up to a quarter of jitter."""
+        """Seconds before retry number ``retry`` (1 for the first), after ``error``:
+        ``Retry-After`` when the answer gave a sane one, else the capped backoff, less up to a
+        quarter of jitter."""
         retry_after = error.retry_after if isinstance(error, APIStatusError) else None
         if retry_after is not None and 0 <= retry_after <= MAX_RETRY_AFTER_S:
             return retry_after

@@ -14,9 +14,16 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pipeline import spec
 
@@ -31,10 +38,23 @@ from ._paging import FundingCursor, OffsetWindow, plausible_time
 from ._report import WalkReport
 from ._types import FundingEntry, FundingPage, Investment, InvestmentsPage
 
-if TYPE_CHECKING:
-    from ._client import AsyncWhiteBIT
-
 T = TypeVar("T")
+
+
+class Caller(Protocol):
+    """What a walk needs of a client: one checked, retried call of an operation, and how many
+    calls it may have in flight. `AsyncWhiteBIT` is one; the walks import no client."""
+
+    max_concurrency: int
+
+    async def call(
+        self,
+        operation: spec.Operation,
+        params: Mapping[str, Any],
+        *,
+        report: WalkReport | None = None,
+    ) -> Any: ...
+
 
 #: (records, their funding times): one batch of a single funding stream.
 _Batch = tuple[list[FundingEntry], list[int | None]]
@@ -120,7 +140,7 @@ class FundingWalk:
 
     def __init__(
         self,
-        client: AsyncWhiteBIT,
+        client: Caller,
         *,
         since: int | None,
         until: int | None,
@@ -131,7 +151,7 @@ class FundingWalk:
         self.markets = list(markets) if markets is not None else None
         op = spec.FUNDING_HISTORY
         limit = op.param("limit").maximum
-        assert limit is not None  # the spec bounds it (api-facts.md: 1..100)
+        assert limit is not None  # the spec bounds it (1..100)
         self.page_size = limit
         self.report = WalkReport(op.name)
         self._started = False
@@ -325,7 +345,7 @@ class InvestmentsWalk:
 
     def __init__(
         self,
-        client: AsyncWhiteBIT,
+        client: Caller,
         *,
         on_window_exceeded: Literal["raise", "report"],
         tickers: list[str],

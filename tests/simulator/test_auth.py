@@ -1,4 +1,5 @@
-"""Authentication exactly as the exchange does it (api-facts.md), over real loopback HTTP."""
+"""Authentication exactly as the exchange does it (docs/api.md, "Signing a private request"),
+over real loopback HTTP."""
 
 from __future__ import annotations
 

@@ -124,11 +124,13 @@ def test_decimals_look_like_real_ones(sim: Simulator) -> None:
 
 def test_balances(sim: Simulator) -> None:
     main = _ok(sim, spec.MAIN_BALANCE, {})
+    assert main == sim.dataset.main_balance
     for balance in main.values():
         _check_shape(balance, spec.MAIN_BALANCE_FIELDS)
     # An unknown ticker is a zero balance, not an error.
     assert _ok(sim, spec.MAIN_BALANCE, {"ticker": "NOPE"}) == {"NOPE": {"main_balance": "0"}}
     trading = _ok(sim, spec.TRADING_BALANCE, {})
+    assert trading
     for balance in trading.values():
         _check_shape(balance, spec.TRADING_BALANCE_FIELDS)
         assert balance != {"available": "0", "freeze": "0"}

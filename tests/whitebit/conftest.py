@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
+from httpx_aiohttp import AiohttpTransport
 
 from pipeline import simulator
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy
@@ -36,6 +38,35 @@ def client(sim: Any, role: str = "partner", **options: Any) -> AsyncWhiteBIT:
     options.setdefault("pacing", False)
     options.setdefault("retry", FAST_RETRIES)
     return AsyncWhiteBIT(creds(sim, role), base_url=sim.url, **options)
+
+
+class Watching(httpx.AsyncBaseTransport):
+    """aiohttp's transport, as the client has it by default, with a look at every request as it
+    goes out and every answer as it comes in (before its body is read). Passed as the client's
+    ``transport``, it sees the traffic on the path production takes."""
+
+    def __init__(
+        self,
+        on_request: Callable[[httpx.Request], Awaitable[None]] | None = None,
+        on_response: Callable[[httpx.Request, httpx.Response], Awaitable[None]] | None = None,
+    ) -> None:
+        self.inner = AiohttpTransport()
+        self.on_request = on_request
+        self.on_response = on_response
+        #: Every request sent, in order.
+        self.sent: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        if self.on_request is not None:
+            await self.on_request(request)
+        response = await self.inner.handle_async_request(request)
+        if self.on_response is not None:
+            await self.on_response(request, response)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Every error class: the status and body mapping (api-facts.md), then each one end to end."""
+"""Every error class: the status and body mapping (docs/api.md, "Error responses seen"), then
+each one end to end."""
 
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ from pipeline.whitebit import (
     ValidationError,
 )
 from pipeline.whitebit import _auth as auth
-from tests.whitebit.conftest import client, creds, raises
+from tests.whitebit.conftest import Watching, client, creds, raises
 
 HTML_429 = b"<html><head><title>429 Too Many Requests</title></head></html>"
 HTML_503 = b"<html><head><title>503 Service Unavailable</title></head></html>"
 
-# (status, body, error class) for every row of api-facts.md's table of errors, and more.
+# (status, body, error class) for every row of the table in docs/api.md, "Error responses
+# seen", and more.
 ANSWERS = [
     (429, b'{"code":0,"errors":{},"message":"Too many requests."}', NonceRejectedError),
     (
@@ -153,18 +155,6 @@ def test_retry_after_is_honoured() -> None:
             return time.monotonic() - started
 
     assert asyncio.run(main()) >= 0.3
-
-
-def test_retry_delays_back_off_exponentially_within_the_cap() -> None:
-    policy = RetryPolicy(initial_delay_s=0.25, max_delay_s=8.0)
-    for retry, full in [(1, 0.25), (2, 0.5), (3, 1.0), (6, 8.0), (9, 8.0)]:
-        delays = {policy.delay(retry, None) for _ in range(50)}
-        assert all(0.75 * full <= d <= full for d in delays)
-        assert len(delays) > 1  # jittered
-    limited = RateLimitError("x", operation=spec.HEDGE_MODE, status_code=429, retry_after=2.5)
-    assert policy.delay(1, limited) == 2.5
-    absurd = RateLimitError("x", operation=spec.HEDGE_MODE, status_code=429, retry_after=3600)
-    assert policy.delay(1, absurd) <= 0.25
 
 
 # --- each class, end to end against the simulator ------------------------------------------
@@ -401,18 +391,16 @@ def test_a_refused_connection_is_a_transport_error_not_a_timeout() -> None:
 
 
 def test_errors_name_the_operation_and_never_the_payload(sim: Simulator) -> None:
-    seen: list[httpx.Request] = []
-
-    async def keep(request: httpx.Request) -> None:
-        seen.append(request)
+    watch = Watching()
 
     async def main() -> None:
-        async with client(sim, event_hooks={"request": [keep]}) as c:
+        async with client(sim, transport=watch) as c:
             with raises(ValidationError) as info:
                 await c.investments_history(ticker="NOPE")
         text = str(info.value)
         assert text.startswith("investments_history /api/v4/main-account/smart/investments:")
-        for request in seen:
+        assert len(watch.sent) == 1
+        for request in watch.sent:
             assert request.headers["X-TXC-PAYLOAD"] not in text
             assert request.headers["X-TXC-SIGNATURE"] not in text
 

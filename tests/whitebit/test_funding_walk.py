@@ -19,7 +19,7 @@ from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError
 from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
 from pipeline.whitebit._paging import FundingCursor, funding_times
-from tests.whitebit.conftest import client, collect, raises
+from tests.whitebit.conftest import Watching, client, collect, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
 ROUND_S = 8 * 3600
@@ -132,15 +132,14 @@ def test_new_entries_mid_walk_cause_no_repeat_and_no_gap(own_sim: Simulator) -> 
         if request.url.path == FUNDING and _offset(request) == 99 and not answered.count(99):
             await asyncio.sleep(0.1)
 
-    async def on_answer(response: httpx.Response) -> None:
-        offset = _offset(response.request)
+    async def on_answer(request: httpx.Request, response: httpx.Response) -> None:
+        offset = _offset(request)
         if offset in (198, 495) and offset not in answered:
             own_sim.clock.advance(ROUND_S)
         answered.append(offset)
 
     async def main() -> None:
-        hooks = {"request": [hold_back], "response": [on_answer]}
-        async with client(own_sim, event_hooks=hooks) as c:
+        async with client(own_sim, transport=Watching(hold_back, on_answer)) as c:
             walk = c.walk_funding()
             rows = await collect(walk)
         assert rows == truth
@@ -155,12 +154,12 @@ def test_more_than_a_page_arriving_mid_walk(own_sim: Simulator) -> None:
     truth = own_sim.dataset.funding.newest_first()
     rounds = 3 * 100 // 7  # ~300 new entries: three pages' worth
 
-    async def on_answer(response: httpx.Response) -> None:
-        if _offset(response.request) == 0:
+    async def on_answer(request: httpx.Request, response: httpx.Response) -> None:
+        if _offset(request) == 0:
             own_sim.clock.advance(rounds * ROUND_S)
 
     async def main() -> None:
-        async with client(own_sim, event_hooks={"response": [on_answer]}) as c:
+        async with client(own_sim, transport=Watching(on_response=on_answer)) as c:
             walk = c.walk_funding()
             rows = await collect(walk)
         assert rows == truth
@@ -174,13 +173,13 @@ def test_per_market_walks_hold_while_entries_arrive(own_sim: Simulator) -> None:
     markets = sorted(own_sim.dataset.funding.market_names)
     count = [0]
 
-    async def on_answer(response: httpx.Response) -> None:
+    async def on_answer(request: httpx.Request, response: httpx.Response) -> None:
         count[0] += 1
         if count[0] % 3 == 0:
             own_sim.clock.advance(ROUND_S)
 
     async def main() -> None:
-        async with client(own_sim, event_hooks={"response": [on_answer]}) as c:
+        async with client(own_sim, transport=Watching(on_response=on_answer)) as c:
             assert await collect(c.walk_funding(markets=markets)) == truth
 
     asyncio.run(main())

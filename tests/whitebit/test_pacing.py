@@ -16,7 +16,7 @@ from pipeline.whitebit import Pacer, RateLimitError, WalkReport
 from pipeline.whitebit._auth import NonceSource
 from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
 from tests.conftest import FROZEN_AT
-from tests.whitebit.conftest import FAST_RETRIES, client, collect
+from tests.whitebit.conftest import FAST_RETRIES, Watching, client, collect
 
 FUNDING_GROUP = spec.FUNDING_HISTORY.budget.group
 
@@ -122,12 +122,12 @@ def test_concurrency_is_bounded(sim: Simulator) -> None:
         most[0] = max(most[0], in_flight[0])
         await asyncio.sleep(0.005)
 
-    async def answered(response: httpx.Response) -> None:
+    async def answered(request: httpx.Request, response: httpx.Response) -> None:
         in_flight[0] -= 1
 
     async def main() -> None:
-        hooks = {"request": [sent], "response": [answered]}
-        async with client(sim, max_concurrency=3, event_hooks=hooks) as c:
+        watch = Watching(on_request=sent, on_response=answered)
+        async with client(sim, max_concurrency=3, transport=watch) as c:
             await asyncio.gather(*(c.hedge_mode() for _ in range(30)))
             await collect(c.walk_funding())
 

@@ -1,5 +1,6 @@
-"""Retries under each fault switch of the simulator, bounded, re-signed, and never for a write
-that may have run."""
+"""Retries: the policy's two decisions (whether to try again, after how long) case by case, then
+each fault switch of the simulator end to end: bounded, re-signed, and never for a write that
+may have run."""
 
 from __future__ import annotations
 
@@ -15,16 +16,118 @@ from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import (
     APIError,
+    APIStatusError,
+    AuthenticationError,
+    NonceRejectedError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    ResponseFormatError,
     RetryPolicy,
     ServerError,
+    TransportError,
     TransportTimeout,
     ValidationError,
     WalkReport,
 )
-from tests.whitebit.conftest import client, raises
+from tests.whitebit.conftest import Watching, client, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
 RETRIED = [f for f in Fault if f is not Fault.SLOW]
+READ = spec.FUNDING_HISTORY
+WRITE = spec.RESET_SUBACCOUNT_KEY
+POLICY = RetryPolicy(max_retries=3, initial_delay_s=0.25, max_delay_s=8.0)
+
+
+def _rate_limited(retry_after: float | None = None) -> RateLimitError:
+    return RateLimitError("x", operation=READ, status_code=429, retry_after=retry_after)
+
+
+def _error(kind: type[APIError]) -> APIError:
+    """A failure of ``kind``, as the client would raise it."""
+    if kind is ResponseFormatError:
+        return ResponseFormatError(operation=READ, field="f", reason="r", body_excerpt="")
+    if issubclass(kind, APIStatusError):
+        return kind("x", operation=READ, status_code=429)
+    return kind("x", operation=READ)
+
+
+# --- the policy alone: which failures are tried again, and after how long --------------------
+
+RETRIED_KINDS = [
+    RateLimitError,
+    NonceRejectedError,
+    ServerError,
+    TransportError,
+    TransportTimeout,
+    ResponseFormatError,
+]
+
+
+@pytest.mark.parametrize("kind", RETRIED_KINDS, ids=lambda k: k.__name__)
+def test_a_retried_failure_of_a_read_is_tried_again_up_to_the_budget(
+    kind: type[APIError],
+) -> None:
+    error = _error(kind)
+    assert [POLICY.should_retry(READ, error, n) for n in (1, 2, 3, 4)] == [True] * 3 + [False]
+    assert not RetryPolicy(max_retries=0).should_retry(READ, error, 1)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [ValidationError, AuthenticationError, PermissionDeniedError, NotFoundError, APIStatusError],
+    ids=lambda k: k.__name__,
+)
+def test_an_answer_that_would_not_change_is_not_tried_again(kind: type[APIError]) -> None:
+    assert not POLICY.should_retry(READ, _error(kind), 1)
+
+
+def test_what_is_not_the_exchanges_failure_is_not_tried_again() -> None:
+    assert not POLICY.should_retry(READ, ValueError("a bug"), 1)
+    assert not POLICY.should_retry(READ, asyncio.CancelledError(), 1)
+
+
+@pytest.mark.parametrize(
+    ("kind", "again"),
+    [
+        (RateLimitError, True),  # refused by the gateway: the reset never ran
+        (NonceRejectedError, True),  # refused before the action
+        (ServerError, False),  # may have come after the reset was done
+        (TransportError, False),
+        (TransportTimeout, False),
+        (ResponseFormatError, False),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_a_key_reset_is_tried_again_only_after_an_answer_that_proves_it_never_ran(
+    kind: type[APIError], again: bool
+) -> None:
+    error = _error(kind)
+    assert POLICY.should_retry(WRITE, error, 1) is again
+    assert not POLICY.should_retry(WRITE, error, POLICY.max_retries + 1)
+
+
+@pytest.mark.parametrize(("retry", "full"), [(1, 0.25), (2, 0.5), (3, 1.0), (6, 8.0), (9, 8.0)])
+def test_the_delay_backs_off_exponentially_within_the_cap_with_jitter(
+    retry: int, full: float
+) -> None:
+    delays = {POLICY.delay(retry, None) for _ in range(50)}
+    assert all(0.75 * full <= d <= full for d in delays)
+    assert len(delays) > 1  # jittered
+    assert all(0.75 * full <= POLICY.delay(retry, _error(ServerError)) <= full for _ in range(9))
+
+
+@pytest.mark.parametrize("seconds", [0.0, 2.5, 60.0])
+def test_the_delay_is_a_sane_retry_after(seconds: float) -> None:
+    assert POLICY.delay(1, _rate_limited(seconds)) == seconds
+
+
+@pytest.mark.parametrize("seconds", [3600.0, -1.0])
+def test_an_absurd_retry_after_is_ignored_for_the_backoff(seconds: float) -> None:
+    assert 0.75 * 0.25 <= POLICY.delay(1, _rate_limited(seconds)) <= 0.25
+
+
+# --- against the simulator -------------------------------------------------------------------
 
 
 def _nonces(requests: list[httpx.Request]) -> list[str]:
@@ -34,22 +137,19 @@ def _nonces(requests: list[httpx.Request]) -> list[str]:
 @pytest.mark.parametrize("fault", RETRIED, ids=lambda f: f.value)
 def test_each_fault_is_retried_with_a_fresh_nonce(own_sim: Simulator, fault: Fault) -> None:
     own_sim.faults.script([fault, fault], paths=[FUNDING])
-    sent: list[httpx.Request] = []
-
-    async def keep(request: httpx.Request) -> None:
-        sent.append(request)
+    watch = Watching()
 
     async def main() -> None:
         report = WalkReport("test")
-        async with client(own_sim, event_hooks={"request": [keep]}) as c:
+        async with client(own_sim, transport=watch) as c:
             page = await c.call(spec.FUNDING_HISTORY, {"limit": 10}, report=report)
         assert page["records"] == own_sim.dataset.funding.newest_first()[:10]
         assert report.retries == 2
         assert report.rate_limited == (2 if fault is Fault.GATEWAY_429 else 0)
 
     asyncio.run(main())
-    assert len(sent) == 3
-    assert len(set(_nonces(sent))) == 3
+    assert len(watch.sent) == 3
+    assert len(set(_nonces(watch.sent))) == 3
     assert own_sim.faults.injected[fault] == 2
 
 

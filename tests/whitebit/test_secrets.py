@@ -5,26 +5,21 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import httpx
 import pytest
 
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import ServerError
-from tests.whitebit.conftest import client, raises
+from tests.whitebit.conftest import Watching, client, raises
 
 
 def test_debug_logs_redact_the_signing_headers(
     own_sim: Simulator, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sent: list[httpx.Request] = []
-
-    async def keep(request: httpx.Request) -> None:
-        sent.append(request)
-
+    watch = Watching()
     own_sim.faults.script([Fault.HTTP_503])
 
     async def main() -> None:
-        async with client(own_sim, event_hooks={"request": [keep]}) as c:
+        async with client(own_sim, transport=watch) as c:
             await c.main_balance()
             await c.funding_history(limit=3)
 
@@ -34,7 +29,8 @@ def test_debug_logs_redact_the_signing_headers(
     assert "'x-txc-payload': '[redacted]'" in ours
     assert "'x-txc-signature': '[redacted]'" in ours
     assert "retrying" in ours  # the 503 was retried, and said so
-    for request in sent:
+    assert len(watch.sent) == 3  # the 503, its retry, and the funding page
+    for request in watch.sent:
         assert request.headers["X-TXC-PAYLOAD"] not in caplog.text
         assert request.headers["X-TXC-SIGNATURE"] not in caplog.text
         assert request.headers["X-TXC-APIKEY"] not in caplog.text  # shortened, not whole
