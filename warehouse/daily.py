@@ -57,7 +57,6 @@ from typing import Any, BinaryIO, Final
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from warehouse import normalize, parquet, schemas
 from warehouse.normalize import Batch
@@ -81,7 +80,7 @@ WRITER_NICENESS: Final = 5
 #: A message down the pipe: its kind (one byte) and its body's length, then the body. Framed by
 #: hand: `multiprocessing.connection` would block the event loop, and asyncio has no framing.
 _HEADER: Final = "!cQ"
-_START, _TAKE, _TAKE_ARROW, _FINISH = b"s", b"t", b"a", b"f"
+_START, _TAKE, _FINISH = b"s", b"t", b"f"
 
 
 class FewerRowsRefused(RuntimeError):
@@ -195,7 +194,7 @@ class DailyFunding:
         self._current = self._days[-1]
         self._stopped = threading.Event()
 
-    def take(self, records: list[Any] | pa.StructArray) -> Callable[[], Progress]:
+    def take(self, records: list[Any]) -> Callable[[], Progress]:
         """Normalize a chunk of records; what writes every day it completes (call it: the writer
         process calls it on its partition thread, while it normalizes the next chunk)."""
         progress, due = Progress(), list[tuple[date, _Day]]()
@@ -360,11 +359,7 @@ class FundingWriter:
 
     async def take(self, records: list[Any]) -> list[Progress]:
         replies = await self._replies(until=CHUNKS_IN_FLIGHT - 1)
-        struct = normalize.funding_strings(records)
-        if struct is None:  # JSON values as the API sent them: JSON keeps them exact too
-            self._post(_TAKE, orjson.dumps(records))
-        else:
-            self._post(_TAKE_ARROW, _arrow_bytes(struct))
+        self._post(_TAKE, orjson.dumps(records))
         return replies
 
     async def finish(self) -> list[Progress]:
@@ -434,21 +429,6 @@ class FundingWriter:
                 self._process.wait()
 
 
-def _arrow_bytes(struct: pa.StructArray) -> bytes:
-    batch = pa.RecordBatch.from_struct_array(struct)
-    sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, batch.schema) as stream:
-        stream.write_batch(batch)
-    return bytes(sink.getvalue())
-
-
-def _chunk(kind: bytes, body: bytes) -> list[Any] | pa.StructArray:
-    """A chunk's records as they were sent: JSON values, or Arrow's struct of strings."""
-    if kind == _TAKE_ARROW:
-        return ipc.open_stream(body).read_next_batch().to_struct_array()
-    return orjson.loads(body)
-
-
 def _messages(down: BinaryIO) -> Iterator[tuple[bytes, bytes]]:
     """The messages from the parent, until its end of the pipe closes (or it dies mid-message)."""
     size = struct.calcsize(_HEADER)
@@ -507,7 +487,7 @@ def _serve(down: BinaryIO, up: Connection) -> None:
                     writer = _started(orjson.loads(body))
                     continue
                 assert writer is not None, "the writer got a chunk before it was started"
-                job = writer.finish() if kind == _FINISH else writer.take(_chunk(kind, body))
+                job = writer.finish() if kind == _FINISH else writer.take(orjson.loads(body))
             except Exception as exc:
                 # Answered after the chunks before it, which are written first.
                 partitions.submit(answer, ("error", _noted(exc)))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import daily, normalize, parquet
+from warehouse import daily, parquet
 
 DAY = date(2026, 9, 1)
 
@@ -31,7 +31,6 @@ def _record(market: str, amount: str) -> dict[str, str]:
 def test_records_cross_the_pipe_exactly(tmp_path: Path) -> None:
     # 18 decimal places and odd text survive the pipe between the processes unchanged.
     records = [_record("BTC_PERP", "-0.000000000000000001"), _record("ÉTH_PERP", "1")]
-    assert normalize.funding_strings(records) is not None  # they cross as Arrow
     extracted = datetime(2026, 9, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
     async def load() -> list[daily.Progress]:
@@ -53,7 +52,6 @@ def test_a_chunk_arrow_cannot_hold_crosses_as_json_and_is_rejected_as_sent(
 ) -> None:
     number = {**_record("BTC_PERP", "1"), "fundingRate": 0.0001}  # a JSON number, not a string
     records = [_record("ETH_PERP", "2"), number]
-    assert normalize.funding_strings(records) is None
 
     async def load() -> list[daily.Progress]:
         async with daily.FundingWriter(tmp_path, days=[DAY], extracted_at=datetime.now(UTC)) as w:
