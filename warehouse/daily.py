@@ -4,8 +4,8 @@
 lists them), normalizes each chunk, splits it by the ``funding_date`` the warehouse gives each
 row, and replaces a day's partition as soon as the day is complete: every day but the oldest in
 hand is, since the walk is newest first. Memory holds the chunks in flight (at most
-`CHUNKS_IN_FLIGHT`) and one unfinished day, whatever the length of the range. It is plain
-in-process logic; nothing in it knows about processes.
+`CHUNKS_IN_FLIGHT`) and one unfinished day, whatever the length of the range. It works in any
+process: no pipe, no thread (the tests run it in theirs).
 
 A rewrite never silently loses payments the warehouse already holds: when the exchange lists
 fewer of a day's payments than its partition has, it stops and says which are missing
@@ -21,8 +21,6 @@ instead of sharing one GIL with it:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
   with a `Progress`, or with the error the writer raised (pickled, with its note).
 - The walk waits only when `CHUNKS_IN_FLIGHT` chunks are unanswered.
-- In the writer, one thread normalizes a chunk while another writes the days of the one before:
-  pyarrow's encoding and the fsyncs leave the GIL.
 
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
 old or new. The writer stops when its parent's end of the pipe closes before the finish (the load
@@ -43,11 +41,10 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from functools import partial
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any, Final
@@ -88,8 +85,8 @@ class DayOrderError(RuntimeError):
 
 
 class LoadAbandoned(RuntimeError):
-    """The load was abandoned (stopped, or the process that started it is gone): no partition
-    more is written."""
+    """The load was abandoned (its pipe ended before the finish, or the process that started it
+    is gone): no partition more is written."""
 
 
 class WriterDied(RuntimeError):
@@ -167,13 +164,12 @@ def _missing_keys(root: Root, day: date, rows: pa.Table) -> list[tuple[object, .
 
 class DailyFunding:
     """Replaces the funding partition of each day of ``days`` from a newest-first stream of
-    records (see the module's text). `take` and `finish` normalize and check at once, and
-    return what writes the days they completed; every day of ``days`` is replaced once all of
-    those have run, emptied when the exchange held nothing for it (unless the warehouse held
-    payments there: see `FewerRowsRefused`).
+    records (see the module's text). `take` and `finish` write the days they complete; every
+    day of ``days`` is replaced once `finish` has run, emptied when the exchange held nothing
+    for it (unless the warehouse held payments there: see `FewerRowsRefused`).
 
     ``parent``: the pid of the process the load belongs to; once it is gone, writes raise
-    `LoadAbandoned`, as they do after `stop`.
+    `LoadAbandoned`.
     """
 
     def __init__(
@@ -197,12 +193,10 @@ class DailyFunding:
         self._held: tuple[date, _Day] | None = None
         # Unreadable times before any readable one go to the range's newest day.
         self._current = self._days[-1]
-        self._stopped = threading.Event()
 
-    def take(self, records: object) -> Callable[[], Progress]:
-        """Normalize a chunk of records (the JSON array as parsed); what writes every day it
-        completes (the writer process calls it on its partition thread, while it normalizes
-        the next chunk)."""
+    def take(self, records: object) -> Progress:
+        """Normalize a chunk of records (the JSON array as parsed) and write every day it
+        completes."""
         progress, due = Progress(), list[tuple[date, _Day]]()
         batch = normalize.normalize_funding_history(
             records, extracted_at=self._extracted_at, partition_for_rejects=self._current
@@ -231,17 +225,16 @@ class DailyFunding:
             self._held = (ordered[-1], parts[ordered[-1]])
         if self._held is not None:
             self._current = self._held[0]
-        return partial(self._write, due, progress)
+        return self._write(due, progress)
 
-    def finish(self) -> Callable[[], Progress]:
-        """What writes the day in hand, and empties every day of the range the walk had nothing
-        for."""
+    def finish(self) -> Progress:
+        """Write the day in hand, and empty every day of the range the walk had nothing for."""
         due = []
         if self._held is not None:
             due.append(self._complete(*self._held))
             self._held = None
         due += [self._complete(day, _Day()) for day in self._days if day not in self._finished]
-        return partial(self._write, due, Progress())
+        return self._write(due, Progress())
 
     def _complete(self, day: date, gathered: _Day) -> tuple[date, _Day]:
         if day not in self._wanted:
@@ -251,10 +244,6 @@ class DailyFunding:
             )
         self._finished.add(day)
         return day, gathered
-
-    def stop(self) -> None:
-        """Write no partition more (the load was abandoned): the one being written finishes."""
-        self._stopped.set()
 
     def _write(self, due: list[tuple[date, _Day]], progress: Progress) -> Progress:
         for day, gathered in due:
@@ -278,8 +267,6 @@ class DailyFunding:
                 f"as it was.{rejected} If the exchange really removed them, rerun with "
                 "allow_fewer_rows."
             )
-        if self._stopped.is_set():
-            raise LoadAbandoned(f"funding_history {day}: not written, the load was abandoned")
         if self._parent is not None and os.getppid() != self._parent:
             # Orphaned: the run that started it is gone, and a rerun may be writing.
             raise LoadAbandoned(f"funding_history {day}: not written, the load's process is gone")
@@ -478,55 +465,40 @@ def _started(start: dict[str, Any]) -> DailyFunding:
 def serve(down: Connection, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it.
 
-    This thread reads and normalizes each chunk; a second one writes its days and then answers
-    it, so that a chunk is normalized while the one before is written. Answers go up in the
-    order of the chunks, each once its days are written. Raises `LoadAbandoned` when the pipe
-    ends before the finish (the load was abandoned, or its process died): the write in progress
-    finishes, no other begins.
+    Each chunk is normalized and its complete days written, then answered, in the order the
+    chunks came. Raises `LoadAbandoned` when the pipe ends before the finish (the load was
+    abandoned, or its process died): the write in progress finishes, no other begins.
     """
     writer: DailyFunding | None = None
-    failed = threading.Event()
-
-    def answer(reply: tuple[str, object]) -> None:
+    while True:
         try:
-            try:
-                up.send(reply)
-            except (TypeError, AttributeError, pickle.PicklingError):
-                up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
-        except OSError:
-            failed.set()  # the parent is gone: nobody to tell
-
-    def write(job: Callable[[], Progress]) -> None:
-        if failed.is_set():
-            return
+            kind, body = orjson.loads(down.recv_bytes())
+        except EOFError:
+            raise LoadAbandoned(
+                "the load ended before its finish: no partition more was written"
+            ) from None
         try:
-            answer(("ok", job()))
+            if kind == _START:
+                writer = _started(body)
+                continue
+            assert writer is not None, "the writer got a chunk before it was started"
+            progress = writer.finish() if kind == _FINISH else writer.take(body)
         except Exception as exc:  # every error goes back to the parent, whole
-            failed.set()
-            answer(("error", _noted(exc)))
+            _answer(up, ("error", _noted(exc)))
+            return
+        _answer(up, ("ok", progress))
+        if kind == _FINISH:
+            return
 
-    with ThreadPoolExecutor(1, thread_name_prefix="funding-partitions") as partitions:
-        while True:
-            try:
-                kind, body = orjson.loads(down.recv_bytes())
-            except EOFError:
-                break
-            try:
-                if kind == _START:
-                    writer = _started(body)
-                    continue
-                assert writer is not None, "the writer got a chunk before it was started"
-                job = writer.finish() if kind == _FINISH else writer.take(body)
-            except Exception as exc:
-                # Answered after the chunks before it, which are written first.
-                partitions.submit(answer, ("error", _noted(exc)))
-                return
-            partitions.submit(write, job)
-            if kind == _FINISH or failed.is_set():
-                return
-        if writer is not None:
-            writer.stop()
-    raise LoadAbandoned("the load ended before its finish: no partition more was written")
+
+def _answer(up: Connection, reply: tuple[str, object]) -> None:
+    try:
+        try:
+            up.send(reply)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+    except OSError:
+        pass  # the parent is gone: nobody to tell, and the next read finds the pipe's end
 
 
 def _noted(exc: Exception) -> Exception:

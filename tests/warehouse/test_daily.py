@@ -52,31 +52,31 @@ def loader(
 
 def test_a_day_is_written_once_complete_and_a_day_spanning_chunks_whole(root: Path) -> None:
     funding = loader(root, [D2, D3, D4])
-    first = funding.take([at(D4, 8), at(D3, 16, "ETH_PERP")])()
+    first = funding.take([at(D4, 8), at(D3, 16, "ETH_PERP")])
     assert [(d.day, d.rows) for d in first.days] == [(D4, 1)]
     assert (first.received, first.duplicates) == (2, 0)
     assert markets(root, D3) is None  # D3 may go on in the next chunk
-    second = funding.take([at(D3, 8), at(D2, 8)])()
+    second = funding.take([at(D3, 8), at(D2, 8)])
     assert [(d.day, d.rows) for d in second.days] == [(D3, 2)]
     assert markets(root, D3) == ["BTC_PERP", "ETH_PERP"]
     assert markets(root, D2) is None
-    last = funding.finish()()
+    last = funding.finish()
     assert [(d.day, d.rows) for d in last.days] == [(D2, 1)]
     assert markets(root, D2) == ["BTC_PERP"]
 
 
 def test_every_day_of_the_range_is_replaced_those_without_records_emptied(root: Path) -> None:
     funding = loader(root, [D1, D2, D3, D4])
-    assert funding.take([at(D3, 8)])().days == []
-    finished = funding.finish()()
+    assert funding.take([at(D3, 8)]).days == []
+    finished = funding.finish()
     assert [(d.day, d.rows) for d in finished.days] == [(D3, 1), (D1, 0), (D2, 0), (D4, 0)]
     assert [markets(root, day) for day in (D1, D2, D3, D4)] == [[], [], ["BTC_PERP"], []]
 
 
 def test_rejects_go_into_their_day_with_the_rows(root: Path) -> None:
     funding = loader(root, [D4])
-    funding.take([at(D4, 8), at(D4, 9, fundingAmount="1e5")])()
-    [write] = funding.finish()().days
+    funding.take([at(D4, 8), at(D4, 9, fundingAmount="1e5")])
+    [write] = funding.finish().days
     assert (write.day, write.rows, write.rejected) == (D4, 1, 1)
     assert write.reasons == ("fundingAmount: not a decimal number",)
 
@@ -90,7 +90,7 @@ def test_a_newer_day_after_an_older_one_is_an_order_error(root: Path) -> None:
 
 def test_a_day_that_begins_again_after_it_was_written_is_an_order_error(root: Path) -> None:
     funding = loader(root, [D3, D4])
-    funding.take([at(D4, 8), at(D3, 8)])()
+    funding.take([at(D4, 8), at(D3, 8)])
     with pytest.raises(DayOrderError, match=f"{D4} began again after it was written"):
         funding.take([at(D4, 9)])
 
@@ -103,27 +103,17 @@ def test_a_day_outside_the_range_is_an_order_error(root: Path) -> None:
 
 def test_fewer_payments_than_the_partition_holds_are_refused_unless_allowed(root: Path) -> None:
     first = loader(root, [D4])
-    first.take([at(D4, 8), at(D4, 8, "ETH_PERP")])()
-    first.finish()()
+    first.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
+    first.finish()
     again = loader(root, [D4])
-    again.take([at(D4, 8)])()
-    write = again.finish()
+    again.take([at(D4, 8)])
     with pytest.raises(FewerRowsRefused, match=r"no longer lists 1 payment\(s\).*'ETH_PERP'"):
-        write()
+        again.finish()
     assert markets(root, D4) == ["BTC_PERP", "ETH_PERP"]  # left as it was
     allowed = loader(root, [D4], allow_fewer_rows=True)
-    allowed.take([at(D4, 8)])()
-    allowed.finish()()
+    allowed.take([at(D4, 8)])
+    allowed.finish()
     assert markets(root, D4) == ["BTC_PERP"]
-
-
-def test_no_partition_is_written_once_the_load_is_stopped(root: Path) -> None:
-    funding = loader(root, [D3, D4])
-    write = funding.take([at(D4, 8), at(D3, 8)])
-    funding.stop()
-    with pytest.raises(LoadAbandoned, match="abandoned"):
-        write()
-    assert markets(root, D4) is None
 
 
 def test_no_partition_is_written_once_the_parent_is_gone(root: Path) -> None:
@@ -131,7 +121,7 @@ def test_no_partition_is_written_once_the_parent_is_gone(root: Path) -> None:
     funding = loader(root, [D4], parent=os.getpid())
     funding.take([at(D4, 8)])
     with pytest.raises(LoadAbandoned, match="process is gone"):
-        funding.finish()()
+        funding.finish()
     assert markets(root, D4) is None
 
 
@@ -195,8 +185,8 @@ def test_a_record_of_another_json_type_crosses_as_sent_and_is_rejected(root: Pat
 
 def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) -> None:
     held = loader(root, [D4])
-    held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])()
-    held.finish()()
+    held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
+    held.finish()
     with pytest.raises(FewerRowsRefused, match="no longer lists 1 payment") as raised:
         run(root, [[at(D4, 8)]])
     assert "in the funding writer process" in "\n".join(raised.value.__notes__)
