@@ -1,10 +1,11 @@
 """Funding records into daily partitions, in a process of its own beside the walk.
 
 `DailyFunding` takes the records of a funding walk in chunks, newest first (the order the API
-lists them), normalizes each chunk (vectorized), splits it by the ``funding_date`` the warehouse
-gives each row, and replaces a day's partition as soon as the day is complete: every day but the
-oldest in hand is, since the walk is newest first. Memory holds the chunks in flight (at most
-`CHUNKS_IN_FLIGHT`) and one unfinished day, whatever the length of the range.
+lists them), normalizes each chunk, splits it by the ``funding_date`` the warehouse gives each
+row, and replaces a day's partition as soon as the day is complete: every day but the oldest in
+hand is, since the walk is newest first. Memory holds the chunks in flight (at most
+`CHUNKS_IN_FLIGHT`) and one unfinished day, whatever the length of the range. It works in any
+process: no pipe, no thread (the tests run it in theirs).
 
 A rewrite never silently loses payments the warehouse already holds: when the exchange lists
 fewer of a day's payments than its partition has, it stops and says which are missing
@@ -12,52 +13,45 @@ fewer of a day's payments than its partition has, it stops and says which are mi
 
 `FundingWriter` runs a `DailyFunding` in a child process (``python -m warehouse.daily``), so that
 normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
-instead of sharing one GIL with it. Measured on a throttled 1M-row backfill: ~60% of the budget in
-one process; ~80-86% with the writer fed through `multiprocessing.connection`; 88-97% as now
-(96% in the last `make bench`; the rest of the spread is this noisy VM).
-- Chunks go down the pipe as Arrow (IPC) when Arrow holds them exactly (every record exactly the
-  funding fields, all strings: `normalize.funding_strings`), else as JSON. The writer reads Arrow
-  for nothing: it normalized 1M records in ~2 s from Arrow, ~5.3 s from JSON (parsed back into
-  Python objects first). Building the struct costs the walk's process ~0.85 s more than orjson.
-- They go through an asyncio pipe transport, so the walk never waits for the writer to read one
-  (the writer takes ~0.5-1 s to start); it waits only when `CHUNKS_IN_FLIGHT` are unanswered.
-- Each comes back (pickled, through `multiprocessing.connection`) as a `Progress`, or as the error
-  the writer raised.
-- In the writer, one thread normalizes a chunk while another writes the days of the one before
-  (end to end ~25% faster: pyarrow's encoding and the fsyncs leave the GIL).
-- The writer runs at a lower priority than the walk: when both want a core, the paced walk keeps
-  its pace and the writer catches up from the chunks in hand.
-- The writer never holds an API credential: it sees records, not requests.
+instead of sharing one GIL with it:
+
+- The child is a `subprocess.Popen` with an explicit environment, without the ``WHITEBIT_API_*``
+  variables: the writer sees records, never a credential.
+- Parent and child talk over two one-way pipes, each end a `multiprocessing.connection.Connection`:
+  chunks go down as JSON (the records as the client parsed them), each answered back in order
+  with a `Progress`, or with the error the writer raised (pickled, with its note).
+- The walk waits only when `CHUNKS_IN_FLIGHT` chunks are unanswered.
 
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
-old or new. The writer exits when its parent's end of the pipe closes, and checks before each
-partition write that its parent is still alive, so a writer orphaned by a SIGKILLed run never
-writes after a rerun began (at most the write it was in finishes). A writer that dies makes the
-load fail with `WriterDied`, naming how it ended.
+old or new. The writer stops when its parent's end of the pipe closes before the finish (the load
+was abandoned, or its process died), and checks before each partition write that its parent is
+still alive, so a writer orphaned by a SIGKILLed run never writes after a rerun began (at most
+the write it was in finishes): `DailyFunding` raises `LoadAbandoned`, and the process ends with
+`ABANDONED_EXIT_STATUS`. A writer that dies makes the load fail with `WriterDied`, naming how it
+ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
-import struct
 import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from functools import partial
+from multiprocessing import Pipe
 from multiprocessing.connection import Connection
-from typing import Any, BinaryIO, Final
+from typing import Any, Final
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from warehouse import normalize, parquet, schemas
 from warehouse.normalize import Batch
@@ -66,7 +60,7 @@ from warehouse.settings import warehouse_root
 
 FUNDING: Final = schemas.FUNDING_HISTORY
 #: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
-#: the writer starts (~0.5-1 s) or lags, few enough to keep memory flat (~1 MB of JSON each).
+#: the writer starts or lags, few enough to keep memory flat.
 CHUNKS_IN_FLIGHT: Final = 16
 #: How the writer process is started (the kill tests start it through their own hooks).
 WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.daily"]
@@ -76,12 +70,10 @@ WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
 REASONS_PER_DAY: Final = 5
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
 WRITER_EXIT_TIMEOUT_S: Final = 120.0
-#: How much lower the writer's scheduling priority is than the walk's (see `main`).
-WRITER_NICENESS: Final = 5
-#: A message down the pipe: its kind (one byte) and its body's length, then the body. Framed by
-#: hand: `multiprocessing.connection` would block the event loop, and asyncio has no framing.
-_HEADER: Final = "!cQ"
-_START, _TAKE, _TAKE_ARROW, _FINISH = b"s", b"t", b"a", b"f"
+#: The writer's exit status when the load was abandoned before its finish.
+ABANDONED_EXIT_STATUS: Final = 3
+#: Messages down the pipe, each a JSON array ``[kind, body]``.
+_START, _TAKE, _FINISH = "start", "take", "finish"
 
 
 class FewerRowsRefused(RuntimeError):
@@ -90,6 +82,11 @@ class FewerRowsRefused(RuntimeError):
 
 class DayOrderError(RuntimeError):
     """Funding records that do not come newest day first, as the walk must deliver them."""
+
+
+class LoadAbandoned(RuntimeError):
+    """The load was abandoned (its pipe ended before the finish, or the process that started it
+    is gone): no partition more is written."""
 
 
 class WriterDied(RuntimeError):
@@ -167,10 +164,13 @@ def _missing_keys(root: Root, day: date, rows: pa.Table) -> list[tuple[object, .
 
 class DailyFunding:
     """Replaces the funding partition of each day of ``days`` from a newest-first stream of
-    records (see the module's text). `take` and `finish` normalize and check at once, and
-    return what writes the days they completed; every day of ``days`` is replaced once all of
-    those have run, emptied when the exchange held nothing for it (unless the warehouse held
-    payments there: see `FewerRowsRefused`)."""
+    records (see the module's text). `take` and `finish` write the days they complete; every
+    day of ``days`` is replaced once `finish` has run, emptied when the exchange held nothing
+    for it (unless the warehouse held payments there: see `FewerRowsRefused`).
+
+    ``parent``: the pid of the process the load belongs to; once it is gone, writes raise
+    `LoadAbandoned`.
+    """
 
     def __init__(
         self,
@@ -193,11 +193,10 @@ class DailyFunding:
         self._held: tuple[date, _Day] | None = None
         # Unreadable times before any readable one go to the range's newest day.
         self._current = self._days[-1]
-        self._stopped = threading.Event()
 
-    def take(self, records: list[Any] | pa.StructArray) -> Callable[[], Progress]:
-        """Normalize a chunk of records; what writes every day it completes (call it: the writer
-        process calls it on its partition thread, while it normalizes the next chunk)."""
+    def take(self, records: object) -> Progress:
+        """Normalize a chunk of records (the JSON array as parsed) and write every day it
+        completes."""
         progress, due = Progress(), list[tuple[date, _Day]]()
         batch = normalize.normalize_funding_history(
             records, extracted_at=self._extracted_at, partition_for_rejects=self._current
@@ -226,17 +225,16 @@ class DailyFunding:
             self._held = (ordered[-1], parts[ordered[-1]])
         if self._held is not None:
             self._current = self._held[0]
-        return partial(self._write, due, progress)
+        return self._write(due, progress)
 
-    def finish(self) -> Callable[[], Progress]:
-        """What writes the day in hand, and empties every day of the range the walk had nothing
-        for."""
+    def finish(self) -> Progress:
+        """Write the day in hand, and empty every day of the range the walk had nothing for."""
         due = []
         if self._held is not None:
             due.append(self._complete(*self._held))
             self._held = None
         due += [self._complete(day, _Day()) for day in self._days if day not in self._finished]
-        return partial(self._write, due, Progress())
+        return self._write(due, Progress())
 
     def _complete(self, day: date, gathered: _Day) -> tuple[date, _Day]:
         if day not in self._wanted:
@@ -246,10 +244,6 @@ class DailyFunding:
             )
         self._finished.add(day)
         return day, gathered
-
-    def stop(self) -> None:
-        """Write no partition more (the load was abandoned): the one being written finishes."""
-        self._stopped.set()
 
     def _write(self, due: list[tuple[date, _Day]], progress: Progress) -> Progress:
         for day, gathered in due:
@@ -273,24 +267,27 @@ class DailyFunding:
                 f"as it was.{rejected} If the exchange really removed them, rerun with "
                 "allow_fewer_rows."
             )
-        if self._stopped.is_set() or (self._parent is not None and os.getppid() != self._parent):
-            os._exit(3)  # abandoned or orphaned: the run that started it is gone; write no more
+        if self._parent is not None and os.getppid() != self._parent:
+            # Orphaned: the run that started it is gone, and a rerun may be writing.
+            raise LoadAbandoned(f"funding_history {day}: not written, the load's process is gone")
         parquet.replace_partition(self._root, FUNDING.name, day, rows, rejects=rejects)
         progress.days.append(DayWrite.of(day, rows, rejects))
 
 
-# --- The writer process ---------------------------------------------------------------------
+# --- The writer process, seen from the walk ----------------------------------------------------
+
+#: A reply from the writer, or None: the writer ended (its end of the pipe closed).
+_Reply = tuple[str, object] | None
 
 
 class FundingWriter:
     """A `DailyFunding` in a child process, fed from an event loop without blocking it.
 
     Use as an async context manager; `take` each chunk, then `finish`. Each returns the
-    `Progress` replies that arrived meanwhile, in order. Chunks go down through an asyncio pipe
-    transport, so the walk never waits for the writer to read one (it waits only when
-    `CHUNKS_IN_FLIGHT` are unanswered). Leaving the context closes the pipe (on an error,
-    dropping chunks the writer has not read) and waits for the writer to end, so nothing is
-    written after it.
+    `Progress` replies that arrived meanwhile, in order, and raises the error the writer raised
+    (with its note), or `WriterDied`. Leaving the context closes the pipe (on an error, dropping
+    chunks not yet sent, so that the writer stops) and waits for the writer to end, so nothing
+    is written after it.
     """
 
     def __init__(
@@ -309,101 +306,111 @@ class FundingWriter:
             "parent": os.getpid(),
         }
         self._process: subprocess.Popen[bytes] | None = None
-        self._down: asyncio.WriteTransport | None = None
+        self._down: Connection | None = None
         self._up: Connection | None = None
         self._in_flight = 0
+        # Connection's send and recv block: a thread each keeps the event loop free.
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="funding-chunks")
+        self._reader: threading.Thread | None = None
+        self._replies: asyncio.Queue[_Reply] = asyncio.Queue()
+
+    @property
+    def exit_status(self) -> int | None:
+        """How the writer process ended (negative: the signal that killed it); None while it
+        runs."""
+        return None if self._process is None else self._process.returncode
 
     async def __aenter__(self) -> FundingWriter:
-        down_w = await asyncio.to_thread(self._spawn)
-        try:
-            transport, _ = await asyncio.get_running_loop().connect_write_pipe(
-                asyncio.Protocol, os.fdopen(down_w, "wb", buffering=0)
-            )
-        except BaseException:
-            os.close(down_w)
-            await asyncio.to_thread(self._close)
-            raise
-        assert isinstance(transport, asyncio.WriteTransport)
-        self._down = transport
-        self._post(_START, orjson.dumps(self._start))
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._spawn)
+        self._reader = threading.Thread(
+            target=self._read_replies, args=(loop,), name="funding-replies", daemon=True
+        )
+        self._reader.start()
+        self._send([_START, self._start])
         return self
 
-    def _spawn(self) -> int:
-        """Start the writer; the write end of the pipe down to it."""
-        down_r, down_w = os.pipe()
-        up_r, up_w = os.pipe()
+    def _spawn(self) -> None:
+        down_r, down_w = Pipe(duplex=False)
+        up_r, up_w = Pipe(duplex=False)
         try:
             self._process = subprocess.Popen(  # noqa: S603 - our interpreter and module
-                [*WRITER_COMMAND, str(down_r), str(up_w)],
-                pass_fds=(down_r, up_w),
+                [*WRITER_COMMAND, str(down_r.fileno()), str(up_w.fileno())],
+                pass_fds=(down_r.fileno(), up_w.fileno()),
                 # It writes records; it has no use for the exchange's credentials.
                 env={k: v for k, v in os.environ.items() if not k.startswith(WITHHELD_ENV_PREFIX)},
             )
         except BaseException:
-            os.close(down_w)
-            os.close(up_r)
+            down_w.close()
+            up_r.close()
             raise
         finally:
-            os.close(down_r)
-            os.close(up_w)
-        self._up = Connection(up_r, writable=False)
-        return down_w
+            down_r.close()
+            up_w.close()
+        self._down, self._up = down_w, up_r
 
     async def __aexit__(self, error: type[BaseException] | None, *_: object) -> None:
-        # A pipe the writer closed (it ended) is closed on this side already.
-        if self._down is not None and not self._down.is_closing():
-            if error is None:
-                self._down.close()  # all is answered: nothing is left to send
-            else:
-                self._down.abort()  # chunks the writer has not read are dropped
-        await asyncio.to_thread(self._close)
+        await asyncio.to_thread(self._close, abandoned=error is not None)
 
     async def take(self, records: list[Any]) -> list[Progress]:
-        replies = await self._replies(until=CHUNKS_IN_FLIGHT - 1)
-        struct = normalize.funding_strings(records)
-        if struct is None:  # JSON values as the API sent them: JSON keeps them exact too
-            self._post(_TAKE, orjson.dumps(records))
-        else:
-            self._post(_TAKE_ARROW, _arrow_bytes(struct))
+        """Send a chunk of records (JSON values, as the client parsed them) once fewer than
+        `CHUNKS_IN_FLIGHT` are unanswered; the replies that came meanwhile."""
+        replies = await self._collect(until=CHUNKS_IN_FLIGHT - 1)
+        self._send([_TAKE, records])
+        self._in_flight += 1
         return replies
 
     async def finish(self) -> list[Progress]:
-        self._post(_FINISH, b"")
-        return await self._replies(until=0)
+        """Have the writer write the day in hand and empty the days the walk had nothing for;
+        every reply still due."""
+        self._send([_FINISH, None])
+        self._in_flight += 1
+        return await self._collect(until=0)
 
-    def _post(self, kind: bytes, body: bytes) -> None:
-        """Queue one message (kind, length, body); the event loop writes it as the pipe drains."""
+    def _send(self, message: list[object]) -> None:
+        """Queue one message; the sender thread writes it into the pipe, in order."""
+        self._sender.submit(self._deliver, orjson.dumps(message))
+
+    def _deliver(self, payload: bytes) -> None:
         assert self._down is not None
-        self._down.writelines([struct.pack(_HEADER, kind, len(body)), body])
-        if kind != _START:
-            self._in_flight += 1
+        # A writer that ended cannot take it: the reply thread sees its end and says how.
+        with contextlib.suppress(OSError):
+            self._down.send_bytes(payload)
 
-    async def _replies(self, *, until: int) -> list[Progress]:
-        """Replies already in the pipe, and more until at most ``until`` chunks are unanswered."""
+    def _read_replies(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The reply thread: every reply, then None once the writer's end closes."""
         assert self._up is not None
+        while True:
+            reply: _Reply
+            try:
+                reply = self._up.recv()
+            except (EOFError, OSError):
+                reply = None
+            except Exception as exc:  # a reply that does not unpickle is the writer's error
+                reply = ("error", exc)
+            try:
+                loop.call_soon_threadsafe(self._replies.put_nowait, reply)
+            except RuntimeError:  # the event loop is closed: nobody waits for replies
+                return
+            if reply is None:
+                return
+
+    async def _collect(self, *, until: int) -> list[Progress]:
+        """Replies already in, and more until at most ``until`` chunks are unanswered."""
         replies = []
-        # A poll that finds the pipe ready finds a reply, or the end of a writer that died.
-        while self._in_flight > until or (self._in_flight and self._up.poll()):
-            replies.append(await self._reply())
+        # With nothing unanswered, the queue holds at most the writer's end (after the finish).
+        while self._in_flight and (self._in_flight > until or not self._replies.empty()):
+            reply = await self._replies.get()
+            if reply is None:
+                raise await asyncio.to_thread(self._died)
+            kind, value = reply
+            self._in_flight -= 1
+            if kind == "error":
+                assert isinstance(value, BaseException)
+                raise value
+            assert isinstance(value, Progress)
+            replies.append(value)
         return replies
-
-    async def _reply(self) -> Progress:
-        assert self._up is not None
-        try:
-            # A reply already in the pipe is read at once: the hop to a thread and back took
-            # ~0.4 s in all of a throttled 1M-row walk, on a busy machine. The writer sends a
-            # reply in one piece, so reading it does not block.
-            if self._up.poll():
-                kind, value = self._up.recv()
-            else:
-                kind, value = await asyncio.to_thread(self._up.recv)
-        except (EOFError, ConnectionResetError):
-            raise self._died() from None
-        self._in_flight -= 1
-        if kind == "error":
-            raise value
-        assert isinstance(value, Progress)
-        return value
 
     def _died(self) -> WriterDied:
         assert self._process is not None
@@ -423,41 +430,25 @@ class FundingWriter:
             "days it wrote are whole, the others are as they were: run the range again"
         )
 
-    def _close(self) -> None:
-        if self._up is not None:
-            self._up.close()
+    def _close(self, *, abandoned: bool) -> None:
+        # On an error, chunks not yet sent are dropped; the one being sent goes in whole.
+        self._sender.shutdown(wait=True, cancel_futures=abandoned)
+        if self._down is not None:
+            # The writer sees the end: after the finish it has ended already, else it stops.
+            self._down.close()
         if self._process is not None:
             try:
                 self._process.wait(timeout=WRITER_EXIT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        if self._reader is not None:
+            self._reader.join()
+        if self._up is not None:
+            self._up.close()
 
 
-def _arrow_bytes(struct: pa.StructArray) -> bytes:
-    batch = pa.RecordBatch.from_struct_array(struct)
-    sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, batch.schema) as stream:
-        stream.write_batch(batch)
-    return bytes(sink.getvalue())
-
-
-def _chunk(kind: bytes, body: bytes) -> list[Any] | pa.StructArray:
-    """A chunk's records as they were sent: JSON values, or Arrow's struct of strings."""
-    if kind == _TAKE_ARROW:
-        return ipc.open_stream(body).read_next_batch().to_struct_array()
-    return orjson.loads(body)
-
-
-def _messages(down: BinaryIO) -> Iterator[tuple[bytes, bytes]]:
-    """The messages from the parent, until its end of the pipe closes (or it dies mid-message)."""
-    size = struct.calcsize(_HEADER)
-    while len(header := down.read(size)) == size:
-        kind, length = struct.unpack(_HEADER, header)
-        body = down.read(length)
-        if len(body) < length:
-            return
-        yield kind, body
+# --- The writer process ------------------------------------------------------------------------
 
 
 def _started(start: dict[str, Any]) -> DailyFunding:
@@ -471,53 +462,43 @@ def _started(start: dict[str, Any]) -> DailyFunding:
     )
 
 
-def _serve(down: BinaryIO, up: Connection) -> None:
+def serve(down: Connection, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it.
 
-    This thread reads and normalizes each chunk; a second one writes its days and then answers
-    it, so that a chunk is normalized while the one before is written (pyarrow's encoding and
-    the fsyncs leave the GIL). Answers go up in the order of the chunks, each once its days are
-    written. A pipe that ends before the finish (the load was abandoned, or its process died)
-    stops the writes."""
+    Each chunk is normalized and its complete days written, then answered, in the order the
+    chunks came. Raises `LoadAbandoned` when the pipe ends before the finish (the load was
+    abandoned, or its process died): the write in progress finishes, no other begins.
+    """
     writer: DailyFunding | None = None
-    failed = threading.Event()
-
-    def answer(reply: tuple[str, object]) -> None:
+    while True:
         try:
-            try:
-                up.send(reply)
-            except (TypeError, AttributeError, pickle.PicklingError):
-                up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
-        except (BrokenPipeError, ConnectionResetError):
-            failed.set()  # the parent is gone: nobody to tell
-
-    def write(job: Callable[[], Progress]) -> None:
-        if failed.is_set():
-            return
+            kind, body = orjson.loads(down.recv_bytes())
+        except EOFError:
+            raise LoadAbandoned(
+                "the load ended before its finish: no partition more was written"
+            ) from None
         try:
-            answer(("ok", job()))
+            if kind == _START:
+                writer = _started(body)
+                continue
+            assert writer is not None, "the writer got a chunk before it was started"
+            progress = writer.finish() if kind == _FINISH else writer.take(body)
         except Exception as exc:  # every error goes back to the parent, whole
-            failed.set()
-            answer(("error", _noted(exc)))
+            _answer(up, ("error", _noted(exc)))
+            return
+        _answer(up, ("ok", progress))
+        if kind == _FINISH:
+            return
 
-    with ThreadPoolExecutor(1, thread_name_prefix="funding-partitions") as partitions:
-        for kind, body in _messages(down):
-            try:
-                if kind == _START:
-                    writer = _started(orjson.loads(body))
-                    continue
-                assert writer is not None, "the writer got a chunk before it was started"
-                job = writer.finish() if kind == _FINISH else writer.take(_chunk(kind, body))
-            except Exception as exc:
-                # Answered after the chunks before it, which are written first.
-                partitions.submit(answer, ("error", _noted(exc)))
-                return
-            partitions.submit(write, job)
-            if kind == _FINISH or failed.is_set():
-                return
-        # The pipe ended before the finish: write no more (the write in progress finishes).
-        if writer is not None:
-            writer.stop()
+
+def _answer(up: Connection, reply: tuple[str, object]) -> None:
+    try:
+        try:
+            up.send(reply)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+    except OSError:
+        pass  # the parent is gone: nobody to tell, and the next read finds the pipe's end
 
 
 def _noted(exc: Exception) -> Exception:
@@ -526,13 +507,16 @@ def _noted(exc: Exception) -> Exception:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m warehouse.daily DOWN_FD UP_FD``: serve one load over these pipe ends."""
-    # The walk waits on the exchange's pace and the writer has chunks in hand: when both want
-    # the same core, the walk goes first, so it keeps its pace and the writer catches up.
-    os.nice(WRITER_NICENESS)
-    up = Connection(int(argv[1]), readable=False)
-    with open(int(argv[0]), "rb") as down, up:
-        _serve(down, up)
+    """``python -m warehouse.daily DOWN_FD UP_FD``: serve one load over these pipe ends. Exit
+    status 0, or `ABANDONED_EXIT_STATUS` when the load ended before its finish."""
+    with (
+        Connection(int(argv[0]), writable=False) as down,
+        Connection(int(argv[1]), readable=False) as up,
+    ):
+        try:
+            serve(down, up)
+        except LoadAbandoned:
+            return ABANDONED_EXIT_STATUS
     return 0
 
 

@@ -96,7 +96,7 @@ def partition_path(
     schema = _schema(table_name)
     values = _partition_text(schema, partition)
     segments = [f"{c}={v}" for c, v in zip(schema.partition_columns, values, strict=True)]
-    # One join of the whole relative path: each join parses a path again (~15 us each).
+    # One join of the whole relative path: each join parses the path again.
     return warehouse_root(root) / "/".join((_table_dir(schema), *segments, PARTITION_FILE))
 
 

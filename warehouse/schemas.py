@@ -23,7 +23,8 @@ DAY: Final = pa.date32()
 TEXT: Final = pa.string()
 TEXT_LIST: Final = pa.list_(pa.string())
 
-#: Labels of the integer statuses (API spec section 3); a status outside these is a reject.
+#: Labels of the integer statuses (the API contract, docs/api.md, section 3); a status outside
+#: these is a reject.
 INVESTMENT_STATUS_LABELS: Final[Mapping[int, str]] = {1: "active", 2: "closed"}
 PLAN_STATUS_LABELS: Final[Mapping[int, str]] = {
     1: "active",
@@ -269,8 +270,7 @@ REJECTS_TABLE: Final = TableSchema(
             "raw_json",
             TEXT,
             False,
-            "The record as received, as JSON text: every value exact (a funding record lists "
-            "its fields in the API spec's order)",
+            "The record as received, as JSON text: every value exact",
         ),
         Column("reason", TEXT, False, "Why it was rejected: field and rule, '; '-separated"),
         _extracted_at(),

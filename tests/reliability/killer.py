@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "writer":
         _WHOLE_JOB = True
         arm(argv[1], int(argv[3]))
-        daily.main(argv[split + 1 :])
+        sys.exit(daily.main(argv[split + 1 :]))
         return
     parser = argparse.ArgumentParser(prog="killer")
     parser.add_argument("point")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
@@ -451,7 +452,8 @@ def test_reading_fields_in_one_pass_or_one_by_one_gives_the_same_rows() -> None:
 
 
 def _all_strings_but_bad() -> list[dict[str, object]]:
-    """Every funding field a string, many of them wrong: each form must reject them alike."""
+    """Every funding field a string, many of them wrong: both ways of reading must reject them
+    alike."""
     return [
         funding_record(),
         funding_record(),  # an exact copy
@@ -467,28 +469,54 @@ def _all_strings_but_bad() -> list[dict[str, object]]:
     ]
 
 
-def test_funding_records_as_arrow_strings_normalize_as_the_json_values_do() -> None:
+def test_bad_strings_are_rejected_alike_read_in_one_pass_or_field_by_field() -> None:
     records = _all_strings_but_bad()
-    struct = normalize.funding_strings(records)
-    assert struct is not None
-    as_json, as_arrow = funding(records), funding(struct)
-    assert as_arrow.rows.equals(as_json.rows)
-    assert as_arrow.rejects.equals(as_json.rejects)  # raw_json too: the spec's field order
-    assert (as_arrow.received, as_arrow.duplicates) == (as_json.received, as_json.duplicates)
-    assert (as_json.normalized, as_json.rejected, as_json.duplicates) == (1, 9, 1)
+    one_pass = funding(records)
+    # A JSON number anywhere sends the whole batch field by field.
+    number = funding_record(market="NUM_PERP", fundingRate=0.5)
+    by_field = funding([*records, number])
+    assert (one_pass.normalized, one_pass.rejected, one_pass.duplicates) == (1, 9, 1)
+    assert by_field.rows.equals(one_pass.rows)
+    assert by_field.rejects.slice(0, one_pass.rejected).equals(one_pass.rejects)
+    assert by_field.rejects["reason"].to_pylist()[-1] == (
+        "fundingRate: number where a decimal string belongs"
+    )
+    assert_counts_add_up(one_pass)
+    assert_counts_add_up(by_field)
 
 
 @pytest.mark.parametrize(
-    "odd",
+    ("odd", "reason"),
     [
-        funding_record(extra="field"),
-        {k: v for k, v in funding_record().items() if k != "fundingRate"},
-        funding_record(fundingRate=0.0001),
-        funding_record(fundingRate=None),
-        funding_record(market="BTC\ud800_PERP"),
-        "not an object",
+        (funding_record(market="ETH_PERP", extra="field"), None),
+        (
+            {k: v for k, v in funding_record(market="ETH_PERP").items() if k != "fundingRate"},
+            "fundingRate: missing or null",
+        ),
+        (
+            funding_record(market="ETH_PERP", fundingRate=0.0001),
+            "fundingRate: number where a decimal string belongs",
+        ),
+        (funding_record(market="ETH_PERP", fundingRate=None), "fundingRate: missing or null"),
+        (
+            funding_record(market="ETH\ud800_PERP"),
+            "market: text that is not valid Unicode (a lone surrogate)",
+        ),
+        ("not an object", "record: expected a JSON object"),
     ],
     ids=["extra field", "missing field", "number", "null", "lone surrogate", "not an object"],
 )
-def test_records_arrow_cannot_hold_exactly_stay_json(odd: object) -> None:
-    assert normalize.funding_strings([funding_record(), odd]) is None
+def test_a_record_off_the_contract_is_rejected_as_sent_beside_good_ones(
+    odd: object, reason: str | None
+) -> None:
+    batch = funding([funding_record(), odd])
+    assert_counts_add_up(batch)
+    if reason is None:  # a field the contract does not list changes nothing
+        assert batch.rows["market"].to_pylist() == ["BTC_PERP", "ETH_PERP"]
+        assert batch.rejected == 0
+        return
+    assert batch.rows["market"].to_pylist() == ["BTC_PERP"]
+    assert batch.rejects["reason"].to_pylist() == [reason]
+    assert batch.rejects["record_index"].to_pylist() == [1]
+    # The record as sent, every value as it was (JSON text that reads back to it).
+    assert [json.loads(text) for text in batch.rejects["raw_json"].to_pylist()] == [odd]

@@ -1,0 +1,97 @@
+"""Raw WhiteBIT API records -> typed Arrow tables in the shapes of `warehouse.schemas`, exactly.
+
+One function per kind of raw input. Each takes the parsed JSON exactly as the API returned it and
+gives back a `Batch` per table: the typed rows, the rejected records (raw JSON and reason) and the
+counts, so that ``received == normalized + rejected + duplicates`` always holds. Nothing is
+dropped silently, rounded, truncated or coerced.
+
+Rules (the tests pin each one):
+
+Decimals -> ``decimal128(38, 18)``
+    A JSON string matching ``-?digits[.digits]``. Leading zeros of the integer part and trailing
+    zeros beyond the 18th fraction digit are accepted, because the value is still exact. ``-0`` is
+    zero. Rejected, each with its own reason: another JSON type (a JSON number is never coerced:
+    it may already have been rounded by a float), null or missing, not a decimal number (empty,
+    whitespace, ``+1``, ``.5``, ``5.``, ``1e5``, ``NaN``, ``Infinity``, ``1,000``), more than 20
+    integer digits (would overflow), more than 18 significant fraction digits (would round).
+
+Unix timestamps -> ``timestamp("us", "UTC")``
+    Seconds, as the API contract says: a JSON integer, or a string of ASCII digits where the
+    contract carries the time as a string. A value at or above `MILLISECONDS_FROM` (1e11: as
+    seconds that is the year 5138, as milliseconds 1973) is read as milliseconds. Rejected:
+    another JSON type (floats and booleans included), a string that is not digits, a negative
+    value, a time before `EARLIEST` (2009-01-01, before any exchange existed), and a time more
+    than `FUTURE_TOLERANCE` (one day) after ``extracted_at``; fields that may lie in the future
+    (an investment's payment time, a link's expiry) are instead bounded by `LATEST_SCHEDULED`
+    (2100-01-01).
+
+Keys
+    A record whose key equals another record's key in the same batch: when the two are the same
+    JSON value (compared with sorted keys) the copy is counted in ``duplicates`` and one row is
+    kept; when they differ, every record of that key is rejected, since nothing tells which one is
+    right.
+
+The work goes in three steps, a module each:
+
+- `_intake`: the JSON -> the records that go on to field checks (anything but an object is
+  rejected there), each field read into one Arrow array, with a reason wherever a value has
+  another JSON type or is missing;
+- `_convert`: each field -> its typed column and the reasons of the values that break a rule;
+- `_assemble`: the columns -> the valid rows, duplicate keys resolved, and the ``_rejects`` rows.
+
+`_tables` says which field of which record goes through which converter into which column.
+Everything is vectorized with `pyarrow.compute`; Python loops only build the per-field inputs
+from the list of dicts, and handle the (rare) rejected records.
+"""
+
+from warehouse.normalize._assemble import (
+    Batch,
+    InvestmentBatches,
+    has_equal_keys,
+    has_equal_neighbours,
+)
+from warehouse.normalize._convert import (
+    EARLIEST,
+    FRACTION_DIGITS,
+    FUTURE_TOLERANCE,
+    INTEGER_DIGITS,
+    LATEST_SCHEDULED,
+    MILLISECONDS_FROM,
+)
+from warehouse.normalize._tables import (
+    ACCOUNT_MAX_LENGTH,
+    PERP_MARKET_PATTERN,
+    TICKER_FORM,
+    TICKER_PATTERN,
+    normalize_funding_history,
+    normalize_hedge_mode,
+    normalize_investments,
+    normalize_main_balances,
+    normalize_trading_balances,
+    normalize_watcher_links,
+    parse_decimals,
+)
+
+__all__ = [
+    "ACCOUNT_MAX_LENGTH",
+    "EARLIEST",
+    "FRACTION_DIGITS",
+    "FUTURE_TOLERANCE",
+    "INTEGER_DIGITS",
+    "LATEST_SCHEDULED",
+    "MILLISECONDS_FROM",
+    "PERP_MARKET_PATTERN",
+    "TICKER_FORM",
+    "TICKER_PATTERN",
+    "Batch",
+    "InvestmentBatches",
+    "has_equal_keys",
+    "has_equal_neighbours",
+    "normalize_funding_history",
+    "normalize_hedge_mode",
+    "normalize_investments",
+    "normalize_main_balances",
+    "normalize_trading_balances",
+    "normalize_watcher_links",
+    "parse_decimals",
+]

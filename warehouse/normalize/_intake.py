@@ -1,0 +1,334 @@
+"""Intake: the JSON an endpoint returned -> the records that go on to field checks, each field
+read into one Arrow array.
+
+An `Intake` keeps every record as it was received (by its position in the input, for the raw JSON
+of a reject and the content of a duplicate), sets aside those that are not JSON objects (early
+rejects), and reads a field of the objects with `Intake.field` as a `Field`: one Arrow array of
+the JSON type the field must have, null wherever the value is missing, null or of another JSON
+type, and per record the reason for each of those. After intake nothing sees JSON values: the
+converters (`_convert`) take `Field`s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warehouse import schemas
+from warehouse.normalize._reasons import first_reason, no_reasons, reason_where
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of every record in intake: its values as one Arrow array (null where the value
+    is missing, null or of another JSON type) and, per record, why the value cannot be used
+    (null: it can)."""
+
+    name: str
+    values: pa.Array
+    reasons: pa.Array
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """The JSON type a field must have: its Arrow type, how a reason names it, and the test of a
+    value (Python's types as the JSON parser gives them)."""
+
+    arrow_type: pa.DataType
+    description: str
+    accepts: Callable[[object], bool]
+
+
+def _is_str(value: object) -> bool:
+    return type(value) is str
+
+
+def _is_int64(value: object) -> bool:
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _is_bool(value: object) -> bool:
+    return type(value) is bool
+
+
+def _is_str_list(value: object) -> bool:
+    return type(value) is list and all(type(v) is str for v in value)
+
+
+DECIMAL_STRING: Final = Expected(pa.string(), "a decimal string", _is_str)
+#: Where the API contract carries a Unix time as a string (funding times).
+SECONDS_STRING: Final = Expected(pa.string(), "a string of Unix seconds", _is_str)
+UNIX_TIME: Final = Expected(pa.int64(), "an integer Unix timestamp", _is_int64)
+STRING: Final = Expected(pa.string(), "a string", _is_str)
+INTEGER: Final = Expected(pa.int64(), "an integer", _is_int64)
+BOOLEAN: Final = Expected(pa.bool_(), "a boolean", _is_bool)
+STRINGS: Final = Expected(schemas.TEXT_LIST, "an array of strings", _is_str_list)
+
+
+@dataclass(slots=True)
+class Intake:
+    """The JSON objects of a batch that go on to field checks, and those rejected before.
+
+    ``objects[i]`` came from input position ``indices[i]``; ``raw[position]`` is the record as
+    received; ``context[position]`` prefixes its reject reason (e.g. the mining account);
+    ``owners[i]`` is the key ``objects[i]`` was listed under, where records come keyed (a
+    ticker, a mining account).
+    """
+
+    objects: list[dict[str, object]]
+    indices: list[int]
+    raw: Mapping[int, object] | Sequence[object]
+    received: int
+    early_rejects: list[tuple[int, str]] = field(default_factory=list)
+    owners: list[object] = field(default_factory=list)
+    context: dict[int, str] = field(default_factory=dict)
+    #: Identical copies set aside before field checks (nested plans seen twice).
+    duplicates: int = 0
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    # --- What a response holds -----------------------------------------------------------------
+
+    @classmethod
+    def of_array(cls, records: object, what: str) -> Intake:
+        """A JSON array of objects."""
+        if not isinstance(records, list):
+            return cls([], [], {0: records}, 1, [(0, f"expected a JSON array of {what}")])
+        if all(isinstance(record, dict) for record in records):
+            objects = cast(list[dict[str, object]], records)
+            return cls(objects, list(range(len(records))), records, len(records))
+        intake = cls([], [], records, len(records))
+        for position, record in enumerate(records):
+            intake._take(position, record)
+        return intake
+
+    @classmethod
+    def of_single_object(cls, value: object, what: str) -> Intake:
+        intake = cls([], [], {0: value}, 1)
+        intake._take(0, value, what)
+        return intake
+
+    @classmethod
+    def of_objects_by_key(cls, value: object, what: str, *, key: str) -> Intake:
+        """A JSON object whose every value is an object (a balance per ticker): one record per
+        key, received as ``{key: value}``; ``owners`` holds the keys."""
+        if not isinstance(value, dict):
+            return cls([], [], {0: value}, 1, [(0, f"expected a JSON object keyed by {key}")])
+        raw: dict[int, object] = {}
+        intake = cls([], [], raw, len(value))
+        for position, (name, nested) in enumerate(value.items()):
+            raw[position] = {name: nested}
+            if intake._take(position, nested, f"{what} of {name!r}"):
+                intake.owners.append(name)
+        return intake
+
+    @classmethod
+    def of_arrays_by_owner(cls, arrays: Mapping[str, object], what: str, *, owner: str) -> Intake:
+        """Several JSON arrays of objects, each under its owner's name (a mining account)."""
+        raw: dict[int, object] = {}
+        intake = cls([], [], raw, 0)
+        position = 0
+        for name, records in arrays.items():
+            if not isinstance(records, list):
+                raw[position] = records
+                intake.context[position] = f"{owner} {name!r}: "
+                intake.early_rejects.append((position, f"expected a JSON array of {what}"))
+                intake.received += 1
+                position += 1
+                continue
+            for record in records:
+                raw[position] = record
+                intake.context[position] = f"{owner} {name!r}: "
+                intake.received += 1
+                if intake._take(position, record):
+                    intake.owners.append(name)
+                position += 1
+        return intake
+
+    @classmethod
+    def of_nested_objects(cls, records: object, key: str) -> Intake:
+        """The distinct objects under ``key`` of each record; identical copies are duplicates."""
+        raw: dict[int, object] = {}
+        intake = cls([], [], raw, 0)
+        if not isinstance(records, list):
+            return intake
+        first_seen: dict[str, int] = {}
+        for position, record in enumerate(records):
+            nested = record.get(key) if isinstance(record, dict) else None
+            if not isinstance(nested, dict):
+                continue  # the owning record is rejected for it; no plan was received
+            intake.received += 1
+            identity = canonical_json(nested)
+            if identity in first_seen:
+                intake.duplicates += 1
+                continue
+            first_seen[identity] = position
+            raw[position] = nested
+            intake.context[position] = f"{key} of record {position}: "
+            intake._take(position, nested)
+        return intake
+
+    def _take(self, position: int, record: object, what: str = "record") -> bool:
+        if isinstance(record, dict):
+            self.objects.append(record)
+            self.indices.append(position)
+            return True
+        self.early_rejects.append((position, f"{what}: expected a JSON object"))
+        return False
+
+    def require_object(self, key: str) -> Intake:
+        """Reject, before field checks, the records whose ``key`` is not a JSON object."""
+        kept = list(zip(self.objects, self.indices, strict=True))
+        self.objects, self.indices = [], []
+        for record, position in kept:
+            if isinstance(record.get(key), dict):
+                self.objects.append(record)
+                self.indices.append(position)
+            else:
+                self.early_rejects.append((position, f"{key}: missing or not a JSON object"))
+        return self
+
+    # --- Fields --------------------------------------------------------------------------------
+
+    def field(self, *path: str, expected: Expected, nullable: bool = False) -> Field:
+        """The values at ``path`` (a key, or an object's key and a key inside it, which
+        `require_object` made sure is an object).
+
+        A missing value is a reason; a ``nullable`` field may be JSON null, but must be there.
+        """
+        name = ".".join(path)
+        if len(path) == 1:
+            (key,) = path
+            objects = self.objects
+        else:
+            outer, key = path
+            objects = cast(list[dict[str, object]], [o[outer] for o in self.objects])
+        values = [o.get(key) for o in objects]
+        present = [key in o for o in objects] if nullable else None
+        return read(name, values, expected, present=present)
+
+    def owner_field(self, name: str, expected: Expected) -> Field:
+        """The key each record was listed under, as a field of the record."""
+        return read(name, self.owners, expected)
+
+    def strings(self, expected: Mapping[str, Expected]) -> dict[str, Field]:
+        """Fields that must all be strings: read in one pass (Arrow's converter, not a Python
+        loop per field) when every value is a string or missing; else field by field, so that
+        each value of another JSON type gets its reason."""
+        if any(e.arrow_type != pa.string() for e in expected.values()):
+            raise ValueError("strings() reads string fields only")
+        try:
+            struct = pa.array(self.objects, type=pa.struct([(k, pa.string()) for k in expected]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
+            return {k: self.field(k, expected=e) for k, e in expected.items()}
+        length = len(struct)
+        return {k: _field(k, struct.field(k), no_reasons(length)) for k in expected}
+
+
+def read(
+    name: str, values: Sequence[object], expected: Expected, *, present: list[bool] | None = None
+) -> Field:
+    """JSON values -> a `Field`. ``present`` (one flag per value) makes JSON null a value, and
+    only an absent key missing."""
+    typed, wrong_type = _typed(name, values, expected)
+    return _field(name, typed, wrong_type, present)
+
+
+def _field(
+    name: str, typed: pa.Array, wrong_type: pa.Array, present: list[bool] | None = None
+) -> Field:
+    if present is None:
+        missing = reason_where(pc.is_null(typed), f"{name}: missing or null")
+    else:
+        absent = pc.invert(pa.array(present, pa.bool_()))
+        missing = reason_where(absent, f"{name}: missing (null is allowed, absence is not)")
+    return Field(name, typed, first_reason(wrong_type, missing))
+
+
+def _typed(name: str, raw: Sequence[object], expected: Expected) -> tuple[pa.Array, pa.Array]:
+    """Raw JSON values as one Arrow type, and a reason where a value has another JSON type.
+
+    Arrow's own type inference is the fast path; it is only trusted when it lands on the expected
+    type, because an explicitly typed conversion would truncate 1.5 to 1.
+    """
+    try:
+        inferred = pa.array(raw)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
+        inferred = None
+    if inferred is not None and _inferred_cleanly(inferred, expected.arrow_type):
+        return inferred.cast(expected.arrow_type), no_reasons(len(raw))
+    # Slow path, only for a batch holding a value of another JSON type.
+    reasons = [_wrong_value(name, v, expected) for v in raw]
+    kept = [v if reason is None else None for v, reason in zip(raw, reasons, strict=True)]
+    return pa.array(kept, expected.arrow_type), pa.array(reasons, pa.string())
+
+
+def _inferred_cleanly(inferred: pa.Array, arrow_type: pa.DataType) -> bool:
+    if inferred.type == pa.null():
+        return True
+    if pa.types.is_list(arrow_type):
+        if not pa.types.is_list(inferred.type):
+            return False
+        items = pc.list_flatten(inferred)
+        return bool(items.type in (pa.null(), pa.string()) and items.null_count == 0)
+    return bool(inferred.type == arrow_type)
+
+
+def _wrong_value(name: str, value: object, expected: Expected) -> str | None:
+    if value is None:
+        return None
+    if not expected.accepts(value):
+        return _wrong_type(name, value, expected.description)
+    if _unencodable(value):
+        return f"{name}: text that is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _unencodable(value: object) -> bool:
+    """A string (or strings in a list) that UTF-8, and so Parquet, cannot hold."""
+    texts = value if isinstance(value, list) else [value]
+    try:
+        for text in texts:
+            if isinstance(text, str):
+                text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _wrong_type(name: str, value: object, expected: str) -> str:
+    if type(value) is int and expected.startswith("an integer"):
+        return f"{name}: integer outside the 64-bit range"
+    if type(value) is list and expected == STRINGS.description:
+        return f"{name}: array holding a non-string item"
+    return f"{name}: {_json_type(value)} where {expected} belongs"
+
+
+def _json_type(value: object) -> str:
+    match value:
+        case bool():
+            return "boolean"
+        case int():
+            return "integer"
+        case float():
+            return "number"
+        case str():
+            return "string"
+        case list():
+            return "array"
+        case dict():
+            return "object"
+    return type(value).__name__
+
+
+def canonical_json(value: object) -> str:
+    """A JSON value's content, whatever the order of its objects' keys."""
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=repr
+    )
