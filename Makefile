@@ -29,6 +29,7 @@ browser:
 lint: bootstrap
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+	$(RUN) lint-imports
 
 typecheck: bootstrap
 	$(RUN) mypy

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import duckdb
 import pyarrow as pa
@@ -113,7 +113,8 @@ def query(sql: str, params: Sequence[object] = (), *, root: Root = None) -> pd.D
         refresh(root)
     with connect(root) as con:
         # Through Arrow: its decimal128 becomes Decimal in pandas, never float.
-        return con.sql(sql, params=list(params) or None).to_arrow_table().to_pandas()
+        table = con.sql(sql, params=list(params) or None).to_arrow_table()
+        return cast("pd.DataFrame", table.to_pandas())
 
 
 def duckdb_type(arrow_type: pa.DataType) -> str:
