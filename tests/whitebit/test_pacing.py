@@ -29,9 +29,8 @@ def test_a_paced_walk_runs_near_the_budget_and_never_over_it() -> None:
     """400 requests per 2 s: the walk outlasts the window, so the window is what is tested. The
     simulator runs in its own process, so its pace is not the test process's.
 
-    A pacer cannot make up for time this process loses (a stall of 100 ms was measured here
-    when the machine was busy), so the walk runs up to three times and the best rate counts;
-    every run must be free of 429s."""
+    A pacer cannot make up for time this process loses (a stall on a busy machine), so the walk
+    runs up to three times and the best rate counts; every run must be free of 429s."""
     scale = "markets=30,days=600"
     truth = Dataset(DEFAULT_SEED, Scale.parse(scale), SimClock(FROZEN_AT)).funding.newest_first()
     with spawn(scale=scale, frozen_at=FROZEN_AT) as s:
@@ -45,7 +44,7 @@ def test_a_paced_walk_runs_near_the_budget_and_never_over_it() -> None:
             return walk.report
 
         # The session's large simulators hold millions of references: a full collection that
-        # traverses them (~150 ms, measured) would time this process, not the pacer.
+        # traverses them would time this process, not the pacer.
         gc.collect()
         gc.freeze()
         rates = []
