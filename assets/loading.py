@@ -1,7 +1,7 @@
 """From API walks to warehouse partitions: the work each asset does, without Dagster.
 
 `load_funding` streams a funding walk into daily partitions: the walk's pages are gathered into
-chunks and handed to a `warehouse.daily.FundingWriter`, which normalizes and writes each day in a
+chunks and handed to a `warehouse.writer.FundingWriter`, which normalizes and writes each day in a
 process of its own while the walk goes on (see that module for the order, memory, kill and
 no-silent-shrinking rules).
 """
@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 
 from pipeline.whitebit import AsyncWhiteBIT, FundingEntry, WalkReport
 from warehouse import parquet, schemas
-from warehouse.daily import REASONS_PER_DAY, DayWrite, FewerRowsRefused, FundingWriter, Progress
+from warehouse.daily import REASONS_PER_DAY, DayWrite, FewerRowsRefused, Progress
 from warehouse.normalize import Batch
 from warehouse.parquet import Root
+from warehouse.writer import FundingWriter
 
 __all__ = ["CHUNK_RECORDS", "FewerRowsRefused", "FundingLoad", "Written", "load_funding"]
 

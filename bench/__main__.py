@@ -1,4 +1,8 @@
-"""`make bench`: run every section side by side, print one table, write it to docs/benchmarks.md."""
+"""`make bench`: run every section side by side, print one table, write it to docs/benchmarks.md.
+
+Only the block between the two markers is rewritten, so the file's history of figures, written
+by hand below it, stays.
+"""
 
 from __future__ import annotations
 
@@ -44,13 +48,15 @@ def _rows(figures: Sequence[Figure]) -> list[list[str]]:
     ]
 
 
+BEGIN = "<!-- make bench writes from here -->"
+END = "<!-- make bench writes up to here -->"
 HEADER = ["section", "what", "ours", "compared with", "which is", "ratio", "note"]
 
 
 def markdown(figures: Sequence[Figure], elapsed_s: float) -> str:
+    """The last run's table, between the markers."""
     lines = [
-        "# Benchmarks",
-        "",
+        BEGIN,
         f"Measured by `make bench` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{platform.machine()}, Python {platform.python_version()}, in {elapsed_s:.0f} s. "
         "Every figure of a row comes from the same run; ratios are ours / compared with.",
@@ -61,7 +67,16 @@ def markdown(figures: Sequence[Figure], elapsed_s: float) -> str:
     lines += [
         "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in _rows(figures)
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, END])
+
+
+def updated(report: str, block: str) -> str:
+    """``report`` with its marked block replaced by ``block``; a report without one gains it."""
+    head, begin, rest = report.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not (begin and end):
+        return f"# Benchmarks\n\n{block}\n\n{report}".rstrip() + "\n"
+    return head + block + tail
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(table)
     if not args.no_write:
         REPORT.parent.mkdir(exist_ok=True)
-        REPORT.write_text(markdown(figures, elapsed), encoding="utf-8")
+        old = REPORT.read_text(encoding="utf-8") if REPORT.exists() else ""
+        REPORT.write_text(updated(old, markdown(figures, elapsed)), encoding="utf-8")
         console.print(f"written to {REPORT}")
     return 0
 

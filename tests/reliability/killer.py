@@ -17,7 +17,7 @@ real CLI runs. No product code knows about it. The points:
 for each chunk's answer before the next, so that days are rewritten while the walk is still
 paging (a short walk would otherwise end before the writer has started).
 
-Funding partitions are written by the load's writer process (`warehouse.daily`): this module
+Funding partitions are written by the load's writer process (`warehouse.writer`): this module
 starts it too (``killer writer POINT --at N -- FDS``), armed the same way, and a kill there takes
 its parent with it, as a kill of the whole job would.
 """
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from assets import cli, loading
 from pipeline.whitebit import _paging
-from warehouse import catalog, daily, parquet
+from warehouse import catalog, parquet, writer
 
 _WHOLE_JOB = False
 
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "writer":
         _WHOLE_JOB = True
         arm(argv[1], int(argv[3]))
-        sys.exit(daily.main(argv[split + 1 :]))
+        sys.exit(writer.main(argv[split + 1 :]))
         return
     parser = argparse.ArgumentParser(prog="killer")
     parser.add_argument("point")
@@ -115,9 +115,9 @@ def main(argv: list[str]) -> None:
     options = parser.parse_args(argv[:split])
     if options.chunk_records is not None:
         loading.CHUNK_RECORDS = options.chunk_records  # type: ignore[misc]
-        daily.CHUNKS_IN_FLIGHT = 1  # type: ignore[misc]
+        writer.CHUNKS_IN_FLIGHT = 1  # type: ignore[misc]
     arm(options.point, options.at)
-    daily.WRITER_COMMAND[:] = [
+    writer.WRITER_COMMAND[:] = [
         sys.executable, "-m", "tests.reliability.killer", "writer", options.point,
         "--at", str(options.at), "--",
     ]  # fmt: skip

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 
 import pytest
+
+from warehouse import parquet
 
 EXTRACTED_AT = datetime(2024, 3, 2, 6, 0, tzinfo=UTC)
 DAY = date(2024, 3, 1)
@@ -29,6 +31,24 @@ def funding_record(**overrides: object) -> dict[str, object]:
     }
     record.update(overrides)
     return record
+
+
+# Four days, newest last; EXTRACTED_AT is the morning after D4.
+D1, D2, D3, D4 = date(2024, 2, 27), date(2024, 2, 28), date(2024, 2, 29), date(2024, 3, 1)
+
+
+def at(day: date, hour: int, market: str = "BTC_PERP", **fields: object) -> dict[str, object]:
+    """A funding payment of ``market`` at ``hour`` of ``day``."""
+    seconds = int(datetime.combine(day, time(hour), UTC).timestamp())
+    return funding_record(
+        market=market, fundingTime=str(seconds), rateCalculatedTime=str(seconds - 60), **fields
+    )
+
+
+def markets(root: Path, day: date) -> list[str] | None:
+    """The markets of the day's partition, or None when it has no file."""
+    rows = parquet.read_partition(root, "funding_history", day)
+    return None if rows is None else sorted(rows["market"].to_pylist())
 
 
 def plan(**overrides: object) -> dict[str, object]:

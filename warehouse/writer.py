@@ -1,0 +1,308 @@
+"""A `DailyFunding` in a process of its own beside the walk: `FundingWriter`.
+
+Normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
+instead of sharing one GIL with it:
+
+- The child is a `subprocess.Popen` of ``python -m warehouse.writer`` with an explicit
+  environment, without the ``WHITEBIT_API_*`` variables: the writer sees records, never a
+  credential.
+- Parent and child talk over two one-way pipes, each end a `multiprocessing.connection.Connection`:
+  chunks go down as JSON (the records as the client parsed them), each answered back in order
+  with a `Progress`, or with the error the writer raised (pickled, with its note).
+- The walk waits only when `CHUNKS_IN_FLIGHT` chunks are unanswered.
+
+Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
+old or new. The writer stops when its parent's end of the pipe closes before the finish (the load
+was abandoned, or its process died), and a writer orphaned by a SIGKILLed run writes nothing more
+(`DailyFunding`'s parent check): the process ends with `ABANDONED_EXIT_STATUS`. A writer that
+dies makes the load fail with `WriterDied`, naming how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date, datetime
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+from typing import Any, Final
+
+import orjson
+
+from warehouse.daily import DailyFunding, LoadAbandoned, Progress
+from warehouse.parquet import Root
+from warehouse.settings import warehouse_root
+
+#: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
+#: the writer starts or lags, few enough to keep memory flat.
+CHUNKS_IN_FLIGHT: Final = 16
+#: How the writer process is started (the kill tests start it through their own hooks).
+WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.writer"]
+#: Environment variables the writer is not given (``WHITEBIT_API_KEY``, ``WHITEBIT_API_SECRET``).
+WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
+#: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
+WRITER_EXIT_TIMEOUT_S: Final = 120.0
+#: The writer's exit status when the load was abandoned before its finish.
+ABANDONED_EXIT_STATUS: Final = 3
+#: Messages down the pipe, each a JSON array ``[kind, body]``.
+_START, _TAKE, _FINISH = "start", "take", "finish"
+
+
+class WriterDied(RuntimeError):
+    """The writer process ended without saying why (killed, or out of memory)."""
+
+
+#: A reply from the writer, or None: the writer ended (its end of the pipe closed).
+_Reply = tuple[str, object] | None
+
+
+class FundingWriter:
+    """A `DailyFunding` in a child process, fed from an event loop without blocking it.
+
+    Use as an async context manager; `take` each chunk, then `finish`. Each returns the
+    `Progress` replies that arrived meanwhile, in order, and raises the error the writer raised
+    (with its note), or `WriterDied`. Leaving the context closes the pipe (on an error, dropping
+    chunks not yet sent, so that the writer stops) and waits for the writer to end, so nothing
+    is written after it.
+    """
+
+    def __init__(
+        self,
+        root: Root,
+        *,
+        days: Sequence[date],
+        extracted_at: datetime,
+        allow_fewer_rows: bool = False,
+    ) -> None:
+        self._start = {
+            "root": str(warehouse_root(root)),
+            "days": list(days),
+            "extracted_at": extracted_at,
+            "allow_fewer_rows": allow_fewer_rows,
+            "parent": os.getpid(),
+        }
+        self._process: subprocess.Popen[bytes] | None = None
+        self._down: Connection | None = None
+        self._up: Connection | None = None
+        self._in_flight = 0
+        # Connection's send and recv block: a thread each keeps the event loop free.
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="funding-chunks")
+        self._reader: threading.Thread | None = None
+        self._replies: asyncio.Queue[_Reply] = asyncio.Queue()
+
+    @property
+    def exit_status(self) -> int | None:
+        """How the writer process ended (negative: the signal that killed it); None while it
+        runs."""
+        return None if self._process is None else self._process.returncode
+
+    async def __aenter__(self) -> FundingWriter:
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._spawn)
+        self._reader = threading.Thread(
+            target=self._read_replies, args=(loop,), name="funding-replies", daemon=True
+        )
+        self._reader.start()
+        self._send([_START, self._start])
+        return self
+
+    def _spawn(self) -> None:
+        down_r, down_w = Pipe(duplex=False)
+        up_r, up_w = Pipe(duplex=False)
+        try:
+            self._process = subprocess.Popen(  # noqa: S603 - our interpreter and module
+                [*WRITER_COMMAND, str(down_r.fileno()), str(up_w.fileno())],
+                pass_fds=(down_r.fileno(), up_w.fileno()),
+                # It writes records; it has no use for the exchange's credentials.
+                env={k: v for k, v in os.environ.items() if not k.startswith(WITHHELD_ENV_PREFIX)},
+            )
+        except BaseException:
+            down_w.close()
+            up_r.close()
+            raise
+        finally:
+            down_r.close()
+            up_w.close()
+        self._down, self._up = down_w, up_r
+
+    async def __aexit__(self, error: type[BaseException] | None, *_: object) -> None:
+        await asyncio.to_thread(self._close, abandoned=error is not None)
+
+    async def take(self, records: list[Any]) -> list[Progress]:
+        """Send a chunk of records (JSON values, as the client parsed them) once fewer than
+        `CHUNKS_IN_FLIGHT` are unanswered; the replies that came meanwhile."""
+        replies = await self._collect(until=CHUNKS_IN_FLIGHT - 1)
+        self._send([_TAKE, records])
+        self._in_flight += 1
+        return replies
+
+    async def finish(self) -> list[Progress]:
+        """Have the writer write the day in hand and empty the days the walk had nothing for;
+        every reply still due."""
+        self._send([_FINISH, None])
+        self._in_flight += 1
+        return await self._collect(until=0)
+
+    def _send(self, message: list[object]) -> None:
+        """Queue one message; the sender thread writes it into the pipe, in order."""
+        self._sender.submit(self._deliver, orjson.dumps(message))
+
+    def _deliver(self, payload: bytes) -> None:
+        assert self._down is not None
+        # A writer that ended cannot take it: the reply thread sees its end and says how.
+        with contextlib.suppress(OSError):
+            self._down.send_bytes(payload)
+
+    def _read_replies(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The reply thread: every reply, then None once the writer's end closes."""
+        assert self._up is not None
+        while True:
+            reply: _Reply
+            try:
+                reply = self._up.recv()
+            except (EOFError, OSError):
+                reply = None
+            except Exception as exc:  # a reply that does not unpickle is the writer's error
+                reply = ("error", exc)
+            try:
+                loop.call_soon_threadsafe(self._replies.put_nowait, reply)
+            except RuntimeError:  # the event loop is closed: nobody waits for replies
+                return
+            if reply is None:
+                return
+
+    async def _collect(self, *, until: int) -> list[Progress]:
+        """Replies already in, and more until at most ``until`` chunks are unanswered."""
+        replies = []
+        # With nothing unanswered, the queue holds at most the writer's end (after the finish).
+        while self._in_flight and (self._in_flight > until or not self._replies.empty()):
+            reply = await self._replies.get()
+            if reply is None:
+                raise await asyncio.to_thread(self._died)
+            kind, value = reply
+            self._in_flight -= 1
+            if kind == "error":
+                assert isinstance(value, BaseException)
+                raise value
+            assert isinstance(value, Progress)
+            replies.append(value)
+        return replies
+
+    def _died(self) -> WriterDied:
+        assert self._process is not None
+        try:
+            code = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        how = (
+            "is still running"
+            if code is None
+            else f"was killed by signal {-code}"
+            if code < 0
+            else f"exited with status {code}"
+        )
+        return WriterDied(
+            f"the funding writer process (pid {self._process.pid}) {how} before it answered; "
+            "days it wrote are whole, the others are as they were: run the range again"
+        )
+
+    def _close(self, *, abandoned: bool) -> None:
+        # On an error, chunks not yet sent are dropped; the one being sent goes in whole.
+        self._sender.shutdown(wait=True, cancel_futures=abandoned)
+        if self._down is not None:
+            # The writer sees the end: after the finish it has ended already, else it stops.
+            self._down.close()
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=WRITER_EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._reader is not None:
+            self._reader.join()
+        if self._up is not None:
+            self._up.close()
+
+
+# --- The writer process ------------------------------------------------------------------------
+
+
+def _started(start: dict[str, Any]) -> DailyFunding:
+    """The writer of a start message (`FundingWriter`'s arguments, as JSON)."""
+    return DailyFunding(
+        start["root"],
+        days=[date.fromisoformat(day) for day in start["days"]],
+        extracted_at=datetime.fromisoformat(start["extracted_at"]),
+        allow_fewer_rows=start["allow_fewer_rows"],
+        parent=start["parent"],
+    )
+
+
+def serve(down: Connection, up: Connection) -> None:
+    """The writer's loop: a start message, chunks, a finish; an error ends it.
+
+    Each chunk is normalized and its complete days written, then answered, in the order the
+    chunks came. Raises `LoadAbandoned` when the pipe ends before the finish (the load was
+    abandoned, or its process died): the write in progress finishes, no other begins.
+    """
+    writer: DailyFunding | None = None
+    while True:
+        try:
+            kind, body = orjson.loads(down.recv_bytes())
+        except EOFError:
+            raise LoadAbandoned(
+                "the load ended before its finish: no partition more was written"
+            ) from None
+        try:
+            if kind == _START:
+                writer = _started(body)
+                continue
+            assert writer is not None, "the writer got a chunk before it was started"
+            progress = writer.finish() if kind == _FINISH else writer.take(body)
+        except Exception as exc:  # every error goes back to the parent, whole
+            _answer(up, ("error", _noted(exc)))
+            return
+        _answer(up, ("ok", progress))
+        if kind == _FINISH:
+            return
+
+
+def _answer(up: Connection, reply: tuple[str, object]) -> None:
+    try:
+        try:
+            up.send(reply)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            up.send(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+    except OSError:
+        pass  # the parent is gone: nobody to tell, and the next read finds the pipe's end
+
+
+def _noted(exc: Exception) -> Exception:
+    exc.add_note("in the funding writer process:\n" + traceback.format_exc().rstrip())
+    return exc
+
+
+def main(argv: list[str]) -> int:
+    """``python -m warehouse.writer DOWN_FD UP_FD``: serve one load over these pipe ends. Exit
+    status 0, or `ABANDONED_EXIT_STATUS` when the load ended before its finish."""
+    with (
+        Connection(int(argv[0]), writable=False) as down,
+        Connection(int(argv[1]), readable=False) as up,
+    ):
+        try:
+            serve(down, up)
+        except LoadAbandoned:
+            return ABANDONED_EXIT_STATUS
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
