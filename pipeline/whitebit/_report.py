@@ -30,6 +30,10 @@ class WalkReport:
     elapsed_s: float = 0.0
     #: Slices that still filled the offset window; their oldest rows were not reachable.
     incomplete_slices: list[OffsetWindowExceeded] = field(default_factory=list)
+    #: Fields the spec does not name, seen in this walk's answers (the exchange added them): where,
+    #: as a path such as ``records[].newField`` or ``BTC.newField``, to one example value as JSON
+    #: text. They are tolerated: the rows load without them.
+    unknown_fields: dict[str, str] = field(default_factory=dict)
     #: Anything else worth knowing (for example tickers the exchange did not recognise).
     notes: list[str] = field(default_factory=list)
 
