@@ -32,9 +32,11 @@ class Fault(Enum):
     DROP_CONNECTION = "drop_connection"  # the connection closes in the middle of the body
     SLOW = "slow"  # the answer comes late
     TRUNCATED_JSON = "truncated_json"  # a 200 whose JSON stops half way
-    EXTRA_FIELD = "extra_field"  # schema drift: a field the spec does not have (additive)
-    MISSING_FIELD = "missing_field"  # schema drift: a field the spec requires is gone
-    NUMBER_FOR_STRING = "number_for_string"  # schema drift: a number where a string belongs
+    # Schema drift in the first record-like object of an answer: a field added is tolerated;
+    # a field gone, or a number where a string belongs, makes that record a reject.
+    EXTRA_FIELD = "extra_field"  # a field the spec does not have
+    MISSING_FIELD = "missing_field"  # a field the spec requires is gone
+    NUMBER_FOR_STRING = "number_for_string"  # a number where a string belongs
 
     @property
     def alters_success(self) -> bool:

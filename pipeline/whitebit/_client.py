@@ -367,7 +367,7 @@ class AsyncWhiteBIT:
             else:
                 async with self._in_order:
                     response = await self._send_signed(operation, params)
-        return self._answer(operation, response, report)
+        return self._answer(operation, params, response, report)
 
     def _pacer(self) -> Pacer | None:
         if isinstance(self._pacing, Pacer):
@@ -409,7 +409,11 @@ class AsyncWhiteBIT:
         return response
 
     def _answer(
-        self, operation: spec.Operation, response: httpx.Response, report: WalkReport | None
+        self,
+        operation: spec.Operation,
+        params: Mapping[str, Any],
+        response: httpx.Response,
+        report: WalkReport | None,
     ) -> Any:
         status, content = response.status_code, response.content
         log.debug("%s answered %d (%d bytes)", operation.path, status, len(content))
@@ -417,7 +421,7 @@ class AsyncWhiteBIT:
             unknown = report.unknown_fields if report is not None else {}
             known = len(unknown)
             try:
-                doc = parse(operation, content, unknown)
+                doc = parse(operation, content, unknown, params)
             except ContractError:
                 if not is_error_body(_loads(content)):
                     raise

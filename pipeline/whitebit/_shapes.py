@@ -272,14 +272,15 @@ def _keyed(record: _Record) -> Shape:
 
 
 def _pong() -> Shape:
-    """Ping's answer, exactly: a JSON array holding the single string "pong" (section 4.8)."""
+    """Ping's answer: a JSON array holding the string "pong" (section 4.8); more items are
+    tolerated, as more fields are elsewhere."""
 
     def ok(value: Any) -> bool:
         return value == ["pong"] and type(value) is list and type(value[0]) is str
 
     def survey(value: Any, path: str, unknown: Unknown) -> None:
-        if not ok(value):
-            raise _Mismatch(path, 'expected ["pong"]', value)
+        if type(value) is not list or not any(v == "pong" and type(v) is str for v in value):
+            raise _Mismatch(path, 'expected an array holding "pong"', value)
 
     return Shape(ok, survey)
 
@@ -326,9 +327,12 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def parse(operation: spec.Operation, content: bytes, unknown: Unknown) -> Any:
-    """The answer's JSON, once its envelope keeps the contract; unknown fields are noted in
-    ``unknown``. Raises `UnreadableResponseError` (not JSON) or `ContractError`."""
+def parse(
+    operation: spec.Operation, content: bytes, unknown: Unknown, params: Mapping[str, Any]
+) -> Any:
+    """The answer's JSON, once its envelope keeps the contract (a page: for the request's
+    ``params``); unknown fields are noted in ``unknown``. Raises `UnreadableResponseError` (not
+    JSON) or `ContractError`."""
     try:
         doc = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
@@ -346,7 +350,9 @@ def parse(operation: spec.Operation, content: bytes, unknown: Unknown) -> Any:
             if is_error_body(doc):  # the caller reads it as the error it is
                 raise _Mismatch("", "an error answer with a success status", doc)
             shape.survey(doc, "", unknown)
-        if operation.name in KEYED:
+        if operation.name in PAGED:
+            _check_page(operation, doc, params)
+        elif operation.name in KEYED:
             _refuse_repeated_keys(content)
     except _Mismatch as mismatch:
         raise ContractError(
@@ -356,6 +362,31 @@ def parse(operation: spec.Operation, content: bytes, unknown: Unknown) -> Any:
             body_excerpt=_quote(mismatch.value),
         ) from None
     return doc
+
+
+#: Answers that are pages: ``offset``, ``limit`` and ``records``.
+PAGED: Final = frozenset({spec.FUNDING_HISTORY.name, spec.INVESTMENTS_HISTORY.name})
+
+
+def _check_page(operation: spec.Operation, page: Any, params: Mapping[str, Any]) -> None:
+    """A page is the one asked for: a walk works out its next offset from it. Its offset is the
+    one asked; its limit at most the one asked (a lower one is the exchange's own page size,
+    which a walk follows); its records at most its limit."""
+    offset = params.get("offset", operation.param("offset").default or 0)
+    limit = params.get("limit", operation.param("limit").default)
+    said = {"offset": page["offset"], "limit": page["limit"]}
+    if page["offset"] != offset:
+        raise _Mismatch(
+            "offset", f"asked for offset {offset}, the answer is for {page['offset']}", said
+        )
+    if not (1 <= page["limit"] <= (limit or page["limit"])):
+        raise _Mismatch("limit", f"asked for limit {limit}, the answer says {page['limit']}", said)
+    if len(page["records"]) > page["limit"]:
+        raise _Mismatch(
+            "records",
+            f"asked for at most {page['limit']} records, the answer has {len(page['records'])}",
+            said,
+        )
 
 
 def _refuse_repeated_keys(content: bytes) -> None:

@@ -208,6 +208,24 @@ def test_an_envelope_off_the_contract_is_refused_after_one_quick_retry(
     assert own_sim.state.answered[(path, 200)] == 2
 
 
+@pytest.mark.parametrize(
+    ("body", "refused"), [(b'["pong","v2"]', False), (b"[]", True), (b'{"pong":true}', True)]
+)
+def test_ping_wants_pong_and_tolerates_more(own_sim: Simulator, body: bytes, refused: bool) -> None:
+    own_sim.faults.tamper(spec.PING.path, lambda params, sent: body)
+
+    async def main() -> None:
+        async with client(own_sim, retry=NO_RETRIES) as c:
+            if not refused:
+                await c.ping()
+                return
+            with raises(ContractError) as info:
+                await c.ping()
+            assert info.value.reason == 'expected an array holding "pong"'
+
+    asyncio.run(main())
+
+
 def test_an_error_body_with_a_success_status_is_still_the_error(own_sim: Simulator) -> None:
     own_sim.faults.tamper(HEDGE, lambda params, body: b'{"success":false,"message":"Maintenance"}')
 
