@@ -262,11 +262,10 @@ def _keyed(record: _Record) -> Shape:
     def survey(value: Any, path: str, unknown: Unknown) -> None:
         if type(value) is not dict:
             raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
-        found: Unknown = {}
-        record.unknown_in(list(value.values()), "", found)
-        for name in found:
-            key = next(k for k, v in value.items() if type(v) is dict and name in v)
-            _note(unknown, _join(path, f"{key}.{name}"), value[key][name])
+        objects = {key: v for key, v in value.items() if type(v) is dict}
+        for name in sorted(set().union(*objects.values()) - record.names):
+            key = next(key for key, v in objects.items() if name in v)
+            _note(unknown, _join(path, f"{key}.{name}"), objects[key][name])
 
     return Shape(ok, survey)
 

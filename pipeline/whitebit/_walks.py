@@ -499,10 +499,9 @@ def _plan_tickers(records: list[Any]) -> set[str]:
     """The tickers of the records' plans, where they are strings (others are rejects)."""
     try:
         tickers = {r["plan"]["ticker"] for r in records}
-    except (KeyError, TypeError):
+    except (KeyError, TypeError):  # a plan or a ticker missing, or a ticker that is a list
+        plans = [r.get("plan") for r in records if type(r) is dict]
         tickers = {
-            r["plan"].get("ticker")
-            for r in records
-            if type(r) is dict and type(r.get("plan")) is dict
+            p.get("ticker") for p in plans if type(p) is dict and type(p.get("ticker")) is str
         }
     return {t for t in tickers if type(t) is str}

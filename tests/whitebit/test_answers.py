@@ -91,6 +91,7 @@ INVESTMENT_EDITS: dict[str, Edit] = {
     "string-status": _with("status", "1"),
     "plan-not-an-object": _with("plan", None),
     "plan-ticker-a-number": lambda r: {**r, "plan": {**r["plan"], "ticker": 5}},
+    "plan-ticker-a-list": lambda r: {**r, "plan": {**r["plan"], "ticker": ["BTC"]}},
     "not-an-object": lambda record: [record["id"]],
 }
 
