@@ -9,7 +9,7 @@ It imports `pipeline.spec` and nothing else of the client.
 from ._cli import simulator_command
 from ._clock import SimClock
 from ._data import Dataset, Scale, decimal_text
-from ._faults import Fault, FaultInjector
+from ._faults import Fault, FaultInjector, Tamper, new_field, repeated_key
 from ._keys import Credentials, KeyStore
 from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, serve, spawn
 
@@ -24,7 +24,10 @@ __all__ = [
     "SimClock",
     "Simulator",
     "SpawnedSimulator",
+    "Tamper",
     "decimal_text",
+    "new_field",
+    "repeated_key",
     "serve",
     "simulator_command",
     "spawn",

@@ -66,6 +66,9 @@ class SimulatorState:
         self.keys = keys
         self.limits = RateLimiter()
         self.faults = FaultInjector()
+        #: Most records a paged answer holds, whatever was asked: an exchange that caps its
+        #: pages answers ``limit`` as its cap, with that many records (None: no cap).
+        self.page_cap: int | None = None
         self.answered: Counter[tuple[str, int]] = Counter()
         self.hedge_body = orjson.dumps({"hedgeMode": dataset.hedge_mode})
         self.main_body = orjson.dumps(dataset.main_balance)
@@ -91,11 +94,17 @@ def _page(offset: int, limit: int, records: list[bytes]) -> bytes:
     return b'{"offset":%d,"limit":%d,"records":[%b]}' % (offset, limit, b",".join(records))
 
 
+def _limit(state: SimulatorState, p: dict[str, Any]) -> int:
+    asked: int = p["limit"]
+    cap = state.page_cap
+    return asked if cap is None else min(asked, cap)
+
+
 def _investments(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
     if not key.b2b:
         return answers.NO_B2B_ACCESS
     found = state.dataset.investments.select(id=p["id"], ticker=p["ticker"], status=p["status"])
-    offset, limit = p["offset"], p["limit"]
+    offset, limit = p["offset"], _limit(state, p)
     return Answer(200, _page(offset, limit, found[offset : offset + limit]))
 
 
@@ -115,7 +124,7 @@ def _reset_key(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
 
 
 def _funding(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
-    offset, limit = p["offset"], p["limit"]
+    offset, limit = p["offset"], _limit(state, p)
     return Answer(200, _page(offset, limit, state.dataset.funding.page(p["market"], offset, limit)))
 
 

@@ -28,10 +28,19 @@ from ._server import DEFAULT_SEED, serve
     default=None,
     help="Freeze the data clock at this Unix time (reproducible data); default: runs with time.",
 )
-def simulator_command(host: str, port: int, seed: int, scale: str, frozen_at: float | None) -> None:
+@click.option(
+    "--page-cap",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Answer at most this many records per page (its limit says so), as an exchange that "
+    "caps its pages does; default: as many as asked.",
+)
+def simulator_command(
+    host: str, port: int, seed: int, scale: str, frozen_at: float | None, page_cap: int | None
+) -> None:
     """Serve the simulated WhiteBIT exchange and print its URL and demo credentials."""
     try:
         parsed = Scale.parse(scale)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--scale") from exc
-    serve(host=host, port=port, seed=seed, scale=parsed, frozen_at=frozen_at)
+    serve(host=host, port=port, seed=seed, scale=parsed, frozen_at=frozen_at, page_cap=page_cap)

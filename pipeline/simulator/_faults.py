@@ -11,9 +11,17 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from enum import Enum
+from typing import Any, Literal
+
+import orjson
 
 #: Rewrites a successful answer's body: (request's parameters, body) -> new body.
 Tamper = Callable[[dict[str, object], bytes], bytes]
+
+#: Where `new_field` adds its field: to each record of a page or a list (``records``: a page's
+#: ``records``, watcher links' ``data``), to each value of an answer keyed by ticker
+#: (``values``), or to the answer's own object (``top``: a page's envelope, hedge mode).
+Where = Literal["records", "values", "top"]
 
 
 class Fault(Enum):
@@ -24,9 +32,11 @@ class Fault(Enum):
     DROP_CONNECTION = "drop_connection"  # the connection closes in the middle of the body
     SLOW = "slow"  # the answer comes late
     TRUNCATED_JSON = "truncated_json"  # a 200 whose JSON stops half way
-    EXTRA_FIELD = "extra_field"  # schema drift: a field the spec does not have
-    MISSING_FIELD = "missing_field"  # schema drift: a field the spec requires is gone
-    NUMBER_FOR_STRING = "number_for_string"  # schema drift: a number where a string belongs
+    # Schema drift in the first record-like object of an answer: a field added is tolerated;
+    # a field gone, or a number where a string belongs, makes that record a reject.
+    EXTRA_FIELD = "extra_field"  # a field the spec does not have
+    MISSING_FIELD = "missing_field"  # a field the spec requires is gone
+    NUMBER_FOR_STRING = "number_for_string"  # a number where a string belongs
 
     @property
     def alters_success(self) -> bool:
@@ -37,6 +47,56 @@ class Fault(Enum):
 _BODY_FAULTS = frozenset(
     {Fault.TRUNCATED_JSON, Fault.EXTRA_FIELD, Fault.MISSING_FIELD, Fault.NUMBER_FOR_STRING}
 )
+
+
+def new_field(name: str, value: Any, where: Where) -> Tamper:
+    """Schema drift as exchanges do it, without notice: a field the spec does not name, added
+    to every record (or value, or to the answer itself; see `Where`)."""
+    if where not in ("records", "values", "top"):
+        raise ValueError(f"where must be records, values or top, not {where!r}")
+
+    def rewrite(params: dict[str, object], body: bytes) -> bytes:
+        doc = orjson.loads(body)
+        if where == "top":
+            targets = [doc]
+        elif where == "values":
+            targets = list(doc.values())
+        else:
+            targets = doc["records"] if "records" in doc else doc["data"]
+        for target in targets:
+            target[name] = value
+        return orjson.dumps(doc)
+
+    return rewrite
+
+
+def repeated_key(value: Any = None) -> Tamper:
+    """An answer keyed by ticker that lists its first ticker a second time, last, with
+    ``value`` (default: the same value again): bytes a JSON object cannot hold once parsed."""
+
+    def rewrite(params: dict[str, object], body: bytes) -> bytes:
+        doc = orjson.loads(body)
+        if not doc:
+            return body  # no ticker to list twice
+        key, first = next(iter(doc.items()))
+        again = orjson.dumps({key: first if value is None else value})
+        return body.rstrip()[:-1] + b"," + again[1:]
+
+    return rewrite
+
+
+def named_tamper(spec: dict[str, Any]) -> Tamper | None:
+    """A tamper by name, as the control API takes it: ``{"kind": "new_field", "name": ...,
+    "value": ..., "where": ...}``, ``{"kind": "repeated_key", "value": ...}``, or
+    ``{"kind": null}`` (none)."""
+    kind = spec.get("kind")
+    if kind is None:
+        return None
+    if kind == "new_field":
+        return new_field(str(spec["name"]), spec.get("value"), spec["where"])
+    if kind == "repeated_key":
+        return repeated_key(spec.get("value"))
+    raise ValueError(f"unknown tamper {kind!r}: new_field, repeated_key or null")
 
 
 class FaultInjector:

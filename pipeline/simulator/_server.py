@@ -1,8 +1,8 @@
 """Serving the simulator: in-process for tests (a uvicorn server on a thread), or as a process.
 
 `Simulator` is the handle tests hold: its URL and credentials, and the switches they steer
-(faults, clock, rate budgets). The same switches are reachable over HTTP under ``/_simulator/``
-for a simulator running in another process (`spawn`).
+(faults, tampers, clock, rate budgets, page cap). The same switches are reachable over HTTP under
+``/_simulator/`` for a simulator running in another process (`spawn`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from starlette.routing import Route
 from ._app import DroppedConnection, SimulatorState, build_app
 from ._clock import SimClock
 from ._data import Dataset, Scale
-from ._faults import Fault
+from ._faults import Fault, named_tamper
 from ._keys import Credentials, KeyStore
 
 DEFAULT_SEED = 7
@@ -58,6 +58,11 @@ def _control_routes(state: SimulatorState) -> list[Route]:
             )
         return Response(b"{}", media_type="application/json")
 
+    async def tamper(request: Request) -> Response:
+        body = orjson.loads(await request.body() or b"{}")
+        state.faults.tamper(str(body["path"]), named_tamper(body))
+        return Response(b"{}", media_type="application/json")
+
     async def clock(request: Request) -> Response:
         body = orjson.loads(await request.body() or b"{}")
         now = state.dataset.clock.advance(float(body.get("advance", 0)))
@@ -69,6 +74,8 @@ def _control_routes(state: SimulatorState) -> list[Route]:
             state.limits.enabled = bool(body["enabled"])
         for group, (requests, period) in body.get("budgets", {}).items():
             state.limits.set_budget(group, int(requests), float(period))
+        if "page_cap" in body:
+            state.page_cap = _page_cap(body["page_cap"])
         return Response(b"{}", media_type="application/json")
 
     async def stats(request: Request) -> Response:
@@ -85,10 +92,19 @@ def _control_routes(state: SimulatorState) -> list[Route]:
 
     return [
         Route(f"{CONTROL_PREFIX}/faults", faults, methods=["POST"]),
+        Route(f"{CONTROL_PREFIX}/tamper", tamper, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/clock", clock, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/limits", limits, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/stats", stats, methods=["GET"]),
     ]
+
+
+def _page_cap(value: Any) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise ValueError(f"a page cap is a number of records, at least 1, not {value!r}")
+    return value
 
 
 class Simulator:
@@ -107,12 +123,14 @@ class Simulator:
         host: str = "127.0.0.1",
         port: int = 0,
         rate_limits: bool = True,
+        page_cap: int | None = None,
     ) -> None:
         self.clock = clock or SimClock()
         self.dataset = Dataset(seed, scale or Scale.small(), self.clock)
         self.keys = KeyStore(seed)
         self.state = SimulatorState(self.dataset, self.keys)
         self.state.limits.enabled = rate_limits
+        self.page_cap = page_cap
         self.app = build_app(self.state, _control_routes(self.state))
         self._host, self._port = host, port
         self._server: uvicorn.Server | None = None
@@ -127,6 +145,15 @@ class Simulator:
     @property
     def limits(self) -> Any:
         return self.state.limits
+
+    @property
+    def page_cap(self) -> int | None:
+        """Most records a paged answer holds (its ``limit`` then says so); None: as asked."""
+        return self.state.page_cap
+
+    @page_cap.setter
+    def page_cap(self, value: int | None) -> None:
+        self.state.page_cap = _page_cap(value)
 
     @property
     def credentials(self) -> Credentials:
@@ -195,15 +222,24 @@ class Simulator:
         self.stop()
 
 
-def serve(*, host: str, port: int, seed: int, scale: Scale, frozen_at: float | None) -> None:
+def serve(
+    *,
+    host: str,
+    port: int,
+    seed: int,
+    scale: Scale,
+    frozen_at: float | None,
+    page_cap: int | None = None,
+) -> None:
     """Run the simulator in the foreground until interrupted (the CLI's ``simulator``)."""
     clock = SimClock(frozen_at) if frozen_at is not None else SimClock.running()
-    sim = Simulator(seed=seed, scale=scale, clock=clock, host=host, port=port)
+    sim = Simulator(seed=seed, scale=scale, clock=clock, host=host, port=port, page_cap=page_cap)
     len(sim.dataset.funding)  # generate the history before announcing readiness
     with sim:
         creds = sim.credentials
         print(f"WhiteBIT simulator listening on {sim.url}", flush=True)
-        print(f"  seed {seed}, scale {scale}", flush=True)
+        capped = f", pages capped at {page_cap} records" if page_cap else ""
+        print(f"  seed {seed}, scale {scale}{capped}", flush=True)
         print(f"  WHITEBIT_BASE_URL={sim.url}", flush=True)
         print(f"  WHITEBIT_API_KEY={creds.api_key}", flush=True)
         print(f"  WHITEBIT_API_SECRET={creds.api_secret}  (simulator demo key)", flush=True)
@@ -257,6 +293,7 @@ def spawn(
     frozen_at: float | None = None,
     cpu: int | None = None,
     timeout_s: float = 120,
+    page_cap: int | None = None,
 ) -> SpawnedSimulator:
     """Start ``python -m pipeline.simulator`` as a child process and wait until it serves."""
     cmd = [
@@ -272,6 +309,8 @@ def spawn(
     ]
     if frozen_at is not None:
         cmd += ["--frozen-at", str(frozen_at)]
+    if page_cap is not None:
+        cmd += ["--page-cap", str(page_cap)]
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
         cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
     )

@@ -1,7 +1,9 @@
 """The asynchronous WhiteBIT v4 client: one typed method per operation of `spec`.
 
 Every call is signed with a fresh nonce, paced to its rate budget, retried per `RetryPolicy`, and
-checked against the spec's shape before it is returned. Walks over many pages live in `_walks`.
+its envelope checked against the spec's shape before it is returned (records pass as received:
+the warehouse judges them). Fields the spec does not name go into the ``report`` a call is given,
+or to the log. Walks over many pages live in `_walks`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ._auth import Credentials, Signer, nonce_source, redacted
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
 from ._errors import (
     APIError,
-    ResponseFormatError,
+    ContractError,
     TransportError,
     TransportTimeout,
     error_for_answer,
@@ -211,15 +213,20 @@ class AsyncWhiteBIT:
         status: int | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        report: WalkReport | None = None,
     ) -> InvestmentsPage:
         """One page of fixed-term investments (B2B partners only); see `walk_investments`."""
         params = _present(
             id=investment_id, ticker=ticker, status=status, limit=limit, offset=offset
         )
-        return cast(InvestmentsPage, await self.call(spec.INVESTMENTS_HISTORY, params))
+        return cast(
+            InvestmentsPage, await self.call(spec.INVESTMENTS_HISTORY, params, report=report)
+        )
 
-    async def hedge_mode(self) -> HedgeMode:
-        return cast(HedgeMode, await self.call(spec.HEDGE_MODE, {}))
+    async def hedge_mode(self, *, report: WalkReport | None = None) -> HedgeMode:
+        """Whether hedge mode is on. Like every single call, it notes in ``report`` (when
+        given) its retries and the fields of the answer the spec does not name."""
+        return cast(HedgeMode, await self.call(spec.HEDGE_MODE, {}, report=report))
 
     async def reset_subaccount_key(self, api_key_id: str) -> None:
         """Give a sub-account key a new secret. Never repeated after an answer that leaves it
@@ -227,26 +234,36 @@ class AsyncWhiteBIT:
         await self.call(spec.RESET_SUBACCOUNT_KEY, {"apiKeyId": api_key_id})
 
     async def funding_history(
-        self, *, market: str | None = None, limit: int | None = None, offset: int | None = None
+        self,
+        *,
+        market: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        report: WalkReport | None = None,
     ) -> FundingPage:
         """One page of funding payments, newest first; see `walk_funding`."""
         params = _present(market=market, limit=limit, offset=offset)
-        return cast(FundingPage, await self.call(spec.FUNDING_HISTORY, params))
+        return cast(FundingPage, await self.call(spec.FUNDING_HISTORY, params, report=report))
 
-    async def main_balance(self, *, ticker: str | None = None) -> dict[str, MainBalance]:
-        return cast(
-            "dict[str, MainBalance]", await self.call(spec.MAIN_BALANCE, _present(ticker=ticker))
-        )
+    async def main_balance(
+        self, *, ticker: str | None = None, report: WalkReport | None = None
+    ) -> dict[str, MainBalance]:
+        """Refused (`ContractError`) when the answer lists a ticker twice."""
+        answer = await self.call(spec.MAIN_BALANCE, _present(ticker=ticker), report=report)
+        return cast("dict[str, MainBalance]", answer)
 
-    async def trading_balance(self, *, ticker: str | None = None) -> dict[str, TradingBalance]:
-        """Without a ticker, only non-zero balances are listed."""
-        return cast(
-            "dict[str, TradingBalance]",
-            await self.call(spec.TRADING_BALANCE, _present(ticker=ticker)),
-        )
+    async def trading_balance(
+        self, *, ticker: str | None = None, report: WalkReport | None = None
+    ) -> dict[str, TradingBalance]:
+        """Without a ticker, only non-zero balances are listed. Refused (`ContractError`) when
+        the answer lists a ticker twice."""
+        answer = await self.call(spec.TRADING_BALANCE, _present(ticker=ticker), report=report)
+        return cast("dict[str, TradingBalance]", answer)
 
-    async def watcher_links(self, account: str) -> list[WatcherLink]:
-        answer = await self.call(spec.WATCHER_LINKS, {"account": account})
+    async def watcher_links(
+        self, account: str, *, report: WalkReport | None = None
+    ) -> list[WatcherLink]:
+        answer = await self.call(spec.WATCHER_LINKS, {"account": account}, report=report)
         return cast("list[WatcherLink]", answer["data"])
 
     # --- walks ---------------------------------------------------------------------------
@@ -289,7 +306,8 @@ class AsyncWhiteBIT:
         *,
         report: WalkReport | None = None,
     ) -> Any:
-        """Call one operation, retried as `RetryPolicy` says; ``report`` counts retries and 429s."""
+        """Call one operation, retried as `RetryPolicy` says; ``report`` counts retries and 429s,
+        and collects the fields of the answers that the spec does not name."""
         _check_params(operation, params)
         if operation.private and self._signer is None:
             raise ValueError(f"{operation.name} is private: the client needs credentials")
@@ -349,7 +367,7 @@ class AsyncWhiteBIT:
             else:
                 async with self._in_order:
                     response = await self._send_signed(operation, params)
-        return self._answer(operation, response, report)
+        return self._answer(operation, params, response, report)
 
     def _pacer(self) -> Pacer | None:
         if isinstance(self._pacing, Pacer):
@@ -391,16 +409,30 @@ class AsyncWhiteBIT:
         return response
 
     def _answer(
-        self, operation: spec.Operation, response: httpx.Response, report: WalkReport | None
+        self,
+        operation: spec.Operation,
+        params: Mapping[str, Any],
+        response: httpx.Response,
+        report: WalkReport | None,
     ) -> Any:
         status, content = response.status_code, response.content
         log.debug("%s answered %d (%d bytes)", operation.path, status, len(content))
         if 200 <= status < 300:
+            unknown = report.unknown_fields if report is not None else {}
+            known = len(unknown)
             try:
-                return parse(operation, content)
-            except ResponseFormatError:
+                doc = parse(operation, content, unknown, params)
+            except ContractError:
                 if not is_error_body(_loads(content)):
                     raise
+            else:
+                if len(unknown) > known:  # first seen: said once, in the log too
+                    log.warning(
+                        "%s: the answer has fields the spec does not name (tolerated): %s",
+                        operation.name,
+                        ", ".join(f"{p} (e.g. {unknown[p]})" for p in list(unknown)[known:]),
+                    )
+                return doc
         elif status == 429 and report is not None:
             report.rate_limited += 1
         raise error_for_answer(operation, status, response.headers, content)

@@ -18,6 +18,9 @@ DEFAULT_TIMEOUT_S: Final = 30.0
 #: Retries after the first attempt: enough that a run of failures outlasting them stays rare
 #: even at a high fault rate.
 DEFAULT_MAX_RETRIES: Final = 8
+#: Retries, without a wait, of an answer that breaks the contract: a second look tells a hiccup
+#: (a proxy's, a deploy's) from the exchange's answer; more would only delay the error.
+CONTRACT_RETRIES: Final = 1
 #: First backoff; doubled per retry up to the maximum, then jittered down by at most a quarter.
 INITIAL_RETRY_DELAY_S: Final = 0.25
 MAX_RETRY_DELAY_S: Final = 8.0

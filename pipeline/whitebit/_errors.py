@@ -14,14 +14,22 @@ WhiteBITError
 │   │   └── ServerError           5xx, HTML or JSON                                 [retried]
 │   ├── TransportError            no complete answer: refused, dropped mid-body     [retried]
 │   │   └── TransportTimeout      no answer in time                                 [retried]
-│   └── ResponseFormatError       a 2xx whose body is not the spec's shape          [retried]
+│   └── ResponseFormatError       a 2xx answer that cannot be used as it came
+│       ├── UnreadableResponseError  not JSON: cut short, empty, HTML               [retried]
+│       └── ContractError         JSON that breaks the contract: an envelope, an offset or a
+│                                 limit other than asked, a key listed twice [retried once, at once]
 └── WalkError                     a walk cannot vouch that it fetched everything
     ├── OffsetWindowExceeded      a slice still fills the offset window after splitting
     └── FundingOrderError         funding history broke its newest-first order, or repeats
 ```
 
 Retried errors are retried only for operations that change nothing, except the two answers that
-prove a request never ran (`RateLimitError`, `NonceRejectedError`): see `_retry.py`. The mapping
+prove a request never ran (`RateLimitError`, `NonceRejectedError`): see `_retry.py`. ``retryable``
+says whether waiting could help, so a caller may try again later: a `ContractError` is tried once
+more at once (a proxy's or a deploy's hiccup costs one request), but the same answer again means
+the exchange does not keep the contract, and no wait changes that. Record-level problems (a field
+missing, null or of another JSON type) raise nothing: the records pass as received, and the
+warehouse rejects each with its reason. The mapping
 follows `docs/api.md`, "Error responses seen"; note that a rejected nonce answers 429, like a rate
 limit.
 No error text ever carries a secret, a payload or a signature: only the exchange's answer.
@@ -55,11 +63,13 @@ def excerpt(content: bytes | str, limit: int = EXCERPT_CHARS) -> str:
 class WhiteBITError(Exception):
     """Base of everything this client raises on purpose."""
 
+    #: Whether trying again later could help (the exchange was unavailable, the answer cut
+    #: short), as opposed to an answer or a refusal that waiting does not change.
+    retryable: ClassVar[bool] = False
+
 
 class APIError(WhiteBITError):
     """A call to the exchange failed; ``attempts`` counts the tries it was given."""
-
-    retryable: ClassVar[bool] = False
 
     def __init__(self, detail: str, *, operation: spec.Operation, attempts: int = 1) -> None:
         super().__init__(detail)
@@ -149,9 +159,7 @@ class TransportTimeout(TransportError):
 
 
 class ResponseFormatError(APIError):
-    """A 2xx answer whose body is not the shape the spec gives (bad JSON, a field wrong)."""
-
-    retryable = True
+    """A 2xx answer that cannot be used as it came: one of the two kinds below."""
 
     def __init__(
         self, *, operation: spec.Operation, field: str, reason: str, body_excerpt: str
@@ -163,6 +171,19 @@ class ResponseFormatError(APIError):
         self.field = field
         self.reason = reason
         self.body_excerpt = body_excerpt
+
+
+class UnreadableResponseError(ResponseFormatError):
+    """A 2xx answer that is not JSON: cut short, empty, or a page of HTML. Another try may get
+    the whole answer."""
+
+    retryable = True
+
+
+class ContractError(ResponseFormatError):
+    """A 2xx JSON answer that breaks the contract where the walk relies on it: the envelope
+    (``records`` not a list, a field of it missing), an offset or a limit other than asked, more
+    records than the limit, a ticker listed twice. Tried once more at once, never later."""
 
 
 class WalkError(WhiteBITError):
@@ -185,7 +206,9 @@ class OffsetWindowExceeded(WalkError):
 
 class FundingOrderError(WalkError):
     """Funding history answered out of its newest-first order, or the same entries whatever the
-    offset, so a walk cannot prove it has neither gaps nor repeats."""
+    offset, so a walk cannot prove it has neither gaps nor repeats. The walk already fetched the
+    pages again that a moving head could explain (`MAX_REFETCHES`), so this is the exchange's
+    answer, not a moment of it: not worth a later try (``retryable`` false)."""
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

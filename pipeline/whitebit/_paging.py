@@ -13,6 +13,10 @@ are new to the walk, whatever arrived meanwhile and in whatever order the pages 
 - not found otherwise: the page was fetched before a shift the previous page saw (a gap); fetch
   it again.
 
+A record the walk cannot key (a field missing, null or of another JSON type: the warehouse rejects
+it) is keyed by its whole content instead, and its funding time is taken from its neighbours, so
+it is passed through in its place, found again in the overlap like any other, and never dropped.
+
 Remembering what was passed needs only the last record and the keys of the records that share its
 funding time: memory bounded by the largest group of entries funded at one time (one per market
 and position side), never by the length of the walk.
@@ -26,36 +30,58 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from time import time as wall_clock
-from typing import Final, Literal, cast
+from typing import Any, Final, Literal, cast
+
+import orjson
 
 from ._config import EARLIEST_FUNDING_TIME, FUTURE_TOLERANCE_S
 from ._errors import FundingOrderError
 from ._types import FundingEntry
 
 #: (market, fundingTime as sent, short side): one funding payment (hedge mode pays a long and a
-#: short of one market at the same time).
+#: short of one market at the same time). A record without them: ("", its JSON, False).
 FundingKey = tuple[str, str, bool]
 
 
 _FUNDING_TIME: Final = itemgetter("fundingTime")
 
 
+_MARKET_AND_TIME: Final = itemgetter(0, 1)
+
+
 def funding_keys(records: Sequence[FundingEntry]) -> list[FundingKey]:
-    return [(r["market"], r["fundingTime"], r["positionAmount"].startswith("-")) for r in records]
+    try:
+        keys = [
+            (r["market"], r["fundingTime"], r["positionAmount"].startswith("-")) for r in records
+        ]
+        # Only strings key a record (two nulls would make two records one): joined at C speed.
+        "".join(chain.from_iterable(map(_MARKET_AND_TIME, keys)))
+    except (KeyError, TypeError, AttributeError):
+        return list(map(funding_key, records))
+    return keys
 
 
-def funding_key(record: FundingEntry) -> FundingKey:
-    return funding_keys((record,))[0]
+def funding_key(record: Any) -> FundingKey:
+    """One record's key; a record that lacks a usable market, time or position amount is keyed
+    by its content, so that the same record in the next page is still found."""
+    if type(record) is dict:
+        market, time, position = (
+            record.get(k) for k in ("market", "fundingTime", "positionAmount")
+        )
+        if type(market) is str and type(time) is str and type(position) is str:
+            return market, time, position.startswith("-")
+    return "", orjson.dumps(record, option=orjson.OPT_SORT_KEYS).decode(), False
 
 
-def plausible_time(text: str, now: float) -> int | None:
+def plausible_time(text: object, now: float) -> int | None:
     """A funding time the walk can order and window by: Unix seconds, digits only, between
     `EARLIEST_FUNDING_TIME` and a day after ``now``. Anything else (milliseconds, 0, the year
     5138) is not trusted for ordering or for the window: the walk passes the record through in
     its place, and the warehouse reads or rejects it with its own, stricter rules."""
-    if not (text.isascii() and text.isdigit() and len(text) <= 11):
+    if not (type(text) is str and text.isascii() and text.isdigit() and len(text) <= 11):
         return None
     seconds = int(text)
     if seconds < EARLIEST_FUNDING_TIME or seconds > now + FUTURE_TOLERANCE_S:
@@ -69,9 +95,13 @@ def funding_times(records: Sequence[FundingEntry], before: int | None) -> list[i
     ordering it takes its neighbour's time: the record before it (``before`` for the first),
     else the record after it."""
     now = wall_clock()
-    texts = list(map(_FUNDING_TIME, records))
-    joined = "".join(texts)
-    if all(texts) and joined.isascii() and joined.isdigit():
+    try:
+        texts: list[Any] = list(map(_FUNDING_TIME, records))
+        joined = "".join(texts)
+    except (KeyError, TypeError):  # a record without a time as text: see plausible_time
+        texts = [r.get("fundingTime") if type(r) is dict else None for r in records]
+        joined = ""
+    if joined and all(texts) and joined.isascii() and joined.isdigit():
         known = list(map(int, texts))  # the common case, at C speed
         if min(known) >= EARLIEST_FUNDING_TIME and max(known) <= now + FUTURE_TOLERANCE_S:
             return list(known)
@@ -161,8 +191,8 @@ class FundingCursor:
         if self._last_key is not None:
             found = self._find(records)
             if found is None:
-                times = funding_times(records, None)
-                if full and all(map(self._passed, records, times)):
+                placed = _placed(records)
+                if full and placed and all(self._passed(r, t) for r, t in placed):
                     return FundingStep("skip", offset + self.page_size, repeated=len(records))
                 return FundingStep("refetch", offset)
             start = found + 1
@@ -187,9 +217,10 @@ class FundingCursor:
         return None
 
     def _check_passed(self, before: Sequence[FundingEntry]) -> None:
-        """Records ahead of the last one passed must all be passed already: one that is not
-        would be skipped, so the exchange's order is not to be trusted."""
-        for record, time in zip(before, funding_times(before, None), strict=True):
+        """Records ahead of the last one passed (those a time places, see `_placed`) must all be
+        passed already: one that is not would be skipped, so the exchange's order is not to be
+        trusted."""
+        for record, time in _placed(before):
             if not self._passed(record, time):
                 raise FundingOrderError(
                     f"funding entry {funding_key(record)} appears ahead of {self._last_key}, "
@@ -235,6 +266,22 @@ class FundingCursor:
         self._last_time = oldest if oldest is not None else last
 
 
+def _placed(records: Sequence[FundingEntry]) -> list[tuple[FundingEntry, int]]:
+    """The records a plausible time of their own places in the order, with that time.
+
+    Only these tell whether a page lies before or after the walk's last record (a page is a
+    contiguous slice of the history, so any of them tells for all). A record without one borrows
+    a neighbour's time for ordering, but which neighbour depends on where the page cuts, so it
+    cannot be judged by it: it is passed or not with the records around it."""
+    now = wall_clock()
+    placed = []
+    for record in records:
+        time = plausible_time(record.get("fundingTime") if type(record) is dict else None, now)
+        if time is not None:
+            placed.append((record, time))
+    return placed
+
+
 def _negative(value: int) -> int:
     return -value
 
@@ -247,10 +294,9 @@ class OffsetWindow:
     limit: int
     max_offset: int
 
-    @property
-    def offsets(self) -> list[int]:
-        offsets = list(range(0, self.max_offset, self.limit))
-        return [*offsets, self.max_offset]
+    def offsets_from(self, start: int) -> list[int]:
+        """The offsets a slice reads from ``start`` on (``start`` too), the maximum last."""
+        return [*range(start, self.max_offset, self.limit), self.max_offset]
 
     @property
     def reachable(self) -> int:

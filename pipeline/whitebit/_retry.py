@@ -1,8 +1,10 @@
 """When a failed call is tried again, and after how long.
 
 Retried: the gateway's 429, a rejected nonce, 5xx, a dropped or refused connection, a timeout,
-and an answer that is not the spec's shape (truncated JSON, drift), each a bounded number of times
-and each re-signed with a fresh nonce. Everything else raises at once.
+and an answer that is not JSON (cut short, empty, HTML), each a bounded number of times with a
+backoff, and each re-signed with a fresh nonce. An answer that is JSON but breaks the contract
+(`ContractError`) is tried once more, at once: the same answer twice is the exchange's, and
+waiting would only delay the error. Everything else raises at once.
 
 An operation that changes state (the sub-account key reset) is retried only on the two answers that
 prove it never ran: the gateway's 429 (refused before the exchange saw it) and a rejected nonce
@@ -19,12 +21,19 @@ from typing import Final
 from pipeline import spec
 
 from ._config import (
+    CONTRACT_RETRIES,
     DEFAULT_MAX_RETRIES,
     INITIAL_RETRY_DELAY_S,
     MAX_RETRY_AFTER_S,
     MAX_RETRY_DELAY_S,
 )
-from ._errors import APIError, APIStatusError, NonceRejectedError, RateLimitError
+from ._errors import (
+    APIError,
+    APIStatusError,
+    ContractError,
+    NonceRejectedError,
+    RateLimitError,
+)
 
 #: Operations that change state on the exchange.
 STATE_CHANGING: Final = frozenset({spec.RESET_SUBACCOUNT_KEY.name})
@@ -45,18 +54,22 @@ class RetryPolicy:
     def should_retry(self, operation: spec.Operation, error: BaseException, attempts: int) -> bool:
         """Whether to try ``operation`` again after ``attempts`` attempts, the last of which
         raised ``error``. The one place that tells which failures are retried, and how often."""
-        if not isinstance(error, APIError) or not error.retryable:
+        if not isinstance(error, APIError):
             return False
         if operation.name in STATE_CHANGING and not isinstance(
             error, RateLimitError | NonceRejectedError
         ):
             return False
-        return attempts <= self.max_retries
+        if isinstance(error, ContractError):
+            return attempts <= min(CONTRACT_RETRIES, self.max_retries)
+        return error.retryable and attempts <= self.max_retries
 
     def delay(self, retry: int, error: BaseException | None) -> float:
         """Seconds before retry number ``retry`` (1 for the first), after ``error``:
         ``Retry-After`` when the answer gave a sane one, else the capped backoff, less up to a
-        quarter of jitter."""
+        quarter of jitter; none after a `ContractError`, whose one retry is for a hiccup."""
+        if isinstance(error, ContractError):
+            return 0.0
         retry_after = error.retry_after if isinstance(error, APIStatusError) else None
         if retry_after is not None and 0 <= retry_after <= MAX_RETRY_AFTER_S:
             return retry_after

@@ -1,16 +1,28 @@
 """The shape of each operation's successful answer, compiled from the field tables of `spec`.
 
-Checks are strict JSON types: a decimal is a string, a timestamp an integer (or a string where
-the spec says so), nothing missing, nothing extra. Values are returned exactly as sent: decimals
-stay text, and a timestamp string that is not digits passes, for the warehouse to reject.
+An answer has two levels, checked differently:
+
+- its envelope (the page's ``offset``, ``limit`` and ``records``, a watcher-link list's ``data``,
+  a balance answer being an object keyed by ticker, any answer being an object at all) is what a
+  walk relies on: anything else there is a `ContractError`;
+- its records (a funding entry, an investment, a balance, a link, the hedge-mode object) are data:
+  a field missing, null or of another JSON type, or a record that is not an object, passes as
+  received, and the warehouse rejects that record with its reason, the rest of the page loading.
+
+A field the spec does not name, in a record or in an envelope, is tolerated (exchanges add
+fields without notice) and noted in ``unknown``: its path (``records[].newField``,
+``BTC.newField``, ``newField``) and one example value as JSON text. Values are returned exactly
+as sent, unknown fields included: decimals stay text, and the warehouse reads only its own fields.
 
 Hand-compiled rather than pydantic-core, because this check runs on every page of every walk and
-orjson plus these checks costs less CPU than pydantic-core's one-pass ``validate_json``. A fast
-yes/no pass runs first; only an answer that fails it is walked again to say where and why.
+orjson plus these checks costs less CPU than pydantic-core's one-pass ``validate_json``. A fast,
+strict yes/no pass (exactly the spec's fields and types) runs first; only an answer that fails it
+is surveyed again, record by record, for what breaks the contract and what is unknown.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -22,7 +34,10 @@ import orjson
 from pipeline import spec
 
 from ._config import EXCERPT_CHARS
-from ._errors import ResponseFormatError, excerpt
+from ._errors import ContractError, UnreadableResponseError, excerpt, is_error_body
+
+#: Fields the spec does not name, seen in answers: path -> one example value as JSON text.
+Unknown = dict[str, str]
 
 #: Python types of the spec's JSON types; `type(value) is kind` keeps booleans out of integers.
 _SCALARS: Final[Mapping[spec.FieldType, type]] = {
@@ -50,58 +65,56 @@ class _Mismatch(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """A JSON value's expected shape: ``ok`` answers fast, ``explain`` says what is wrong."""
+    """A JSON value's expected shape: ``ok`` answers fast and strictly; ``survey`` raises
+    `_Mismatch` where the contract breaks, and notes unknown fields."""
 
     ok: Callable[[Any], bool]
-    explain: Callable[[Any, str], None]
+    survey: Callable[[Any, str, Unknown], None]
     #: A plain scalar's exact Python type, so that an object checks it inline, without a call.
     kind: type | None = None
     #: For an object of plain scalars: ``ok`` of a whole list of them at once, at C speed.
     all_ok: Callable[[list[Any]], bool] | None = None
 
 
-def _scalar(kind: type) -> Shape:
+def _note(unknown: Unknown, path: str, value: Any) -> None:
+    if path not in unknown:
+        unknown[path] = _quote(value)
+
+
+def _record_level(value: Any, path: str, unknown: Unknown) -> None:
+    """A record's field value is the warehouse's to judge: nothing to survey."""
+
+
+def _scalar(kind: type, survey: bool = False) -> Shape:
+    """A value of one JSON type; ``survey`` makes another type break the contract (an
+    envelope's field), else it is for the warehouse (a record's field)."""
+
     def ok(value: Any) -> bool:
         return type(value) is kind
 
-    def explain(value: Any, path: str) -> None:
+    def mismatch(value: Any, path: str, unknown: Unknown) -> None:
         if type(value) is not kind:
             raise _Mismatch(path, f"expected {_JSON_NAMES[kind]}, got {_json_type(value)}", value)
 
-    return Shape(ok, explain, kind)
+    return Shape(ok, mismatch if survey else _record_level, kind)
 
 
 def _nullable(inner: Shape) -> Shape:
     def ok(value: Any) -> bool:
         return value is None or inner.ok(value)
 
-    def explain(value: Any, path: str) -> None:
-        if value is not None:
-            inner.explain(value, path)
-
-    return Shape(ok, explain)
+    return Shape(ok, _record_level)
 
 
-def _array(item: Shape, *, exactly: int | None = None) -> Shape:
-    item_ok = item.ok
-    all_ok = item.all_ok or (lambda items: all(map(item_ok, items)))
-
+def _strings() -> Shape:
     def ok(value: Any) -> bool:
-        return type(value) is list and (exactly is None or len(value) == exactly) and all_ok(value)
+        return type(value) is list and all(type(item) is str for item in value)
 
-    def explain(value: Any, path: str) -> None:
-        if type(value) is not list:
-            raise _Mismatch(path, f"expected an array, got {_json_type(value)}", value)
-        if exactly is not None and len(value) != exactly:
-            raise _Mismatch(path, f"expected {exactly} item(s), got {len(value)}", value)
-        for i, element in enumerate(value):
-            item.explain(element, f"{path}[{i}]")
-
-    return Shape(ok, explain)
+    return Shape(ok, _record_level)
 
 
-def _object(fields: Mapping[str, Shape]) -> Shape:
-    """A JSON object with exactly these fields."""
+def _exact(fields: Mapping[str, Shape]) -> tuple[Callable[[Any], bool], Callable[..., bool] | None]:
+    """``ok`` of an object with exactly these fields, and ``all_ok`` when they are all scalars."""
     names = frozenset(fields)
     # Plain scalars are checked inline; only nested values cost a call.
     scalars = tuple((name, shape.kind) for name, shape in fields.items() if shape.kind)
@@ -115,24 +128,14 @@ def _object(fields: Mapping[str, Shape]) -> Shape:
                 return False
         return all(check(value[name]) for name, check in nested)
 
-    def explain(value: Any, path: str) -> None:
-        if type(value) is not dict:
-            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
-        for name in value.keys() - names:
-            raise _Mismatch(_join(path, name), "a field the spec does not have", value[name])
-        for name, shape in fields.items():
-            if name not in value:
-                raise _Mismatch(_join(path, name), "a field the spec requires is missing", value)
-            shape.explain(value[name], _join(path, name))
-
-    return Shape(ok, explain, all_ok=None if nested or not scalars else _all_ok(scalars))
+    return ok, (None if nested or not scalars else _all_ok(scalars))
 
 
 def _all_ok(scalars: tuple[tuple[str, type], ...]) -> Callable[[list[Any]], bool]:
     """Objects with exactly these scalar fields, checked a whole list at a time: every item a
     dict, of as many fields as named, holding every name (so no other), each value of its
     field's type. `map` and `itemgetter` do the loops in C, so a whole page costs less than
-    the record-by-record check, which still explains a failure."""
+    the record-by-record check."""
     count = len(scalars)
     by_kind = []  # (the getter of every field of one type, that type, how many fields)
     for kind in {kind for _, kind in scalars}:
@@ -156,31 +159,39 @@ def _all_ok(scalars: tuple[tuple[str, type], ...]) -> Callable[[list[Any]], bool
     return all_ok
 
 
-def _keyed(item: Shape) -> Shape:
-    """An object keyed by free names (a ticker), each value of one shape."""
-    item_ok = item.ok
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """A record: strict ``ok`` (and ``all_ok``) for the fast pass; `unknown_in` for the survey,
+    which notes the fields the spec does not name and leaves every value to the warehouse."""
 
-    def ok(value: Any) -> bool:
-        return type(value) is dict and all(map(item_ok, value.values()))
+    ok: Callable[[Any], bool]
+    all_ok: Callable[[list[Any]], bool]
+    names: frozenset[str]
+    #: Fields that are objects of their own (an investment's plan): surveyed in turn.
+    nested: tuple[tuple[str, _Record], ...]
 
-    def explain(value: Any, path: str) -> None:
-        if type(value) is not dict:
-            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
-        for key, element in value.items():
-            item.explain(element, _join(path, key))
+    def unknown_in(self, records: list[Any], path: str, unknown: Unknown) -> None:
+        """Note the unknown fields of these records (those that are objects), at ``path``."""
+        objects = [r for r in records if type(r) is dict]
+        if not objects:
+            return
+        for name in sorted(set().union(*objects) - self.names):
+            _note(unknown, _join(path, name), next(o[name] for o in objects if name in o))
+        for name, record in self.nested:
+            record.unknown_in([o.get(name) for o in objects], _join(path, name), unknown)
 
-    return Shape(ok, explain)
 
-
-def _literal(expected: str) -> Shape:
-    def ok(value: Any) -> bool:
-        return value == expected and type(value) is str
-
-    def explain(value: Any, path: str) -> None:
-        if not ok(value):
-            raise _Mismatch(path, f"expected {expected!r}", value)
-
-    return Shape(ok, explain)
+def _record(fields: Iterable[spec.Field]) -> _Record:
+    fields = tuple(fields)
+    shapes = {f.name: _field(f) for f in fields}
+    ok, all_ok = _exact(shapes)
+    nested = tuple((f.name, _record(f.fields)) for f in fields if f.type is spec.FieldType.OBJECT)
+    return _Record(
+        ok,
+        all_ok or (lambda items: all(map(ok, items))),
+        frozenset(shapes),
+        nested,
+    )
 
 
 def _field(field: spec.Field) -> Shape:
@@ -188,39 +199,121 @@ def _field(field: spec.Field) -> Shape:
     if field.type in _SCALARS:
         shape = _scalar(_SCALARS[field.type])
     elif field.type is spec.FieldType.STRING_LIST:
-        shape = _array(_scalar(str))
+        shape = _strings()
     else:
-        shape = _record(field.fields)
+        shape = Shape(_record(field.fields).ok, _record_level)
     return _nullable(shape) if field.nullable else shape
 
 
-def _record(fields: Iterable[spec.Field]) -> Shape:
-    return _object({f.name: _field(f) for f in fields})
+# --- Envelopes: what a walk relies on ----------------------------------------------------------
 
 
-_INTEGER = _scalar(int)
+def _records(record: _Record) -> Shape:
+    """An array of records; only its being an array is the envelope's."""
+    all_ok = record.all_ok
+
+    def ok(value: Any) -> bool:
+        return type(value) is list and all_ok(value)
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not list:
+            raise _Mismatch(path, f"expected an array, got {_json_type(value)}", value)
+        record.unknown_in(value, f"{path}[]", unknown)
+
+    return Shape(ok, survey)
+
+
+def _envelope(fields: Mapping[str, Shape]) -> Shape:
+    """A JSON object holding these fields (others are unknown, and tolerated)."""
+    ok, _ = _exact(fields)
+    names = frozenset(fields)
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not dict:
+            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
+        for name, shape in fields.items():
+            if name not in value:
+                raise _Mismatch(_join(path, name), "a field the spec requires is missing", value)
+            shape.survey(value[name], _join(path, name), unknown)
+        for name in sorted(value.keys() - names):
+            _note(unknown, _join(path, name), value[name])
+
+    return Shape(ok, survey)
+
+
+def _single(record: _Record) -> Shape:
+    """An answer that is one record (hedge mode): it must be an object; its fields are data."""
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not dict:
+            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
+        record.unknown_in([value], path, unknown)
+
+    return Shape(record.ok, survey)
+
+
+def _keyed(record: _Record) -> Shape:
+    """An object keyed by free names (a ticker), each value a record. An unknown field is noted
+    once, under the first key whose record has it (``BTC.newField``)."""
+
+    def ok(value: Any) -> bool:
+        return type(value) is dict and all(map(record.ok, value.values()))
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not dict:
+            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
+        objects = {key: v for key, v in value.items() if type(v) is dict}
+        for name in sorted(set().union(*objects.values()) - record.names):
+            key = next(key for key, v in objects.items() if name in v)
+            _note(unknown, _join(path, f"{key}.{name}"), objects[key][name])
+
+    return Shape(ok, survey)
+
+
+def _pong() -> Shape:
+    """Ping's answer: a JSON array holding the string "pong" (section 4.8); more items are
+    tolerated, as more fields are elsewhere."""
+
+    def ok(value: Any) -> bool:
+        return value == ["pong"] and type(value) is list and type(value[0]) is str
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not list or not any(v == "pong" and type(v) is str for v in value):
+            raise _Mismatch(path, 'expected an array holding "pong"', value)
+
+    return Shape(ok, survey)
+
+
+_OFFSET_OR_LIMIT = _scalar(int, survey=True)
 
 
 def _page(record_fields: Iterable[spec.Field]) -> Shape:
     """A paged answer (sections 4.1, 4.4): ``offset``, ``limit`` and ``records``."""
-    return _object(
-        {"offset": _INTEGER, "limit": _INTEGER, "records": _array(_record(record_fields))}
+    return _envelope(
+        {
+            "offset": _OFFSET_OR_LIMIT,
+            "limit": _OFFSET_OR_LIMIT,
+            "records": _records(_record(record_fields)),
+        }
     )
 
 
 #: The answer of each operation, by operation name; every operation of the spec has one.
 SHAPES: Final[Mapping[str, Shape]] = {
-    # A JSON array holding the single string "pong" (section 4.8).
-    spec.PING.name: _array(_literal("pong"), exactly=1),
+    spec.PING.name: _pong(),
     spec.INVESTMENTS_HISTORY.name: _page(spec.INVESTMENT_FIELDS),
-    spec.HEDGE_MODE.name: _record(spec.HEDGE_MODE_FIELDS),
+    spec.HEDGE_MODE.name: _single(_record(spec.HEDGE_MODE_FIELDS)),
     # An empty object (section 4.3).
-    spec.RESET_SUBACCOUNT_KEY.name: _object({}),
+    spec.RESET_SUBACCOUNT_KEY.name: _envelope({}),
     spec.FUNDING_HISTORY.name: _page(spec.FUNDING_ENTRY_FIELDS),
     spec.MAIN_BALANCE.name: _keyed(_record(spec.MAIN_BALANCE_FIELDS)),
     spec.TRADING_BALANCE.name: _keyed(_record(spec.TRADING_BALANCE_FIELDS)),
-    spec.WATCHER_LINKS.name: _object({"data": _array(_record(spec.WATCHER_LINK_FIELDS))}),
+    spec.WATCHER_LINKS.name: _envelope({"data": _records(_record(spec.WATCHER_LINK_FIELDS))}),
 }
+
+#: Answers keyed by ticker: small, so parsed a second time to see a key listed twice, which a
+#: JSON parser otherwise resolves silently by keeping the last value.
+KEYED: Final = frozenset({spec.MAIN_BALANCE.name, spec.TRADING_BALANCE.name})
 
 
 def _json_type(value: Any) -> str:
@@ -233,32 +326,98 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def parse(operation: spec.Operation, content: bytes) -> Any:
-    """The answer's JSON, checked against the operation's shape, or `ResponseFormatError`."""
+def parse(
+    operation: spec.Operation, content: bytes, unknown: Unknown, params: Mapping[str, Any]
+) -> Any:
+    """The answer's JSON, once its envelope keeps the contract (a page: for the request's
+    ``params``); unknown fields are noted in ``unknown``. Raises `UnreadableResponseError` (not
+    JSON) or `ContractError`."""
     try:
         doc = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
         # Where JSON breaks is usually at its end, so quote the end.
         tail = content.decode("utf-8", "replace")[-EXCERPT_CHARS:]
-        raise ResponseFormatError(
+        raise UnreadableResponseError(
             operation=operation,
             field="(the whole answer)",
             reason=f"not valid JSON ({exc})",
             body_excerpt="the answer ending " + excerpt("…" + tail),
         ) from None
     shape = SHAPES[operation.name]
-    if shape.ok(doc):
-        return doc
     try:
-        shape.explain(doc, "")
+        if not shape.ok(doc):
+            if is_error_body(doc):  # the caller reads it as the error it is
+                raise _Mismatch("", "an error answer with a success status", doc)
+            shape.survey(doc, "", unknown)
+        if operation.name in PAGED:
+            _check_page(operation, doc, params)
+        elif operation.name in KEYED:
+            _refuse_repeated_keys(content)
     except _Mismatch as mismatch:
-        raise ResponseFormatError(
+        raise ContractError(
             operation=operation,
             field=mismatch.path or "(the whole answer)",
             reason=mismatch.reason,
             body_excerpt=_quote(mismatch.value),
         ) from None
-    raise AssertionError(f"{operation.name}: a shape refused an answer it cannot explain")
+    return doc
+
+
+#: Answers that are pages: ``offset``, ``limit`` and ``records``.
+PAGED: Final = frozenset({spec.FUNDING_HISTORY.name, spec.INVESTMENTS_HISTORY.name})
+
+
+def _check_page(operation: spec.Operation, page: Any, params: Mapping[str, Any]) -> None:
+    """A page is the one asked for: a walk works out its next offset from it. Its offset is the
+    one asked; its limit at most the one asked (a lower one is the exchange's own page size,
+    which a walk follows); its records at most its limit."""
+    offset = params.get("offset", operation.param("offset").default or 0)
+    limit = params.get("limit", operation.param("limit").default)
+    said = {"offset": page["offset"], "limit": page["limit"]}
+    if page["offset"] != offset:
+        raise _Mismatch(
+            "offset", f"asked for offset {offset}, the answer is for {page['offset']}", said
+        )
+    if not (1 <= page["limit"] <= (limit or page["limit"])):
+        raise _Mismatch("limit", f"asked for limit {limit}, the answer says {page['limit']}", said)
+    if len(page["records"]) > page["limit"]:
+        raise _Mismatch(
+            "records",
+            f"asked for at most {page['limit']} records, the answer has {len(page['records'])}",
+            said,
+        )
+
+
+def _refuse_repeated_keys(content: bytes) -> None:
+    """Raise `_Mismatch` at the first key an object of the answer lists twice: at the top, a
+    ticker (which of its balances is right cannot be told); below, a field of one balance."""
+    # id of an object -> the path of the key repeated in it or below it, and that key's values
+    repeated: dict[int, tuple[tuple[str, ...], list[Any]]] = {}
+    made: list[dict[str, Any]] = []  # every object, kept alive so that no id is reused
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made.append(obj := dict(pairs))
+        seen: set[str] = set()
+        for key, value in pairs:
+            if key in seen:
+                repeated[id(obj)] = ((key,), [v for k, v in pairs if k == key])
+                break
+            seen.add(key)
+            if id(value) in repeated:
+                below, values = repeated[id(value)]
+                repeated[id(obj)] = ((key, *below), values)
+                break
+        return obj
+
+    found = repeated.get(id(json.loads(content, object_pairs_hook=hook)))
+    if found is not None:
+        path, values = found
+        what = "a ticker" if len(path) == 1 else "a field"
+        raise _Mismatch(
+            ".".join(path),
+            f"{what} listed more than once, so which value is right is unknown",
+            values,
+        )
 
 
 def _quote(value: Any) -> str:

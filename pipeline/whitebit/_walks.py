@@ -5,6 +5,11 @@ A walk is an async iterator of pages (lists of raw records, in the exchange's or
 client's concurrency (starting at one and doubling while pages come back full, so a short slice
 wastes little); what is buffered is bounded by that depth, so a million rows stream in flat
 memory.
+
+Records pass as received, whatever their fields: one the walk cannot key or order by is kept in
+its place (see `_paging`) for the warehouse to reject. An exchange that answers smaller pages than
+asked (its ``limit`` lower, and as many records) is followed: the walk asks with its page size
+from there on, and notes it in the report.
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import orjson
+
 from pipeline import spec
 
 from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
 from ._errors import (
+    ContractError,
     FundingOrderError,
     OffsetWindowExceeded,
-    ResponseFormatError,
     ValidationError,
 )
 from ._paging import FundingCursor, OffsetWindow, plausible_time
@@ -100,25 +107,19 @@ class _Ahead(Generic[T]):
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _records(operation: spec.Operation, page: Any, offset: int, limit: int) -> list[Any]:
-    """A page's records, once the page proves to be the one asked for: a walk works out its
-    next offset from it, so a page for another offset, or longer than the limit, is refused."""
-    records: list[Any] = page["records"]
-    wrong: tuple[str, str] | None = None
-    if page["offset"] != offset:
-        wrong = ("offset", f"asked for offset {offset}, the answer is for {page['offset']}")
-    elif page["limit"] != limit:
-        wrong = ("limit", f"asked for limit {limit}, the answer says {page['limit']}")
-    elif len(records) > limit:
-        wrong = ("records", f"asked for at most {limit} records, the answer has {len(records)}")
-    if wrong is not None:
-        raise ResponseFormatError(
-            operation=operation,
-            field=wrong[0],
-            reason=wrong[1],
-            body_excerpt=f"offset {page['offset']}, limit {page['limit']}, {len(records)} records",
-        )
-    return records
+def _records(page: Any) -> tuple[list[Any], int]:
+    """A page's records and the page size it follows: the one asked for, or the exchange's own
+    when lower (the client has checked the page against the request)."""
+    return page["records"], page["limit"]
+
+
+def _follow_page_size(report: WalkReport, asked: int, size: int) -> None:
+    note = (
+        f"the exchange answered pages of {size} records when asked for {asked}: "
+        f"the walk went on with pages of {size}"
+    )
+    if note not in report.notes:
+        report.notes.append(note)
 
 
 async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
@@ -205,10 +206,10 @@ class FundingWalk:
         if market is not None:
             params["market"] = market
 
-        async def fetch(offset: int) -> list[FundingEntry]:
+        async def fetch(offset: int) -> tuple[list[FundingEntry], int]:
             page: FundingPage = await client.call(op, {**params, "offset": offset}, report=report)
             report.pages += 1
-            return _records(op, page, offset, self.page_size)
+            return _records(page)
 
         ahead = _Ahead(fetch, depth)
         offset, refetched, without_news = 0, 0, 0
@@ -216,7 +217,21 @@ class FundingWalk:
         try:
             while True:
                 ahead.request(offset + j * cursor.step for j in range(ahead.depth))
-                step = cursor.read(await ahead.take(offset), offset)
+                records, size = await ahead.take(offset)
+                if size < cursor.page_size:
+                    # Pages asked ahead with the larger size would leave gaps: asked again.
+                    await ahead.aclose()
+                    if size < 2:
+                        raise ContractError(
+                            operation=op,
+                            field="limit",
+                            reason=f"pages of {size} record cannot overlap, so the walk could "
+                            "not see a gap",
+                            body_excerpt=f"offset {offset}, limit {size}",
+                        )
+                    _follow_page_size(report, cursor.page_size, size)
+                    cursor.page_size = params["limit"] = size
+                step = cursor.read(records, offset)
                 if step.action == "refetch":
                     refetched += 1
                     report.refetches += 1
@@ -257,8 +272,10 @@ class FundingWalk:
         op = spec.FUNDING_HISTORY
         page: FundingPage = await self._client.call(op, {"limit": 1}, report=self.report)
         self.report.pages += 1
-        text = page["records"][0]["fundingTime"] if page["records"] else ""
-        return plausible_time(text, time.time())
+        first = page["records"][0] if page["records"] else None
+        return plausible_time(
+            first.get("fundingTime") if type(first) is dict else None, time.time()
+        )
 
     async def _merged(self, markets: list[str]) -> AsyncIterator[list[FundingEntry]]:
         """Each market walked on its own, concurrently, merged newest first.
@@ -365,7 +382,7 @@ class InvestmentsWalk:
         self.report = WalkReport(op.name)
         self._tickers = set(tickers)
         self._balance_tickers: set[str] | None = None
-        self._seen: set[str] = set()
+        self._seen: set[str | bytes] = set()
         self._started = False
 
     def __aiter__(self) -> AsyncIterator[list[Investment]]:
@@ -413,38 +430,78 @@ class InvestmentsWalk:
     async def _split_tickers(self) -> list[str]:
         """Tickers to split a filled slice by: those seen, named, and held in the main balance."""
         if self._balance_tickers is None:
-            balance = await self._client.call(spec.MAIN_BALANCE, {}, report=self.report)
+            # Its own report: the balance's unknown fields are not the investments'.
+            own = WalkReport(spec.MAIN_BALANCE.name)
+            balance = await self._client.call(spec.MAIN_BALANCE, {}, report=own)
+            self.report.retries += own.retries
+            self.report.rate_limited += own.rate_limited
             self._balance_tickers = set(balance)
         return sorted(self._tickers | self._balance_tickers)
 
     async def _slice(self, part: _Slice) -> AsyncIterator[list[Investment]]:
-        client, report, window, seen = self._client, self.report, self.window, self._seen
+        client, report, seen = self._client, self.report, self._seen
         op = spec.INVESTMENTS_HISTORY
         report.slices.append(part.name)
 
-        async def fetch(offset: int) -> list[Investment]:
-            params = {**part.params, "limit": window.limit, "offset": offset}
+        async def fetch(offset: int) -> tuple[list[Investment], int]:
+            params = {**part.params, "limit": self.window.limit, "offset": offset}
             page: InvestmentsPage = await client.call(op, params, report=report)
             report.pages += 1
-            return _records(op, page, offset, window.limit)
+            return _records(page)
 
-        offsets = window.offsets
         ahead = _Ahead(fetch, client.max_concurrency)
+        offset = 0
         try:
-            for i, offset in enumerate(offsets):
-                ahead.request(offsets[i:])
-                records = await ahead.take(offset)
-                fresh = [r for r in records if r["id"] not in seen]
-                seen.update(r["id"] for r in fresh)
-                self._tickers.update(r["plan"]["ticker"] for r in records)
+            while True:
+                ahead.request(self.window.offsets_from(offset))
+                records, size = await ahead.take(offset)
+                if size < self.window.limit:
+                    # Pages asked ahead with the larger size would leave gaps: asked again.
+                    await ahead.aclose()
+                    _follow_page_size(report, self.window.limit, size)
+                    self.window = OffsetWindow(size, self.window.max_offset)
+                window = self.window
+                identities = _identities(records)
+                fresh = [r for r, i in zip(records, identities, strict=True) if i not in seen]
+                seen.update(identities)
+                self._tickers.update(_plan_tickers(records))
                 report.duplicates_dropped += len(records) - len(fresh)
                 if fresh:
                     report.rows += len(fresh)
                     yield fresh
-                if len(records) < window.limit:
+                if len(records) < window.limit or offset >= window.max_offset:
+                    part.filled = window.filled(offset, len(records))
                     return
-                if window.filled(offset, len(records)):
-                    part.filled = True
+                offset = min(offset + window.limit, window.max_offset)
                 ahead.grow()
         finally:
             await ahead.aclose()
+
+
+def _identities(records: list[Any]) -> list[str | bytes]:
+    """What tells investments apart: the id; for a record without a string id (which the
+    warehouse rejects), its content, so that it is passed on once, never dropped."""
+    try:
+        ids = [r["id"] for r in records]
+        if set(map(type, ids)) <= {str}:
+            return ids
+    except (KeyError, TypeError):
+        pass
+    return [
+        r["id"]
+        if type(r) is dict and type(r.get("id")) is str
+        else orjson.dumps(r, option=orjson.OPT_SORT_KEYS)
+        for r in records
+    ]
+
+
+def _plan_tickers(records: list[Any]) -> set[str]:
+    """The tickers of the records' plans, where they are strings (others are rejects)."""
+    try:
+        tickers = {r["plan"]["ticker"] for r in records}
+    except (KeyError, TypeError):  # a plan or a ticker missing, or a ticker that is a list
+        plans = [r.get("plan") for r in records if type(r) is dict]
+        tickers = {
+            p.get("ticker") for p in plans if type(p) is dict and type(p.get("ticker")) is str
+        }
+    return {t for t in tickers if type(t) is str}

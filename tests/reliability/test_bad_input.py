@@ -6,15 +6,18 @@ successful answer of one endpoint, after authentication and validation ran as us
 the asset that reads it through Dagster, real resources, on a copy of a warehouse that already
 holds the data. Each declares its outcome:
 
-- `Fails`: the step fails with a message naming what was wrong, and the warehouse is byte for
-  byte as it was;
-- `Rejects`: the bad records are in ``_rejects`` with their reason, the good ones are written,
-  nothing else changed, and the blocking ``no_rejects`` check fails;
-- `Keeps`: the value is data and stays data (a path-like account name), or is read exactly by a
-  documented rule (a funding time in milliseconds): success, the rows as they should be.
+- `Fails`: the step fails with a message naming what was wrong (and how often it was asked:
+  twice for an answer that breaks the contract, the whole budget for one that is not JSON), and
+  the warehouse is byte for byte as it was;
+- `Rejects`: the bad records (a field missing, null or of another JSON type, a value out of its
+  rules) are in ``_rejects`` with their reason, the good ones are written, nothing else changed,
+  and the blocking ``no_rejects`` check fails;
+- `Keeps`: the value is data and stays data (a path-like account name), is read exactly by a
+  documented rule (a funding time in milliseconds), or is a change the exchange may make without
+  notice (a new field, smaller pages): success, the rows as they should be.
 
-The client retries once, quickly (the resource's setting), so a retried format error fails fast;
-Dagster's own 30-second step retries are off for these runs.
+The client keeps its retry budget, with a short backoff, so a case ends in seconds; Dagster's own
+30-second step retries are off for these runs (the application decides those).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -37,7 +41,8 @@ from assets import funding_history, hedge_mode, investments, main_balances, trad
 from assets import watcher_links as watcher_links_asset
 from assets.partitions import today
 from pipeline import spec
-from pipeline.simulator import Scale, SimClock, Simulator
+from pipeline.simulator import Dataset, Scale, SimClock, Simulator, new_field, repeated_key
+from pipeline.whitebit import RetryPolicy
 from tests.assets.conftest import resources_for, without_step_retries
 from tests.conftest import FROZEN_AT
 from tests.reliability.conftest import Rows, failures, warehouse_rows
@@ -54,6 +59,15 @@ HEDGE, LINKS = spec.HEDGE_MODE.path, spec.WATCHER_LINKS.path
 NEW_PAYMENT, HELD_PAYMENT = ("ETH_PERP", "1789286400"), ("ETH_PERP", "1789200000")
 #: The hedged market pays a long and a short at each funding time.
 HEDGED_SHORT = ("BTC_PERP", "1789286400")
+#: The first ticker each balance answer lists, the one `repeated_key` lists twice.
+_DATA = Dataset(7, Scale.small(), SimClock(FROZEN_AT))
+FIRST_MAIN = next(iter(_DATA.main_balance))
+FIRST_TRADING = next(
+    t for t, b in _DATA.trading_balance.items() if b != {"available": "0", "freeze": "0"}
+)
+#: How often the client asks for an answer that breaks the contract, and for one not JSON.
+TWICE = "(after 2 attempts)"
+WHOLE_BUDGET = f"(after {RetryPolicy().max_retries + 1} attempts)"
 HTML = b"<!DOCTYPE html><html><head><title>Maintenance</title></head><body>Back soon</body></html>"
 
 # --- How answers are spoiled ----------------------------------------------------------------
@@ -87,9 +101,31 @@ def _set(field: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return lambda record: record.__setitem__(field, value)
 
 
-def _first_page_records(edit: Callable[[list[dict[str, Any]]], None]) -> Tamper:
-    """Change the records of every funding page (a shape error anywhere fails the walk)."""
-    return _json(lambda params, page: edit(page["records"]))
+def _each_page(edit: Callable[[dict[str, Any]], None]) -> Tamper:
+    """Change every funding page's envelope."""
+    return _json(lambda params, page: edit(page))
+
+
+def _replace_payment(target: tuple[str, str], by: Any) -> Tamper:
+    """List ``by`` wherever a page lists this funding payment (its long side)."""
+
+    def each(params: dict[str, Any], page: dict[str, Any]) -> None:
+        page["records"] = [
+            by
+            if (r["market"], r["fundingTime"]) == target and not r["positionAmount"].startswith("-")
+            else r
+            for r in page["records"]
+        ]
+
+    return _json(each)
+
+
+def _every_plan(name: str, value: Any) -> Tamper:
+    def each(params: dict[str, Any], page: dict[str, Any]) -> None:
+        for record in page["records"]:
+            record["plan"][name] = value
+
+    return _json(each)
 
 
 def _first_investment(edit: Callable[[list[dict[str, Any]]], None]) -> Tamper:
@@ -197,6 +233,12 @@ class Case:
     outcome: Outcome
     #: Funding days the run materializes (a snapshot asset runs today's partition).
     days: tuple[date, ...] = (*HELD, NEW)
+    #: The exchange's page size, when it answers fewer records than asked.
+    page_cap: int | None = None
+
+
+def _untouched(params: dict[str, Any], body: bytes) -> bytes:
+    return body
 
 
 def _funding_fails(name: str, tamper: Tamper, *says: str) -> Case:
@@ -210,37 +252,66 @@ def _funding_rejects(name: str, edit: Callable[[dict[str, Any]], None], says: st
     )  # fmt: skip
 
 
+def _funding_keeps(name: str, tamper: Tamper, page_cap: int | None = None) -> Case:
+    return Case(name, FUNDING, tamper, funding_history, Keeps(_same), page_cap=page_cap)
+
+
 CASES = [
-    # Wrong JSON types, missing and extra fields: the client's shape check.
-    _funding_fails(
+    # A field missing, null or of another JSON type: the record is rejected, the page loads.
+    _funding_rejects(
         "funding-number-for-decimal",
-        _payment(NEW_PAYMENT, _set("fundingAmount", 0.5)),
-        "fundingAmount",
-        "expected a string, got a number",
+        _set("fundingAmount", 0.5),
+        "fundingAmount: number where a decimal string belongs",
     ),
-    _funding_fails(
+    _funding_rejects(
         "funding-bool-for-decimal",
-        _payment(NEW_PAYMENT, _set("fundingRate", True)),
-        "fundingRate",
-        "expected a string, got a boolean",
+        _set("fundingRate", True),
+        "fundingRate: boolean where a decimal string belongs",
     ),
-    _funding_fails(
+    _funding_rejects(
         "funding-integer-for-time-string",
-        _payment(NEW_PAYMENT, _set("fundingTime", 1789286400)),
-        "fundingTime",
-        "expected a string, got an integer",
+        _set("fundingTime", 1789286400),
+        "fundingTime: integer where a string of Unix seconds belongs",
     ),
-    _funding_fails(
+    _funding_rejects(
         "funding-missing-field",
-        _payment(NEW_PAYMENT, lambda record: record.pop("settlementPrice")),
-        "settlementPrice",
-        "a field the spec requires is missing",
+        lambda record: record.pop("settlementPrice"),
+        "settlementPrice: missing",
+    ),
+    _funding_rejects("funding-null-field", _set("fundingRate", None), "fundingRate: null"),
+    _funding_rejects("funding-null-market", _set("market", None), "market: null"),
+    Case(
+        "funding-record-not-an-object",
+        FUNDING,
+        _replace_payment(NEW_PAYMENT, "ETH_PERP 1789286400"),
+        funding_history,
+        Rejects("funding_history", 1, "record: expected a JSON object", lost=1),
+    ),
+    # What an exchange adds without notice: tolerated, the rows exactly as without it.
+    _funding_keeps("funding-extra-field", _payment(NEW_PAYMENT, _set("leverage", "10"))),
+    _funding_keeps(
+        "funding-new-field-in-every-record", new_field("leverage", {"max": "10"}, "records")
+    ),
+    _funding_keeps("funding-new-field-in-the-envelope", new_field("total", 5400, "top")),
+    _funding_keeps("funding-pages-capped-at-50", _untouched, page_cap=50),
+    # The envelope breaks the contract: asked once more at once, then the walk fails.
+    _funding_fails(
+        "funding-records-null",
+        _each_page(lambda page: page.__setitem__("records", None)),
+        "at records: expected an array, got null",
+        TWICE,
     ),
     _funding_fails(
-        "funding-extra-field",
-        _payment(NEW_PAYMENT, _set("leverage", "10")),
-        "leverage",
-        "a field the spec does not have",
+        "funding-records-an-object",
+        _each_page(lambda page: page.__setitem__("records", {})),
+        "at records: expected an array, got an object",
+        TWICE,
+    ),
+    _funding_fails(
+        "funding-limit-above-the-asked",
+        _each_page(lambda page: page.__setitem__("limit", 200)),
+        "asked for limit 100, the answer says 200",
+        TWICE,
     ),
     # Pages that are not what was asked for.
     _funding_fails(
@@ -253,11 +324,13 @@ CASES = [
         "funding-huge-page",
         _page_at(0, lambda page: page["records"].extend(page["records"][:50])),
         "asked for at most 100 records, the answer has 150",
+        TWICE,
     ),
     _funding_fails(
         "funding-offset-echo-wrong",
         _json(lambda params, page: page.__setitem__("offset", page["offset"] + 1)),
         "asked for offset 0, the answer is for 1",
+        TWICE,
     ),
     _funding_fails(
         "funding-same-page-for-every-offset",
@@ -265,30 +338,36 @@ CASES = [
         "100 pages in a row",
         "the same entries whatever the offset",
     ),
-    # Not JSON, or not an answer.
-    _funding_fails("funding-html-with-200", _body(HTML), "not valid JSON", "Maintenance"),
+    # Not JSON (another try may get it whole: the whole budget), or not an answer.
+    _funding_fails(
+        "funding-html-with-200", _body(HTML), "not valid JSON", "Maintenance", WHOLE_BUDGET
+    ),
     _funding_fails(
         "funding-invalid-utf8",
         lambda params, body: body.replace(b'_PERP"', b'_PERP\xff\xfe"', 1),
         "not valid JSON",
         "UTF-8",
+        WHOLE_BUDGET,
     ),
     _funding_fails(
         "funding-truncated-json",
         lambda params, body: body[: len(body) // 2],
         "not valid JSON",
+        WHOLE_BUDGET,
     ),
-    _funding_fails("funding-empty-body", _body(b""), "not valid JSON"),
+    _funding_fails("funding-empty-body", _body(b""), "not valid JSON", WHOLE_BUDGET),
     _funding_fails(
         "funding-bare-nan",
         lambda params, body: re.sub(rb'"fundingRate":"[^"]*"', b'"fundingRate":NaN', body, count=1),
         "not valid JSON",
+        WHOLE_BUDGET,
     ),
     _funding_fails(
         "funding-top-level-array",
         _json(lambda params, page: page["records"]),
         "(the whole answer)",
         "expected an object, got an array",
+        TWICE,
     ),
     _funding_fails(
         "funding-code-in-success-body",
@@ -372,14 +451,36 @@ CASES = [
         INVESTMENTS,
         _first_investment(lambda records: records[0].__setitem__("status", "1")),
         investments,
-        Fails(("records[0].status", "expected an integer, got a string")),
+        Rejects("investments", 1, "status: string where an integer belongs", lost=1),
     ),
     Case(
         "investment-plan-null",
         INVESTMENTS,
         _first_investment(lambda records: records[0].__setitem__("plan", None)),
         investments,
-        Fails(("records[0].plan", "expected an object, got null")),
+        Rejects("investments", 1, "plan: missing or not a JSON object", lost=1),
+    ),
+    Case(
+        "investment-new-field-in-every-record",
+        INVESTMENTS,
+        new_field("autoRenew", False, "records"),
+        investments,
+        Keeps(_same),
+    ),
+    Case(
+        "investment-new-field-in-every-plan",
+        INVESTMENTS,
+        _every_plan("riskLevel", "low"),
+        investments,
+        Keeps(_same),
+    ),
+    Case(
+        "investment-pages-capped-at-50",
+        INVESTMENTS,
+        _untouched,
+        investments,
+        Keeps(_same),
+        page_cap=50,
     ),
     Case(
         "investment-status-7",
@@ -414,7 +515,7 @@ CASES = [
         INVESTMENTS,
         _first_investment(lambda records: records.extend(records[:1])),
         investments,
-        Fails(("asked for at most 100 records, the answer has 101",)),
+        Fails(("asked for at most 100 records, the answer has 101", TWICE)),
     ),
     # Balances and hedge mode.
     Case(
@@ -429,14 +530,28 @@ CASES = [
         MAIN,
         _json(lambda params, doc: doc.__setitem__("USDT", {"main_balance": 1.5})),
         main_balances,
-        Fails(("USDT.main_balance", "expected a string, got a number")),
+        Rejects("main_balances", 1, "main_balance: number where a decimal string belongs", lost=1),
     ),
     Case(
         "balance-array-for-object",
         MAIN,
         _body(b"[]"),
         main_balances,
-        Fails(("(the whole answer)", "expected an object, got an array")),
+        Fails(("(the whole answer)", "expected an object, got an array", TWICE)),
+    ),
+    Case(
+        "balance-new-field-in-each",
+        MAIN,
+        new_field("locked", "0", "values"),
+        main_balances,
+        Keeps(_same),
+    ),
+    Case(
+        "balance-ticker-listed-twice",
+        MAIN,
+        repeated_key({"main_balance": "1000000"}),
+        main_balances,
+        Fails((f"at {FIRST_MAIN}: a ticker listed more than once", TWICE)),
     ),
     Case(
         "trading-absolute-path-ticker",
@@ -452,21 +567,42 @@ CASES = [
         TRADING,
         _json(lambda params, doc: doc[next(iter(doc))].__setitem__("freeze", False)),
         trading_balances,
-        Fails(("freeze", "expected a string, got a boolean")),
+        Rejects("trading_balances", 1, "freeze: boolean where a decimal string belongs", lost=1),
+    ),
+    Case(
+        "trading-ticker-listed-twice",
+        TRADING,
+        repeated_key(None),
+        trading_balances,
+        Fails((f"at {FIRST_TRADING}: a ticker listed more than once", TWICE)),
     ),
     Case(
         "hedge-mode-string-for-bool",
         HEDGE,
         _body(b'{"hedgeMode":"true"}'),
         hedge_mode,
-        Fails(("hedgeMode", "expected a boolean, got a string")),
+        Rejects("hedge_mode", 1, "hedgeMode: string where a boolean belongs", lost=1),
     ),
     Case(
         "hedge-mode-empty-object",
         HEDGE,
         _body(b"{}"),
         hedge_mode,
-        Fails(("hedgeMode", "a field the spec requires is missing")),
+        Rejects("hedge_mode", 1, "hedgeMode: missing", lost=1),
+    ),
+    Case(
+        "hedge-mode-new-field",
+        HEDGE,
+        new_field("positionMode", "oneway", "top"),
+        hedge_mode,
+        Keeps(_same),
+    ),
+    Case(
+        "hedge-mode-not-an-object",
+        HEDGE,
+        _body(b"true"),
+        hedge_mode,
+        Fails(("(the whole answer)", "expected an object, got a boolean", TWICE)),
     ),
     # Watcher links.
     Case(
@@ -481,14 +617,26 @@ CASES = [
         LINKS,
         _first_link(lambda link: link.pop("liveUntil")),
         watcher_links_asset,
-        Fails(("data[0].liveUntil", "a field the spec requires is missing")),
+        Rejects("watcher_links", 1, "liveUntil: missing (null is allowed, absence is not)", lost=1),
     ),
     Case(
         "link-live-until-a-date-string",
         LINKS,
         _first_link(lambda link: link.__setitem__("liveUntil", "2027-01-01")),
         watcher_links_asset,
-        Fails(("data[0].liveUntil", "expected an integer, got a string")),
+        Rejects(
+            "watcher_links",
+            1,
+            "liveUntil: string where an integer Unix timestamp belongs",
+            lost=1,
+        ),
+    ),
+    Case(
+        "link-new-field-in-every-link",
+        LINKS,
+        new_field("scope", ["read"], "records"),
+        watcher_links_asset,
+        Keeps(_same),
     ),
     Case(
         "link-created-at-zero",
@@ -518,7 +666,7 @@ class Warehouses:
 
 
 def _run(case: Case, sim: Simulator, root: Path) -> dg.ExecuteInProcessResult:
-    resources = resources_for(sim, root, max_retries=1, initial_retry_delay_s=0.01)
+    resources = resources_for(sim, root, initial_retry_delay_s=0.01)
     if case.asset is funding_history:
         first, last = case.days[0].isoformat(), case.days[-1].isoformat()
         return dg.materialize(
@@ -540,9 +688,9 @@ def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> 
     base = tmp_path_factory.mktemp("bad-input")
     clean = base / "clean"
     for asset in (funding_history, investments, main_balances, trading_balances, hedge_mode):
-        result = _run(Case("clean", "", _body(b""), asset, Keeps(_same)), hostile, clean)
+        result = _run(Case("clean", "", _untouched, asset, Keeps(_same)), hostile, clean)
         assert result.success, failures(result)
-    result = _run(Case("clean", "", _body(b""), watcher_links_asset, Keeps(_same)), hostile, clean)
+    result = _run(Case("clean", "", _untouched, watcher_links_asset, Keeps(_same)), hostile, clean)
     assert result.success, failures(result)
     before = base / "before"
     shutil.copytree(clean / "parquet", before / "parquet")
@@ -581,10 +729,16 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
         baseline = warehouses.before_rows
     without_step_retries(monkeypatch, case.asset)
     hostile.faults.tamper(case.path, case.tamper)
+    hostile.page_cap = case.page_cap
+    started = time.monotonic()
     try:
         result = _run(case, hostile, root)
     finally:
         hostile.faults.clear()
+        hostile.page_cap = None
+    # Within the issue's bound (with the client's backoff shortened; the CLI's own timing is
+    # tests/reliability/test_terminal.py's): no case waits on anything but its answers.
+    assert time.monotonic() - started < 30
     said = "\n".join(failures(result))
     assert hostile.credentials.api_secret not in said
     # Whatever the answer named, every file stayed where the warehouse puts its own.

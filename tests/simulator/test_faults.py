@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pipeline import spec
-from pipeline.simulator import Fault, Simulator
+from pipeline.simulator import Fault, Simulator, new_field, repeated_key
 from tests.signing import post
 
 FUNDING = spec.FUNDING_HISTORY.path
@@ -157,3 +157,49 @@ def test_tamper_rewrites_successful_answers_only(own_sim: Simulator) -> None:
     assert refused.status_code == 422
     own_sim.faults.tamper(FUNDING, None)
     assert _funding(own_sim).json()["records"][0]["market"].endswith("_PERP")
+
+
+# --- Drift by name, a page cap: what an exchange does without notice ---------------------------
+
+MAIN = spec.MAIN_BALANCE.path
+
+
+def test_a_new_field_in_every_record_of_a_page(own_sim: Simulator) -> None:
+    own_sim.faults.tamper(FUNDING, new_field("leverage", "10", "records"))
+    page = _funding(own_sim).json()
+    assert [r.pop("leverage") for r in page["records"]] == ["10"] * 5
+    assert page["records"] == own_sim.dataset.funding.newest_first()[:5]
+
+
+def test_a_new_field_in_an_envelope_and_in_each_value(own_sim: Simulator) -> None:
+    own_sim.faults.tamper(FUNDING, new_field("total", 9, "top"))
+    own_sim.faults.tamper(MAIN, new_field("locked", "0", "values"))
+    assert _funding(own_sim).json()["total"] == 9
+    balances = post(own_sim.url, MAIN, {}, own_sim.credentials).json()
+    assert balances == {t: {**b, "locked": "0"} for t, b in own_sim.dataset.main_balance.items()}
+    with pytest.raises(ValueError, match="records, values or top"):
+        new_field("x", 1, "everywhere")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("again", [None, {"main_balance": "7"}])
+def test_a_ticker_listed_twice_is_served_as_bytes(own_sim: Simulator, again: object) -> None:
+    own_sim.faults.tamper(MAIN, repeated_key(again))
+    text = post(own_sim.url, MAIN, {}, own_sim.credentials).text
+    first, balance = next(iter(own_sim.dataset.main_balance.items()))
+    assert text.count(f'"{first}":') == 2
+    assert text.endswith(f'"{first}":{json.dumps(again or balance, separators=(",", ":"))}}}')
+    assert json.loads(text)[first] == (again or balance)  # a parser keeps the last, silently
+
+
+def test_pages_capped_say_so_in_their_limit(own_sim: Simulator) -> None:
+    own_sim.page_cap = 3
+    page = _funding(own_sim).json()
+    assert (page["limit"], len(page["records"])) == (3, 3)
+    investments = post(
+        own_sim.url, spec.INVESTMENTS_HISTORY.path, {"limit": 2}, own_sim.credentials
+    ).json()
+    assert (investments["limit"], len(investments["records"])) == (2, 2)  # under the cap: asked
+    own_sim.page_cap = None
+    assert _funding(own_sim).json()["limit"] == 5
+    with pytest.raises(ValueError, match="at least 1"):
+        own_sim.page_cap = 0

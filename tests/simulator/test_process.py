@@ -22,7 +22,21 @@ def test_spawned_simulator_prints_its_url_and_demo_credentials() -> None:
         assert "USDT" in r.json()
         sim.control("faults", script=["http_503"])
         assert httpx.get(sim.url + spec.PING.path).status_code == 503
+        sim.control("tamper", path=spec.HEDGE_MODE.path, kind="new_field", name="x", where="top")
+        assert post(sim.url, spec.HEDGE_MODE.path, {}, sim.credentials).json()["x"] is None
+        sim.control("tamper", path=spec.HEDGE_MODE.path, kind=None)
+        assert "x" not in post(sim.url, spec.HEDGE_MODE.path, {}, sim.credentials).json()
+        sim.control("limits", page_cap=2)
+        page = post(sim.url, spec.FUNDING_HISTORY.path, {"limit": 9}, sim.credentials).json()
+        assert (page["limit"], len(page["records"])) == (2, 2)
     assert sim.process.returncode is not None
+
+
+def test_a_simulator_started_with_a_page_cap_answers_pages_that_size() -> None:
+    scale = "markets=2,days=3,investments=20"
+    with spawn(seed=7, scale=scale, frozen_at=FROZEN_AT, page_cap=4) as sim:
+        page = post(sim.url, spec.FUNDING_HISTORY.path, {}, sim.credentials).json()
+        assert (page["limit"], len(page["records"])) == (4, 4)
 
 
 def test_bad_scale_is_a_clear_usage_error() -> None:

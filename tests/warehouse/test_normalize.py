@@ -115,7 +115,7 @@ def test_edge_decimals_are_exact(text: str, expected: Decimal) -> None:
         (1.5, "main_balance: number where a decimal string belongs"),
         (15, "main_balance: integer where a decimal string belongs"),
         (True, "main_balance: boolean where a decimal string belongs"),
-        (None, "main_balance: missing or null"),
+        (None, "main_balance: null"),
     ],
 )
 def test_bad_decimals_are_rejected_with_their_reason(value: object, reason: str) -> None:
@@ -167,7 +167,7 @@ def test_integer_timestamps_in_both_units() -> None:
         ("99999999999", "fundingTime: more than a day after extracted_at"),
         (str((DAY_START + 3 * 86400) * 1000), "fundingTime: more than a day after extracted_at"),
         (1709251200, "fundingTime: integer where a string of Unix seconds belongs"),
-        (None, "fundingTime: missing or null"),
+        (None, "fundingTime: null"),
     ],
 )
 def test_bad_string_timestamps_are_rejected_into_the_named_partition(
@@ -256,7 +256,7 @@ def test_every_bad_field_is_named_in_one_reject() -> None:
     reason = only_reason(funding([bad]))
     assert reason == (
         "market: not of the form <BASE>_PERP; fundingRate: not a decimal number; "
-        "settlementPrice: missing or null"
+        "settlementPrice: null"
     )
 
 
@@ -347,6 +347,29 @@ def test_unknown_status_and_missing_plan_are_rejected() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        ({k: v for k, v in investment().items() if k != "created"}, "created: missing"),
+        (investment(created=None), "created: null"),
+        (investment(status="1"), "status: string where an integer belongs"),
+        (investment(amount=12.5), "amount: number where a decimal string belongs"),
+        (investment(id=7), "id: integer where a string belongs"),
+        (investment(plan=plan(duration="43200")), "plan.duration: string where an integer belongs"),
+        (["inv-2"], "record: expected a JSON object"),
+    ],
+    ids=["missing", "null", "string for integer", "number for string", "integer for string",
+         "nested string for integer", "not an object"],
+)  # fmt: skip
+def test_each_record_level_problem_has_its_own_reason(record: object, reason: str) -> None:
+    batches = normalize.normalize_investments(
+        [investment(), record], snapshot_date=DAY, extracted_at=EXTRACTED_AT
+    )
+    assert batches.investments.normalized == 1
+    assert batches.investments.rejects["reason"].to_pylist() == [reason]
+    assert [json.loads(t) for t in batches.investments.rejects["raw_json"].to_pylist()] == [record]
+
+
 # --- Balances, hedge mode, watcher links -------------------------------------------------------
 
 
@@ -370,13 +393,23 @@ def test_balance_response_that_is_not_an_object_is_one_reject() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "ok"), [({"hedgeMode": True}, True), ({"hedgeMode": "true"}, False), ([], False)]
+    ("value", "reason"),
+    [
+        ({"hedgeMode": True}, None),
+        ({"hedgeMode": True, "newField": 1}, None),
+        ({"hedgeMode": "true"}, "hedgeMode: string where a boolean belongs"),
+        ({"hedgeMode": None}, "hedgeMode: null"),
+        ({}, "hedgeMode: missing"),
+        ([], "hedge-mode status: expected a JSON object"),
+    ],
 )
-def test_hedge_mode(value: object, ok: bool) -> None:
+def test_hedge_mode(value: object, reason: str | None) -> None:
     batch = normalize.normalize_hedge_mode(value, snapshot_date=DAY, extracted_at=EXTRACTED_AT)
-    assert (batch.normalized, batch.rejected) == ((1, 0) if ok else (0, 1))
-    if ok:
+    assert (batch.normalized, batch.rejected) == ((1, 0) if reason is None else (0, 1))
+    if reason is None:
         assert batch.rows["hedge_mode"].to_pylist() == [True]
+    else:
+        assert batch.rejects["reason"].to_pylist() == [reason]
 
 
 def test_watcher_links_lists_nullable_expiry_and_account() -> None:
@@ -491,13 +524,13 @@ def test_bad_strings_are_rejected_alike_read_in_one_pass_or_field_by_field() -> 
         (funding_record(market="ETH_PERP", extra="field"), None),
         (
             {k: v for k, v in funding_record(market="ETH_PERP").items() if k != "fundingRate"},
-            "fundingRate: missing or null",
+            "fundingRate: missing",
         ),
         (
             funding_record(market="ETH_PERP", fundingRate=0.0001),
             "fundingRate: number where a decimal string belongs",
         ),
-        (funding_record(market="ETH_PERP", fundingRate=None), "fundingRate: missing or null"),
+        (funding_record(market="ETH_PERP", fundingRate=None), "fundingRate: null"),
         (
             funding_record(market="ETH\ud800_PERP"),
             "market: text that is not valid Unicode (a lone surrogate)",

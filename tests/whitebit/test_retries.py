@@ -1,6 +1,6 @@
 """Retries: the policy's two decisions (whether to try again, after how long) case by case, then
 each fault switch of the simulator end to end: bounded, re-signed, and never for a write that
-may have run."""
+may have run; an answer that breaks the contract is tried once more, at once, and no more."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pipeline.whitebit import (
     APIError,
     APIStatusError,
     AuthenticationError,
+    ContractError,
     NonceRejectedError,
     NotFoundError,
     PermissionDeniedError,
@@ -27,13 +28,20 @@ from pipeline.whitebit import (
     ServerError,
     TransportError,
     TransportTimeout,
+    UnreadableResponseError,
     ValidationError,
     WalkReport,
 )
-from tests.whitebit.conftest import Watching, client, raises
+from tests.whitebit.conftest import FAST_RETRIES, Watching, client, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
-RETRIED = [f for f in Fault if f is not Fault.SLOW]
+#: Faults retried with a backoff: all but a slow answer (see its own test) and the drift of a
+#: record's fields, which is data, not a failure (tests/whitebit/test_answers.py).
+RETRIED = [
+    f
+    for f in Fault
+    if f not in (Fault.SLOW, Fault.EXTRA_FIELD, Fault.MISSING_FIELD, Fault.NUMBER_FOR_STRING)
+]
 READ = spec.FUNDING_HISTORY
 WRITE = spec.RESET_SUBACCOUNT_KEY
 POLICY = RetryPolicy(max_retries=3, initial_delay_s=0.25, max_delay_s=8.0)
@@ -45,8 +53,8 @@ def _rate_limited(retry_after: float | None = None) -> RateLimitError:
 
 def _error(kind: type[APIError]) -> APIError:
     """A failure of ``kind``, as the client would raise it."""
-    if kind is ResponseFormatError:
-        return ResponseFormatError(operation=READ, field="f", reason="r", body_excerpt="")
+    if issubclass(kind, ResponseFormatError):
+        return kind(operation=READ, field="f", reason="r", body_excerpt="")
     if issubclass(kind, APIStatusError):
         return kind("x", operation=READ, status_code=429)
     return kind("x", operation=READ)
@@ -60,7 +68,7 @@ RETRIED_KINDS = [
     ServerError,
     TransportError,
     TransportTimeout,
-    ResponseFormatError,
+    UnreadableResponseError,
 ]
 
 
@@ -82,6 +90,14 @@ def test_an_answer_that_would_not_change_is_not_tried_again(kind: type[APIError]
     assert not POLICY.should_retry(READ, _error(kind), 1)
 
 
+def test_an_answer_that_breaks_the_contract_is_tried_once_more_at_once() -> None:
+    error = _error(ContractError)
+    assert not error.retryable  # for a caller: waiting changes nothing
+    assert [POLICY.should_retry(READ, error, n) for n in (1, 2)] == [True, False]
+    assert POLICY.delay(1, error) == 0.0
+    assert not RetryPolicy(max_retries=0).should_retry(READ, error, 1)
+
+
 def test_what_is_not_the_exchanges_failure_is_not_tried_again() -> None:
     assert not POLICY.should_retry(READ, ValueError("a bug"), 1)
     assert not POLICY.should_retry(READ, asyncio.CancelledError(), 1)
@@ -95,7 +111,8 @@ def test_what_is_not_the_exchanges_failure_is_not_tried_again() -> None:
         (ServerError, False),  # may have come after the reset was done
         (TransportError, False),
         (TransportTimeout, False),
-        (ResponseFormatError, False),
+        (UnreadableResponseError, False),
+        (ContractError, False),  # the reset answered: it ran
     ],
     ids=lambda v: getattr(v, "__name__", str(v)),
 )
@@ -204,6 +221,36 @@ def test_what_cannot_succeed_is_not_retried(own_sim: Simulator) -> None:
 
     asyncio.run(main())
     assert own_sim.state.answered[(spec.INVESTMENTS_HISTORY.path, 400)] == 1
+
+
+def test_an_answer_that_breaks_the_contract_is_asked_twice_then_raised(own_sim: Simulator) -> None:
+    own_sim.faults.tamper(FUNDING, lambda params, body: b'{"offset":0,"limit":5,"records":null}')
+
+    async def main() -> None:
+        report = WalkReport("test")
+        async with client(own_sim) as c:  # the default budget: 8 retries
+            with raises(ContractError) as info:
+                await c.call(spec.FUNDING_HISTORY, {"limit": 5}, report=report)
+        assert info.value.attempts == 2
+        assert (info.value.field, info.value.reason) == ("records", "expected an array, got null")
+        assert report.retries == 1
+
+    asyncio.run(main())
+    assert own_sim.state.answered[(FUNDING, 200)] == 2
+
+
+def test_an_answer_cut_short_gets_the_whole_retry_budget(own_sim: Simulator) -> None:
+    own_sim.faults.set(1.0, [Fault.TRUNCATED_JSON])
+
+    async def main() -> None:
+        async with client(own_sim) as c:
+            with raises(UnreadableResponseError) as info:
+                await c.funding_history(limit=5)
+        assert info.value.attempts == FAST_RETRIES.max_retries + 1
+        assert info.value.retryable  # a caller may try again later
+
+    asyncio.run(main())
+    assert own_sim.faults.injected[Fault.TRUNCATED_JSON] == FAST_RETRIES.max_retries + 1
 
 
 def _reset(sim: Simulator, faults: list[Fault | None]) -> tuple[Any, int]:

@@ -200,7 +200,8 @@ class Intake:
         """The values at ``path`` (a key, or an object's key and a key inside it, which
         `require_object` made sure is an object).
 
-        A missing value is a reason; a ``nullable`` field may be JSON null, but must be there.
+        A missing value is a reason, and so is JSON null, each its own; a ``nullable`` field may
+        be JSON null, but must be there.
         """
         name = ".".join(path)
         if len(path) == 1:
@@ -210,8 +211,7 @@ class Intake:
             outer, key = path
             objects = cast(list[dict[str, object]], [o[outer] for o in self.objects])
         values = [o.get(key) for o in objects]
-        present = [key in o for o in objects] if nullable else None
-        return read(name, values, expected, present=present)
+        return read(name, values, expected, presence=_presence(objects, key), nullable=nullable)
 
     def owner_field(self, name: str, expected: Expected) -> Field:
         """The key each record was listed under, as a field of the record."""
@@ -228,26 +228,52 @@ class Intake:
         except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):
             return {k: self.field(k, expected=e) for k, e in expected.items()}
         length = len(struct)
-        return {k: _field(k, struct.field(k), no_reasons(length)) for k in expected}
+        return {
+            k: _field(k, struct.field(k), no_reasons(length), _presence(self.objects, k))
+            for k in expected
+        }
+
+
+def _presence(objects: list[dict[str, object]], key: str) -> Callable[[], list[bool]]:
+    """Whether each object has ``key``: worked out only where a value is null, which is rare."""
+    return lambda: [key in o for o in objects]
 
 
 def read(
-    name: str, values: Sequence[object], expected: Expected, *, present: list[bool] | None = None
+    name: str,
+    values: Sequence[object],
+    expected: Expected,
+    *,
+    presence: Callable[[], list[bool]] | None = None,
+    nullable: bool = False,
 ) -> Field:
-    """JSON values -> a `Field`. ``present`` (one flag per value) makes JSON null a value, and
-    only an absent key missing."""
+    """JSON values -> a `Field`. ``presence`` (one flag per value) tells an absent key from JSON
+    null; ``nullable`` makes null a value, and only an absent key missing."""
     typed, wrong_type = _typed(name, values, expected)
-    return _field(name, typed, wrong_type, present)
+    return _field(name, typed, wrong_type, presence, nullable=nullable)
 
 
 def _field(
-    name: str, typed: pa.Array, wrong_type: pa.Array, present: list[bool] | None = None
+    name: str,
+    typed: pa.Array,
+    wrong_type: pa.Array,
+    presence: Callable[[], list[bool]] | None = None,
+    *,
+    nullable: bool = False,
 ) -> Field:
-    if present is None:
+    if not typed.null_count:
+        missing = no_reasons(len(typed))
+    elif presence is None:  # values without their objects: nothing tells absent from null
         missing = reason_where(pc.is_null(typed), f"{name}: missing or null")
     else:
-        absent = pc.invert(pa.array(present, pa.bool_()))
-        missing = reason_where(absent, f"{name}: missing (null is allowed, absence is not)")
+        absent = pc.invert(pa.array(presence(), pa.bool_()))
+        if nullable:
+            missing = reason_where(absent, f"{name}: missing (null is allowed, absence is not)")
+        else:
+            missing = first_reason(
+                reason_where(absent, f"{name}: missing"),
+                reason_where(pc.is_null(typed), f"{name}: null"),
+            )
     return Field(name, typed, first_reason(wrong_type, missing))
 
 
