@@ -206,9 +206,9 @@ def _listening(name: str, handler: logging.Handler) -> Iterator[None]:
 
 class _Watch(logging.Handler):
     """Says on the console what happens in a run as it happens, in place of Dagster's console
-    log: what the steps log at WARNING and above, each step that Dagster retries later (which,
-    in how long, why), and each client call retried after a wait long enough to notice; failures
-    are summed up once the run ends (`outcome`), without their stacks.
+    log: what the steps and the client log at WARNING and above, each step that Dagster retries
+    later (which, in how long, why), and each client call retried after a wait long enough to
+    notice; failures are summed up once the run ends (`outcome`), without their stacks.
 
     Dagster's events arrive through the instance's listener for the run (`event`), each just
     after it is written; the client's retries are records of its logger (`emit`)."""
@@ -241,9 +241,12 @@ class _Watch(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
+        where = f"{self._step}: " if self._step else ""
+        if record.levelno >= logging.WARNING:  # the client's own warnings, as it logs them
+            self._say(where + message, "red" if record.levelno >= logging.ERROR else "yellow")
+            return
         found = _CLIENT_WAIT.search(message)
         if found is not None and float(found[1]) >= CLIENT_WAIT_SHOWN_S:
-            where = f"{self._step}: " if self._step else ""
             self._say(f"{where}waiting for the exchange: {message}", "yellow")
 
 

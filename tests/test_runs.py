@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 import signal
 import socket
@@ -236,7 +237,9 @@ def test_a_long_message_is_cut_to_its_first_lines() -> None:
     assert said.text.splitlines() == [*lines[: runs.MESSAGE_LINES], "... (3 more lines: make ui)"]
 
 
-def test_client_retry_waits_are_said_from_a_second_on(own_sim: Simulator) -> None:
+def test_client_retry_waits_from_a_second_on_and_client_warnings_are_said(
+    own_sim: Simulator,
+) -> None:
     console, out = _console()
 
     async def ping(initial_delay_s: float) -> None:
@@ -249,9 +252,11 @@ def test_client_retry_waits_are_said_from_a_second_on(own_sim: Simulator) -> Non
     def pinged() -> None:
         asyncio.run(ping(0.05))  # a blip: retried unsaid
         asyncio.run(ping(1.4))  # waits 1.05 to 1.4 s (jitter takes off up to a quarter)
+        logging.getLogger(runs.CLIENT_LOGGER).warning("the answer has %s", "a new field")
 
     with dg.instance_for_test() as instance:
         assert _run(instance, console, pinged).success
+    assert "pinged: the answer has a new field" in out.getvalue().splitlines()
     said = [line for line in out.getvalue().splitlines() if "waiting for the exchange" in line]
     assert len(said) == 1, out.getvalue()
     assert said[0].startswith("pinged: waiting for the exchange: ping: attempt 1 of 2 failed")
