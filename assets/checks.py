@@ -5,6 +5,8 @@
 - ``reconciles``: every record fetched is a row written, a reject or a counted exact duplicate,
   and the files hold exactly the rows the run wrote.
 - ``complete`` (investments, blocking): no slice of the offset window was out of reach.
+- ``schema_drift`` (warns): the exchange's answers held no field the spec does not name; the
+  rows load without such fields, so a new one only warns, naming it with an example value.
 - ``nightly_partition_fresh``: the partition the nightly run owes is on disk and was extracted
   after its day ended (funding: yesterday; snapshots: today).
 
@@ -12,9 +14,9 @@ Each check is a plain function of the warehouse root and the partitions, so test
 data made to break them.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Final
+from typing import Any, Final
 
 import dagster as dg
 import duckdb
@@ -30,7 +32,9 @@ NO_REJECTS: Final = "no_rejects"
 RECONCILES: Final = "reconciles"
 COMPLETE: Final = "complete"
 FRESH: Final = "nightly_partition_fresh"
-_REJECTS_QUERY: Final = """SELECT * FROM _rejects WHERE "table" = '<table>'"""
+SCHEMA_DRIFT: Final = "schema_drift"
+#: Reasons of rejected records a failed ``no_rejects`` quotes; `whitebit-etl sql` lists them all.
+FIRST_REASONS: Final = 5
 
 
 def specs(asset: str, *, blocking_complete: bool = False) -> list[dg.AssetCheckSpec]:
@@ -47,6 +51,11 @@ def specs(asset: str, *, blocking_complete: bool = False) -> list[dg.AssetCheckS
             RECONCILES,
             asset=asset,
             description="Fetched = written + rejected + exact duplicates; files hold the rows",
+        ),
+        dg.AssetCheckSpec(
+            SCHEMA_DRIFT,
+            asset=asset,
+            description="The exchange's answers held only fields the spec names (warns)",
         ),
     ]
     if blocking_complete:
@@ -116,6 +125,9 @@ def unique_keys(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRe
         check_name=UNIQUE_KEYS,
         asset_key=table,
         passed=not duplicated,
+        description=None
+        if not duplicated
+        else f"keys held more than once ({', '.join(schema.key)}), first: " + "; ".join(duplicated),
         metadata={
             "key": ", ".join(schema.key),
             "partitions": len(files),
@@ -124,21 +136,75 @@ def unique_keys(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRe
     )
 
 
+def rejects_query(table: str, partitions: Sequence[str]) -> str:
+    """The `whitebit-etl sql` line that lists the rejects of these partitions of ``table``.
+
+    Columns are qualified (``r.table``) rather than quoted, so the query holds no double quote
+    and the line pastes into a shell as it is."""
+    first, last = min(partitions), max(partitions)
+    # A run replaces a contiguous range of partitions: everything between two of them is its own.
+    where = (
+        f"r.partition = '{first}'"
+        if first == last
+        else f"r.partition BETWEEN '{first}' AND '{last}'"
+    )
+    query = (
+        "SELECT r.partition, r.record_index, r.reason, r.raw_json FROM _rejects r "  # noqa: S608
+        f"WHERE r.table = '{table}' AND {where} ORDER BY r.partition, r.record_index"
+    )
+    return f'whitebit-etl sql "{query}"'
+
+
 def no_rejects(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckResult:
+    """Rejects in the written partitions; when there are, the description says how many, where,
+    the first reasons and the command that lists them (the terminal prints it as it is)."""
     files = _files(root, schemas.REJECTS, [(table, d.isoformat()) for d in days])
-    rejected, reasons = 0, []
+    per_partition: dict[str, int] = {}
+    reasons: list[str] = []
     if files:
+        rejects = _read(files)
         with duckdb.connect() as con:
-            rows = con.execute(
-                f"SELECT reason FROM {_read(files)} ORDER BY partition, record_index"  # noqa: S608
-            ).fetchall()
-        rejected, reasons = len(rows), [r[0] for r in rows[:5]]
+            # Hive partitioning may read a day-like value as a DATE: text, as the view has it.
+            per_partition = dict(
+                con.execute(
+                    f"SELECT CAST(partition AS VARCHAR) AS p, count(*) FROM {rejects} "  # noqa: S608
+                    "GROUP BY p ORDER BY p"
+                ).fetchall()
+            )
+            reasons = [
+                f"{partition} record {index}: {reason}"
+                for partition, index, reason in con.execute(
+                    f"SELECT CAST(partition AS VARCHAR) AS p, record_index, reason "  # noqa: S608
+                    f"FROM {rejects} ORDER BY p, record_index LIMIT {FIRST_REASONS}"
+                ).fetchall()
+            ]
+    rejected = sum(per_partition.values())
+    metadata: dict[str, Any] = {
+        "rejected": rejected,
+        "partitions": dg.MetadataValue.json(per_partition),
+        "first_reasons": reasons,
+    }
+    description = None
+    if rejected:
+        command = rejects_query(table, list(per_partition))
+        metadata["list_them"] = dg.MetadataValue.text(command)
+        where = ", ".join(f"{p} ({n})" for p, n in list(per_partition.items())[:FIRST_REASONS])
+        more = len(per_partition) - FIRST_REASONS
+        description = "\n".join(
+            [
+                f"{rejected} record(s) of {table} rejected, in {len(per_partition)} "
+                f"partition(s): {where}" + (f" and {more} more" if more > 0 else ""),
+                "first reasons:",
+                *(f"  {reason}" for reason in reasons),
+                f"list them: {command}",
+            ]
+        )
     return dg.AssetCheckResult(
         check_name=NO_REJECTS,
         asset_key=table,
         passed=rejected == 0,
-        description=None if rejected == 0 else f"{rejected} records rejected; see {_REJECTS_QUERY}",
-        metadata={"rejected": rejected, "first_reasons": reasons},
+        description=description,
+        metadata=metadata,
     )
 
 
@@ -146,10 +212,16 @@ def reconciles(root: Root, written: Written, fetched: int) -> dg.AssetCheckResul
     """Fetched records all accounted for, and the files hold what was written."""
     stored = stored_rows(root, written.table, list(written.partitions))
     accounted = written.rows + written.rejected + written.duplicates
+    passed = fetched == written.received == accounted and stored == written.rows
     return dg.AssetCheckResult(
         check_name=RECONCILES,
         asset_key=written.table,
-        passed=fetched == written.received == accounted and stored == written.rows,
+        passed=passed,
+        description=None
+        if passed
+        else f"fetched {fetched}, the warehouse received {written.received}, accounted "
+        f"{accounted} ({written.rows} written, {written.rejected} rejected, "
+        f"{written.duplicates} exact duplicates); the files hold {stored} rows",
         metadata={
             "fetched": fetched,
             "received_by_warehouse": written.received,
@@ -173,12 +245,33 @@ def complete(table: str, incomplete: Sequence[str]) -> dg.AssetCheckResult:
     )
 
 
-def for_written(root: Root, written: Written, fetched: int) -> list[dg.AssetCheckResult]:
+def schema_drift(table: str, unknown_fields: Mapping[str, str]) -> dg.AssetCheckResult:
+    """Warns while the exchange's answers carry fields the spec does not name (each with one
+    example value): the rows loaded without them, but the contract has moved."""
+    fields = dict(sorted(unknown_fields.items()))
+    return dg.AssetCheckResult(
+        check_name=SCHEMA_DRIFT,
+        asset_key=table,
+        passed=not fields,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None
+        if not fields
+        else f"the exchange's answers for {table} carry {len(fields)} field(s) the spec does "
+        "not name (rows loaded without them): "
+        + "; ".join(f"{path} (e.g. {example})" for path, example in fields.items()),
+        metadata={"unknown_fields": dg.MetadataValue.json(fields)},
+    )
+
+
+def for_written(
+    root: Root, written: Written, fetched: int, unknown_fields: Mapping[str, str]
+) -> list[dg.AssetCheckResult]:
     days = list(written.partitions)
     return [
         unique_keys(root, written.table, days),
         no_rejects(root, written.table, days),
         reconciles(root, written, fetched),
+        schema_drift(written.table, unknown_fields),
     ]
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from pipeline import spec
 from pipeline.simulator import simulator_command
@@ -135,9 +136,12 @@ def _run(selection: list[str], first: date, last: date, console: Console) -> Non
     what = ", ".join(selection) if len(selection) <= 2 else f"{len(selection)} assets"
     title = f"{what}: {first}" + (f" .. {last}" if last != first else "")
     outcome = materialize(selection, first, last, console=console, title=title)
+    for said in outcome.said:
+        heading = "[yellow]warning:[/yellow]" if said.warns else "[red]failed[/red]"
+        console.print(f"{heading} {said.what}" + (":" if said.text else ""))
+        for line in said.text.splitlines():
+            console.print(f"  {escape(line)}", soft_wrap=True)
     if not outcome.success:
-        for failure in outcome.failures:
-            console.print(f"[red]failed[/red] {failure}")
         raise click.ClickException(f"run {outcome.run_id} failed (details: make ui)")
     console.print(f"run {outcome.run_id} succeeded")
 

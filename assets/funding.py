@@ -70,7 +70,9 @@ def _funding_history(
             **walk_metadata(load.report, written, simulated=exchange.simulated),
             "preview": preview(root, "funding_history", list(written.partitions)),
         },
-        check_results=checks.for_written(root, written, load.report.rows),
+        check_results=checks.for_written(
+            root, written, load.report.rows, load.report.unknown_fields
+        ),
     )
 
 

@@ -65,10 +65,10 @@ def report_progress(table: str, day: date, rows: int, rejected: int) -> None:
     )
 
 
-def walk_metadata(
-    report: WalkReport | None, written: Written, *, simulated: bool
-) -> dict[str, Any]:
-    """The numbers of a materialization: rows, partitions, pages, slices, retries, rejects."""
+def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> dict[str, Any]:
+    """The numbers of a materialization: rows, partitions, pages, slices, retries, rejects, and
+    the fields the exchange sent that the spec does not name (``unknown_fields``, empty when
+    none; the ``schema_drift`` check warns on the same)."""
     meta: dict[str, Any] = {
         "dagster/row_count": written.rows,
         "partitions_written": len(written.partitions),
@@ -78,18 +78,21 @@ def walk_metadata(
     }
     if written.rejects_preview:
         meta["first_reject_reasons"] = written.rejects_preview
-    if report is not None:
+    meta |= {
+        "retries": report.retries,
+        "rate_limited_answers": report.rate_limited,
+        "unknown_fields": dg.MetadataValue.json(dict(sorted(report.unknown_fields.items()))),
+    }
+    if report.slices:  # a walk's: single calls have no pages to count
         meta |= {
             "pages_fetched": report.pages,
             "rows_fetched": report.rows,
             "slices": report.slices,
-            "retries": report.retries,
-            "rate_limited_answers": report.rate_limited,
             "repeats_dropped": report.duplicates_dropped,
             "walk_seconds": round(report.elapsed_s, 3),
         }
-        if report.notes:
-            meta["notes"] = report.notes
+    if report.notes:
+        meta["notes"] = report.notes
     return meta
 
 

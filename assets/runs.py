@@ -4,6 +4,12 @@ Runs go to the persistent Dagster instance under ``$DAGSTER_HOME`` (default
 ``WAREHOUSE_ROOT/dagster``, the one ``make ui`` opens), so the UI shows them afterwards. A range
 of days is one run (the single-run backfill policy of ``funding_history``).
 
+The terminal says what happens as it happens, in place of Dagster's console log (`watched`):
+warnings and errors the steps log, each step Dagster will retry (in how long, and why), each
+client retry that waits long enough to notice. Once the run ends, `outcome` reads its events back
+from the instance: each failed step with its message, each check that did not pass with its
+description.
+
 A CLI run executes in the CLI's own process, so nothing outside it ends the run if the process is
 killed: the run would stay "started" and keep its slot of the API pool (limit 1) forever, and
 every later run of an API asset would wait for that slot. Each run is therefore tagged with its
@@ -15,16 +21,19 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import dagster as dg
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -50,8 +59,9 @@ concurrency:
     # whitebit_api: each step paces itself to the whole API budget, so one step at a time.
     default_limit: 1
 """
-#: Dagster's own console logging during CLI runs: warnings and errors only; progress is ours.
-QUIET: Final = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+#: Dagster's own console logging during CLI runs: none. The CLI says what happens (`_Watch`) and
+#: sums up failures without their stacks (`outcome`); `make ui` has every event.
+QUIET: Final = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 #: Lock file in DAGSTER_HOME under which CLI processes open the instance.
 INSTANCE_LOCK: Final = ".whitebit-etl.lock"
 #: Tag of every CLI run: ``<host>:<pid>`` of the process executing it.
@@ -118,11 +128,40 @@ def release_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
     return released
 
 
+#: Client retry waits from this long on are shown as they begin. Shorter ones pass unshown: a
+#: healthy exchange's blip costs a fraction of a second (the run's metadata counts it), while
+#: a wait of a second or more, and the doubling waits after it, are long enough to wonder about.
+CLIENT_WAIT_SHOWN_S: Final = 1.0
+#: Lines of an error message the terminal prints (the rest, and the stack, are in `make ui`).
+MESSAGE_LINES: Final = 8
+#: The job Dagster gives runs that materialize assets outside the location's jobs (the one
+#: `dg.materialize` runs), so the UI lists CLI runs as it lists those.
+ASSET_RUN_JOB: Final = "__ephemeral_asset_job__"
+#: The logger of `pipeline.whitebit`'s client, which logs each retry at INFO before waiting.
+CLIENT_LOGGER: Final = "pipeline.whitebit"
+#: The client's retry message ends with its wait (`pipeline.whitebit` logs it before each retry).
+_CLIENT_WAIT: Final = re.compile(r"retrying in (\d+(?:\.\d+)?) s$")
+#: Dagster's own wrappers around a step's error: the message worth printing is their cause's.
+_WRAPPERS: Final = ("Dagster", "RetryRequested")
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What a run has to tell about one of its parts: a step that failed (``step <key>``), a
+    check that failed or warns (``check <asset>.<name>``), or the run itself (``run``)."""
+
+    what: str
+    text: str
+    warns: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     run_id: str
     success: bool
-    failures: tuple[str, ...]
+    #: Each failed step with its message (or the run's own failure, when no step says why),
+    #: then each check that did not pass with its description, whether or not the run failed.
+    said: tuple[Said, ...]
 
 
 class _ProgressHandler(logging.Handler):
@@ -146,15 +185,78 @@ def progress_bar(console: Console, total: int, title: str) -> Iterator[None]:
     )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(title, total=total)
-        handler = _ProgressHandler(progress, task)
-        logger = logging.getLogger(PROGRESS_LOGGER)
-        logger.setLevel(logging.INFO)
-        logger.addHandler(handler)
-        try:
+        with _listening(PROGRESS_LOGGER, _ProgressHandler(progress, task)):
             yield
-        finally:
-            logger.removeHandler(handler)
-            progress.update(task, description=f"{title}: done")
+        progress.update(task, description=f"{title}: done")
+
+
+@contextmanager
+def _listening(name: str, handler: logging.Handler) -> Iterator[None]:
+    """``handler`` gets the INFO records of logger ``name`` while the block runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+class _Watch(logging.Handler):
+    """Says on the console what happens in a run as it happens, in place of Dagster's console
+    log: what the steps and the client log at WARNING and above, each step that Dagster retries
+    later (which, in how long, why), and each client call retried after a wait long enough to
+    notice; failures are summed up once the run ends (`outcome`), without their stacks.
+
+    Dagster's events arrive through the instance's listener for the run (`event`), each just
+    after it is written; the client's retries are records of its logger (`emit`)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self._console = console
+        self._step = ""
+
+    def _say(self, text: str, style: str) -> None:
+        self._console.print(f"[{style}]{escape(text)}[/{style}]", soft_wrap=True)
+
+    def event(self, entry: dg.EventLogEntry) -> None:
+        event = entry.dagster_event
+        if event is None:
+            level = entry.level if isinstance(entry.level, int) else logging.INFO
+            if level >= logging.WARNING:
+                where = f"{entry.step_key}: " if entry.step_key else ""
+                self._say(where + entry.user_message, "red" if level >= logging.ERROR else "yellow")
+        elif event.event_type == dg.DagsterEventType.STEP_START and event.step_key:
+            self._step = event.step_key
+        elif event.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY:
+            data = event.step_retry_data
+            reason = error_text(data.error).splitlines()[0]
+            self._say(
+                f"{event.step_key} failed; Dagster tries it again in "
+                f"{data.seconds_to_wait or 0:.1f} s. Why: {reason}",
+                "yellow",
+            )
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        where = f"{self._step}: " if self._step else ""
+        if record.levelno >= logging.WARNING:  # the client's own warnings, as it logs them
+            self._say(where + message, "red" if record.levelno >= logging.ERROR else "yellow")
+            return
+        found = _CLIENT_WAIT.search(message)
+        if found is not None and float(found[1]) >= CLIENT_WAIT_SHOWN_S:
+            self._say(f"{where}waiting for the exchange: {message}", "yellow")
+
+
+@contextmanager
+def watched(instance: dg.DagsterInstance, run_id: str, console: Console) -> Iterator[None]:
+    """While the block runs, ``console`` says what happens in run ``run_id`` (see `_Watch`)."""
+    watch = _Watch(console)
+    instance.add_event_listener(run_id, watch.event)
+    with _listening(CLIENT_LOGGER, watch):
+        yield
 
 
 def materialize(
@@ -185,30 +287,92 @@ def materialize(
             f"[yellow]run {run_id} was left unfinished by a killed process: marked failed, "
             "its API pool slot freed[/yellow]"
         )
+    job = dg.Definitions(
+        assets=list(ALL_ASSETS),
+        jobs=[dg.define_asset_job(ASSET_RUN_JOB, selection=list(selection))],
+        resources=resources(),
+    ).resolve_job_def(ASSET_RUN_JOB)
+    # The run's id is chosen here so that its events can be watched from the first one on.
+    run_id = str(uuid.uuid4())
     # A progress step per partition written: every day of funding, one per snapshot table.
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
-    with progress_bar(console, total, title):
-        result = dg.materialize(
-            list(ALL_ASSETS),
-            selection=list(selection),
-            partition_key=partition_key,
-            tags=tags,
-            instance=dagster,
-            resources=resources(),
+    with progress_bar(console, total, title), watched(dagster, run_id, console):
+        result = job.execute_in_process(
             run_config=QUIET,
+            instance=dagster,
+            partition_key=partition_key,
             raise_on_error=False,
+            run_id=run_id,
+            tags=tags,
         )
-    return RunOutcome(result.run_id, result.success, tuple(_failures(result)))
+    return outcome(dagster, run_id, success=result.success)
 
 
-def _failures(result: dg.ExecuteInProcessResult) -> list[str]:
-    """Each failed step with the reason it gave."""
-    found = []
-    for event in result.all_events:
-        data = event.step_failure_data if event.is_step_failure else None
-        if data is None:
+def outcome(instance: dg.DagsterInstance, run_id: str, *, success: bool) -> RunOutcome:
+    """What a finished run has to say, read from its events in the instance: each failed step
+    with its message, and each check that did not pass with its description."""
+    steps: list[Said] = []
+    checks: list[Said] = []
+    run_failure: str | None = None
+    kinds = {
+        dg.DagsterEventType.STEP_FAILURE,
+        dg.DagsterEventType.ASSET_CHECK_EVALUATION,
+        dg.DagsterEventType.RUN_FAILURE,
+    }
+    for entry in instance.all_logs(run_id, of_type=kinds):
+        event = entry.dagster_event
+        if event is None:
             continue
-        user = data.user_failure_data
-        reason = (user.description if user else None) or (data.error.message if data.error else "")
-        found.append(f"{event.step_key}: {reason.strip()}")
-    return found
+        if event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            user = data.user_failure_data
+            text = (user.description if user else None) or (
+                error_text(data.error) if data.error else event.message or ""
+            )
+            steps.append(Said(f"step {event.step_key}", _first_lines(text)))
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            check = event.asset_check_evaluation_data
+            if not check.passed:
+                checks.append(
+                    Said(
+                        f"check {check.asset_key.to_user_string()}.{check.check_name}",
+                        check.description or "",
+                        warns=check.severity == dg.AssetCheckSeverity.WARN,
+                    )
+                )
+        else:
+            run_failure = event.message or entry.user_message
+    if not success and not steps and run_failure:
+        steps.append(Said("run", _first_lines(run_failure)))
+    return RunOutcome(run_id, success, (*steps, *checks))
+
+
+class _Error(Protocol):
+    """A step's error as the event log keeps it (Dagster's ``SerializableErrorInfo``)."""
+
+    @property
+    def message(self) -> str: ...
+    @property
+    def cls_name(self) -> str | None: ...
+    @property
+    def cause(self) -> _Error | None: ...
+
+
+def error_text(error: _Error) -> str:
+    """The message of the error a step raised, without Dagster's wrappers around it (nor any
+    stack): ``ErrorClass: what it said``."""
+    while error.cause is not None and (error.cls_name or "").startswith(_WRAPPERS):
+        error = error.cause
+    text, name = error.message.strip(), error.cls_name or ""
+    qualified, colon, said = text.partition(": ")
+    if colon and name and qualified.endswith(name):  # ``package.module.Class: ...``
+        text = f"{name}: {said}"
+    return text
+
+
+def _first_lines(text: str) -> str:
+    lines = text.strip().splitlines()
+    if len(lines) <= MESSAGE_LINES:
+        return "\n".join(lines)
+    more = len(lines) - MESSAGE_LINES
+    return "\n".join([*lines[:MESSAGE_LINES], f"... ({more} more lines: make ui)"])

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, WalkReport
 from warehouse import catalog, normalize
 from warehouse.normalize import Batch
@@ -79,7 +80,7 @@ def _materialized(
     fetched: Mapping[str, int],
     *,
     simulated: bool,
-    report: WalkReport | None = None,
+    report: WalkReport,
     extra_checks: Mapping[str, list[dg.AssetCheckResult]] | None = None,
 ) -> list[dg.MaterializeResult]:  # type: ignore[type-arg]
     root = warehouse.path
@@ -97,7 +98,9 @@ def _materialized(
                     "preview": preview(root, table, list(written[table].partitions)),
                 },
                 check_results=[
-                    *checks.for_written(root, written[table], fetched[table]),
+                    *checks.for_written(
+                        root, written[table], fetched[table], report.unknown_fields
+                    ),
                     *(extra_checks or {}).get(table, []),
                 ],
             )
@@ -167,10 +170,14 @@ def investments(
     )
 
 
+#: A snapshot's fetch: its calls count retries and report unknown fields in the report given.
+Fetch = Callable[[AsyncWhiteBIT, Exchange, WalkReport], Awaitable[Any]]
+
+
 def _single_snapshot(
     name: str,
     description: str,
-    fetch: Callable[[AsyncWhiteBIT, Exchange], Awaitable[Any]],
+    fetch: Fetch,
     normalize_raw: Callable[..., Batch],
     count: Callable[[Any], int],
 ) -> dg.AssetsDefinition:
@@ -191,35 +198,50 @@ def _single_snapshot(
         context: AssetExecutionContext, whitebit: WhiteBITResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         day = snapshot_day(context)
-        raw, simulated = _fetch(whitebit, context, fetch)
+        report = WalkReport(name)
+
+        async def reported(client: AsyncWhiteBIT, exchange: Exchange) -> Any:
+            return await fetch(client, exchange, report)
+
+        raw, simulated = _fetch(whitebit, context, reported)
         batch = normalize_raw(raw, snapshot_date=day, extracted_at=datetime.now(UTC))
         (result,) = _materialized(
-            context, warehouse, {name: batch}, {name: count(raw)}, simulated=simulated
-        )
+            context, warehouse, {name: batch}, {name: count(raw)}, simulated=simulated,
+            report=report,
+        )  # fmt: skip
         return result
 
     return snapshot
 
 
-async def _main_balance(client: AsyncWhiteBIT, exchange: Exchange) -> Any:
-    return await client.main_balance()
+# Through `call`, which takes the report the typed methods do not.
+async def _main_balance(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
+    return await client.call(spec.MAIN_BALANCE, {}, report=report)
 
 
-async def _trading_balance(client: AsyncWhiteBIT, exchange: Exchange) -> Any:
-    return await client.trading_balance()
+async def _trading_balance(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
+    return await client.call(spec.TRADING_BALANCE, {}, report=report)
 
 
-async def _hedge_mode(client: AsyncWhiteBIT, exchange: Exchange) -> Any:
-    return await client.hedge_mode()
+async def _hedge_mode(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
+    return await client.call(spec.HEDGE_MODE, {}, report=report)
 
 
-async def _watcher_links(client: AsyncWhiteBIT, exchange: Exchange) -> Any:
+async def _watcher_links(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
     if not exchange.mining_accounts:
         logging.getLogger(__name__).warning(
             "no mining accounts configured (WHITEBIT_MINING_ACCOUNTS): no watcher link to list"
         )
-    links = await asyncio.gather(*(client.watcher_links(a) for a in exchange.mining_accounts))
-    return dict(zip(exchange.mining_accounts, links, strict=True))
+    answers = await asyncio.gather(
+        *(
+            client.call(spec.WATCHER_LINKS, {"account": account}, report=report)
+            for account in exchange.mining_accounts
+        )
+    )
+    return {
+        account: answer["data"]
+        for account, answer in zip(exchange.mining_accounts, answers, strict=True)
+    }
 
 
 main_balances = _single_snapshot(

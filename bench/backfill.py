@@ -240,7 +240,7 @@ def _pipeline_alone(whitebit: Any, root: str, first: date, last: date) -> dict[s
 
         load = asyncio.run(walk())
     catalog.refresh(root)
-    results = checks.for_written(root, load.written, load.report.rows)
+    results = checks.for_written(root, load.written, load.report.rows, load.report.unknown_fields)
     if not all(r.passed for r in results):
         raise RuntimeError(f"checks failed: {results}")
     return {

@@ -1,19 +1,28 @@
-"""CLI runs on the persistent instance: a run whose process was killed does not block later runs."""
+"""CLI runs on the persistent instance: a run whose process was killed does not block later runs;
+what the terminal says while a run waits, and what it says about a run that failed."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from rich.console import Console
 
 from assets import runs
 from assets.reporting import API_POOL
+from pipeline import spec
+from pipeline.simulator import Fault, Simulator
+from pipeline.whitebit import AsyncWhiteBIT, RetryPolicy
 
 # A run like the CLI's: tagged with its process, holding the API pool's slot when it is killed.
 _KILLED_IN_THE_POOL = f"""
@@ -108,3 +117,148 @@ def test_runs_starting_at_once_on_a_new_home_both_open_it(
         for child in children:
             _, err = child.communicate(timeout=120)
             assert child.returncode == 0, err
+
+
+# --- What the terminal says during and after a run --------------------------------------------
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=200, highlight=False, color_system=None), out
+
+
+def _run(
+    instance: dg.DagsterInstance, console: Console, *assets: dg.AssetsDefinition
+) -> dg.ExecuteInProcessResult:
+    """The assets in one run, watched as the CLI watches its runs."""
+    job = dg.Definitions(
+        assets=list(assets), jobs=[dg.define_asset_job(runs.ASSET_RUN_JOB)]
+    ).resolve_job_def(runs.ASSET_RUN_JOB)
+    run_id = str(uuid.uuid4())
+    with runs.watched(instance, run_id, console):
+        return job.execute_in_process(
+            instance=instance, run_id=run_id, run_config=runs.QUIET, raise_on_error=False
+        )
+
+
+def test_a_step_up_for_retry_is_said_before_the_retry_with_its_wait_and_reason() -> None:
+    console, out = _console()
+    said_before_retry: list[str] = []
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=1, delay=0.5))
+    def flaky(context) -> None:  # type: ignore[no-untyped-def]
+        if context.retry_number == 0:
+            raise ConnectionError("the exchange hung up\nafter 3 bytes")
+        said_before_retry.append(out.getvalue())
+
+    with dg.instance_for_test() as instance:
+        assert _run(instance, console, flaky).success
+    (before,) = said_before_retry
+    assert "flaky failed; Dagster tries it again in 0.5 s. " in before
+    assert "Why: ConnectionError: the exchange hung up" in before
+    assert "after 3 bytes" not in before  # the first line says why; the UI has the rest
+
+
+def test_the_outcome_names_each_failed_step_and_check_without_wrappers_or_stack() -> None:
+    console, _ = _console()
+
+    @dg.asset(retry_policy=dg.RetryPolicy(max_retries=1))
+    def broken() -> None:
+        raise ValueError("the answer was wrong\nin two ways")
+
+    @dg.asset
+    def refused() -> None:
+        raise dg.Failure(description="refused: bad key", allow_retries=False)
+
+    @dg.asset(
+        check_specs=[
+            dg.AssetCheckSpec("counted", asset="checked"),
+            dg.AssetCheckSpec("drifted", asset="checked"),
+            dg.AssetCheckSpec("fine", asset="checked"),
+        ]
+    )
+    def checked() -> dg.MaterializeResult:  # type: ignore[type-arg]
+        return dg.MaterializeResult(
+            check_results=[
+                dg.AssetCheckResult(check_name="counted", passed=False, description="3 off"),
+                dg.AssetCheckResult(
+                    check_name="drifted",
+                    passed=False,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    description="a new field",
+                ),
+                dg.AssetCheckResult(check_name="fine", passed=True),
+            ]
+        )
+
+    with dg.instance_for_test() as instance:
+        result = _run(instance, console, broken, refused, checked)
+        outcome = runs.outcome(instance, result.run_id, success=result.success)
+    assert not outcome.success
+    assert sorted(outcome.said, key=lambda s: s.what) == [
+        runs.Said("check checked.counted", "3 off"),
+        runs.Said("check checked.drifted", "a new field", warns=True),
+        runs.Said("step broken", "ValueError: the answer was wrong\nin two ways"),
+        runs.Said("step refused", "refused: bad key"),
+    ]
+
+
+def test_a_successful_run_still_says_its_warnings() -> None:
+    console, _ = _console()
+
+    @dg.asset(check_specs=[dg.AssetCheckSpec("drifted", asset="warned")])
+    def warned() -> dg.MaterializeResult:  # type: ignore[type-arg]
+        return dg.MaterializeResult(
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="drifted", passed=False, severity=dg.AssetCheckSeverity.WARN
+                )
+            ]
+        )
+
+    with dg.instance_for_test() as instance:
+        result = _run(instance, console, warned)
+        outcome = runs.outcome(instance, result.run_id, success=result.success)
+    assert outcome.success
+    assert outcome.said == (runs.Said("check warned.drifted", "", warns=True),)
+
+
+def test_a_long_message_is_cut_to_its_first_lines() -> None:
+    console, _ = _console()
+    lines = [f"line {n}" for n in range(runs.MESSAGE_LINES + 3)]
+
+    @dg.asset
+    def wordy() -> None:
+        raise dg.Failure(description="\n".join(lines), allow_retries=False)
+
+    with dg.instance_for_test() as instance:
+        result = _run(instance, console, wordy)
+        (said,) = runs.outcome(instance, result.run_id, success=False).said
+    assert said.text.splitlines() == [*lines[: runs.MESSAGE_LINES], "... (3 more lines: make ui)"]
+
+
+def test_client_retry_waits_from_a_second_on_and_client_warnings_are_said(
+    own_sim: Simulator,
+) -> None:
+    console, out = _console()
+
+    async def ping(initial_delay_s: float) -> None:
+        own_sim.faults.script([Fault.HTTP_503], paths=[spec.PING.path])
+        retry = RetryPolicy(max_retries=1, initial_delay_s=initial_delay_s)
+        async with AsyncWhiteBIT(own_sim.credentials, base_url=own_sim.url, retry=retry) as c:
+            await c.ping()
+
+    @dg.asset
+    def pinged() -> None:
+        asyncio.run(ping(0.05))  # a blip: retried unsaid
+        asyncio.run(ping(1.4))  # waits 1.05 to 1.4 s (jitter takes off up to a quarter)
+        logging.getLogger(runs.CLIENT_LOGGER).warning("the answer has %s", "a new field")
+
+    with dg.instance_for_test() as instance:
+        assert _run(instance, console, pinged).success
+    assert "pinged: the answer has a new field" in out.getvalue().splitlines()
+    said = [line for line in out.getvalue().splitlines() if "waiting for the exchange" in line]
+    assert len(said) == 1, out.getvalue()
+    assert said[0].startswith("pinged: waiting for the exchange: ping: attempt 1 of 2 failed")
+    assert "HTTP 503" in said[0]
+    assert float(said[0].split("retrying in ")[1].removesuffix(" s")) >= 1.0

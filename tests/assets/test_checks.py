@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -9,14 +11,16 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from assets import checks
+from assets.cli import main
 from assets.loading import Written
 from assets.snapshots import SNAPSHOTS
 from pipeline.simulator import Scale, SimClock, Simulator
 from tests.assets.conftest import resources_for
 from tests.conftest import FROZEN_AT
-from warehouse import normalize, parquet
+from warehouse import catalog, normalize, parquet
 from warehouse.daily import DayWrite
 
 DAY = date(2026, 9, 1)
@@ -35,14 +39,14 @@ def _record(market: str, amount: str = "1.5", time: int = 1_788_220_800) -> dict
     }
 
 
-def _write(root: Path, records: list[dict[str, str]]) -> Written:
+def _write(root: Path, records: list[dict[str, str]], day: date = DAY) -> Written:
     batch = normalize.normalize_funding_history(
-        records, extracted_at=EXTRACTED, partition_for_rejects=DAY
+        records, extracted_at=EXTRACTED, partition_for_rejects=day
     )
-    parquet.write_batch(root, batch, replace=[DAY])
+    parquet.write_batch(root, batch, replace=[day])
     written = Written("funding_history")
     written.took(batch.received, batch.duplicates)
-    written.wrote(DayWrite.of(DAY, batch.rows, batch.rejects))
+    written.wrote(DayWrite.of(day, batch.rows, batch.rejects))
     return written
 
 
@@ -56,6 +60,7 @@ def test_unique_keys_fails_on_a_file_holding_a_key_twice(root: Path) -> None:
     result = checks.unique_keys(root, "funding_history", [DAY])
     assert not result.passed
     assert "BTC_PERP" in str(result.metadata["duplicated_keys"].value)
+    assert "BTC_PERP" in (result.description or "")
 
 
 def test_no_rejects_fails_when_a_record_was_rejected(root: Path) -> None:
@@ -68,10 +73,56 @@ def test_no_rejects_fails_when_a_record_was_rejected(root: Path) -> None:
     assert "not a decimal number" in str(result.metadata["first_reasons"].value)
 
 
+def test_no_rejects_says_how_many_where_why_and_the_command_that_lists_them(root: Path) -> None:
+    later = DAY + timedelta(days=2)
+    time = int(datetime.combine(later, datetime.min.time(), UTC).timestamp()) + 60
+    _write(root, [_record("BTC_PERP"), _record("ETH_PERP", "NaN"), _record("SOL_PERP", "1,5")])
+    _write(root, [_record("BTC_PERP", "x", time=time), _record("ETH_PERP", time=time)], later)
+    catalog.refresh(root)
+    result = checks.no_rejects(root, "funding_history", [DAY, DAY + timedelta(days=1), later])
+    assert not result.passed
+    assert result.metadata["rejected"].value == 3
+    assert result.metadata["partitions"].value == {"2026-09-01": 2, "2026-09-03": 1}
+    lines = (result.description or "").splitlines()
+    assert lines[0] == "3 record(s) of funding_history rejected, in 2 partition(s): " + (
+        "2026-09-01 (2), 2026-09-03 (1)"
+    )
+    assert lines[1:4] == [
+        "first reasons:",
+        "  2026-09-01 record 1: fundingAmount: not a decimal number",
+        "  2026-09-01 record 2: fundingAmount: not a decimal number",
+    ]
+    command = result.metadata["list_them"].value
+    assert lines[-1] == f"list them: {command}"
+    # The line runs as printed, through a shell's quoting, and lists exactly those records.
+    program, *args = shlex.split(str(command))
+    assert program == "whitebit-etl"
+    listed = CliRunner().invoke(main, [*args, "--json"], env={"WAREHOUSE_ROOT": str(root)})
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [(r["partition"], r["record_index"]) for r in rows] == [
+        ("2026-09-01", 1), ("2026-09-01", 2), ("2026-09-03", 0)
+    ]  # fmt: skip
+    assert '"fundingAmount":"1,5"' in rows[1]["raw_json"].replace(" ", "")
+
+
+def test_schema_drift_warns_naming_each_unknown_field_with_its_example() -> None:
+    assert checks.schema_drift("main_balances", {}).passed
+    result = checks.schema_drift("main_balances", {"BTC.newField": '"x"', "ETH.otherField": "12"})
+    assert not result.passed
+    assert result.severity == dg.AssetCheckSeverity.WARN
+    assert (result.description or "").endswith('BTC.newField (e.g. "x"); ETH.otherField (e.g. 12)')
+    assert result.metadata["unknown_fields"].value == {
+        "BTC.newField": '"x"', "ETH.otherField": "12"
+    }  # fmt: skip
+
+
 def test_reconciles_fails_when_counts_or_files_disagree(root: Path) -> None:
     written = _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
     assert checks.reconciles(root, written, fetched=2).passed
-    assert not checks.reconciles(root, written, fetched=3).passed  # a record went missing
+    missing = checks.reconciles(root, written, fetched=3)  # a record went missing
+    assert not missing.passed
+    assert (missing.description or "").startswith("fetched 3, the warehouse received 2")
     # The file lost a row after the write.
     path = parquet.partition_path(root, "funding_history", DAY).path
     pq.write_table(pq.read_table(path).slice(0, 1), path)

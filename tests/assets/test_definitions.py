@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import SNAPSHOTS, funding_history, nightly_schedule
+from assets import ALL_ASSETS, SNAPSHOTS, funding_history, nightly_schedule
 from assets.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +37,24 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
         "trading_balances",
         "hedge_mode",
         "watcher_links",
+    }
+
+
+def test_every_table_carries_its_checks_and_only_no_rejects_and_complete_block() -> None:
+    specs = {
+        (spec.asset_key.to_user_string(), spec.name): spec.blocking
+        for asset in ALL_ASSETS
+        for spec in asset.check_specs
+    }
+    tables = {key.to_user_string() for asset in ALL_ASSETS for key in asset.keys}
+    assert len(tables) == 7
+    for table in tables:
+        assert {name for t, name in specs if t == table} >= {
+            "unique_keys", "no_rejects", "reconciles", "schema_drift"
+        }  # fmt: skip
+    assert {check for check, blocking in specs.items() if blocking} == {
+        *((table, "no_rejects") for table in tables),
+        ("investments", "complete"),
     }
 
 

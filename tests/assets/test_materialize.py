@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
 import pytest
 
-from assets import ALL_ASSETS, SNAPSHOTS, WhiteBITResource, funding_history, hedge_mode
+from assets import (
+    ALL_ASSETS,
+    SNAPSHOTS,
+    WhiteBITResource,
+    funding_history,
+    hedge_mode,
+    investments,
+)
 from assets.partitions import today
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
+from pipeline.whitebit import AsyncWhiteBIT
 from tests.assets.conftest import resources_for, without_step_retries
 from warehouse import catalog, parquet
 
@@ -64,7 +73,10 @@ def test_a_week_backfill_is_one_run_and_one_walk(
     files = parquet.partition_files(root, "funding_history")
     assert [f.parent.name for f in files] == [f"funding_date={d}" for d in WEEK]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"unique_keys": True, "no_rejects": True, "reconciles": True}
+    assert checks == {
+        "unique_keys": True, "no_rejects": True, "reconciles": True, "schema_drift": True
+    }  # fmt: skip
+    assert meta["unknown_fields"].value == {}
 
 
 def test_a_rerun_replaces_and_leaves_no_duplicate(
@@ -207,3 +219,46 @@ def test_the_resource_sets_how_the_client_retries(
     assert "HTTP 503" in str(failure.step_failure_data)
     assert "(after 3 attempts)" in str(failure.step_failure_data)
     assert own_sim.faults.injected[Fault.HTTP_503] == 3
+
+
+def test_unknown_fields_are_named_in_metadata_and_warned_of_by_schema_drift(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in for the client seeing a field the spec does not name: each call made with a
+    # report records one there, as `AsyncWhiteBIT.call` does for the answers it checks.
+    call = AsyncWhiteBIT.call
+
+    async def drifting(
+        self: AsyncWhiteBIT, operation: spec.Operation, params: Any, **kwargs: Any
+    ) -> Any:
+        answer = await call(self, operation, params, **kwargs)
+        report = kwargs.get("report")
+        if report is not None:
+            report.unknown_fields[f"{operation.name}.newField"] = '"x"'
+        return answer
+
+    monkeypatch.setattr(AsyncWhiteBIT, "call", drifting)
+    selected = [funding_history, *(a for a in SNAPSHOTS if a is not investments)]
+    result = dg.materialize(
+        selected, resources=resources_for(own_sim, root), instance=instance,
+        partition_key=today().isoformat(), raise_on_error=False,
+    )  # fmt: skip
+    assert result.success  # rows load as without the field: drift only warns
+    tables = ["funding_history", "main_balances", "trading_balances", "hedge_mode", "watcher_links"]
+    operation = {"funding_history": "funding_history", "main_balances": "main_balance",
+                 "trading_balances": "trading_balance"}  # fmt: skip
+    for table in tables:
+        field = f"{operation.get(table, table)}.newField"
+        (materialized,) = result.asset_materializations_for_node(table)
+        assert materialized.metadata["unknown_fields"].value == {field: '"x"'}
+        (drift,) = [
+            e
+            for e in result.get_asset_check_evaluations()
+            if (e.asset_key.to_user_string(), e.check_name) == (table, "schema_drift")
+        ]
+        assert not drift.passed
+        assert drift.severity == dg.AssetCheckSeverity.WARN
+        assert f'{field} (e.g. "x")' in (drift.description or "")
+    others = [e for e in result.get_asset_check_evaluations() if e.check_name != "schema_drift"]
+    assert len(others) == 3 * len(tables)
+    assert all(e.passed for e in others)
