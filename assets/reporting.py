@@ -12,7 +12,7 @@ from typing import Any, Final
 import dagster as dg
 import duckdb
 
-from pipeline.whitebit import APIError, FundingOrderError, WalkReport
+from pipeline.whitebit import WalkReport, WhiteBITError
 from warehouse import parquet
 from warehouse.parquet import Root
 
@@ -37,17 +37,15 @@ PREVIEW_ROWS: Final = 5
 
 @contextmanager
 def retry_only_transient() -> Iterator[None]:
-    """Let Dagster retry a step only when waiting could help: the exchange stayed unavailable or
-    its history moved under the walk. A refusal (bad credentials, a permission, a validation),
-    bad data or a bug fails the step once, with its message."""
+    """Let Dagster retry a step only when waiting could help: the exchange stayed unavailable, or
+    its answers were cut short. A refusal (bad credentials, a permission, a validation), an
+    answer that breaks the contract, bad data or a bug fails the step once, with its message."""
     try:
         yield
-    except APIError as exc:
+    except WhiteBITError as exc:
         if exc.retryable:
             raise
         raise dg.Failure(description=str(exc), allow_retries=False) from exc
-    except FundingOrderError:
-        raise
     except dg.Failure:
         raise
     except Exception as exc:

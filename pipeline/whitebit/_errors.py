@@ -174,16 +174,17 @@ class ResponseFormatError(APIError):
 
 
 class UnreadableResponseError(ResponseFormatError):
-    """A 2xx answer that is not JSON: cut short, empty, or a page of HTML. Another try may get
-    the whole answer."""
+    """A 2xx answer whose JSON breaks off, or that is empty: cut short on the way. Another try may
+    get the whole answer."""
 
     retryable = True
 
 
 class ContractError(ResponseFormatError):
-    """A 2xx JSON answer that breaks the contract where the walk relies on it: the envelope
-    (``records`` not a list, a field of it missing), an offset or a limit other than asked, more
-    records than the limit, a ticker listed twice. Tried once more at once, never later."""
+    """A 2xx answer that breaks the contract where the walk relies on it: not JSON at all (an HTML
+    page), the envelope (``records`` not a list, a field of it missing), an offset or a limit
+    other than asked, more records than the limit, a ticker listed twice. Tried once more at
+    once, never later."""
 
 
 class WalkError(WhiteBITError):

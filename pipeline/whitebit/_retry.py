@@ -1,10 +1,11 @@
 """When a failed call is tried again, and after how long.
 
 Retried: the gateway's 429, a rejected nonce, 5xx, a dropped or refused connection, a timeout,
-and an answer that is not JSON (cut short, empty, HTML), each a bounded number of times with a
-backoff, and each re-signed with a fresh nonce. An answer that is JSON but breaks the contract
-(`ContractError`) is tried once more, at once: the same answer twice is the exchange's, and
-waiting would only delay the error. Everything else raises at once.
+and an answer cut short (JSON that breaks off, or nothing), each a bounded number of times with a
+backoff, and each re-signed with a fresh nonce. An answer that is JSON but breaks the contract,
+or a success that is not JSON at all (an HTML page), is a `ContractError`: tried once more, at
+once, since the same answer twice is the exchange's and waiting would only delay the error.
+Everything else raises at once.
 
 An operation that changes state (the sub-account key reset) is retried only on the two answers that
 prove it never ran: the gateway's 429 (refused before the exchange saw it) and a rejected nonce

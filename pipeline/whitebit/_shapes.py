@@ -335,7 +335,17 @@ def parse(
     try:
         doc = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
-        # Where JSON breaks is usually at its end, so quote the end.
+        start = content.lstrip()[:1]
+        if start and start not in b"{[":
+            # Not JSON from its first character (an HTML page, plain text): no network fault
+            # makes that, so it would come again.
+            raise ContractError(
+                operation=operation,
+                field="(the whole answer)",
+                reason="a success answer that is not JSON at all",
+                body_excerpt=excerpt(content),
+            ) from None
+        # JSON that breaks off was cut short, usually at its end, so quote the end.
         tail = content.decode("utf-8", "replace")[-EXCERPT_CHARS:]
         raise UnreadableResponseError(
             operation=operation,

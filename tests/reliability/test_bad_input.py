@@ -338,10 +338,9 @@ CASES = [
         "100 pages in a row",
         "the same entries whatever the offset",
     ),
-    # Not JSON (another try may get it whole: the whole budget), or not an answer.
-    _funding_fails(
-        "funding-html-with-200", _body(HTML), "not valid JSON", "Maintenance", WHOLE_BUDGET
-    ),
+    # JSON cut short (another try may get it whole: the whole budget), or not JSON at all (the
+    # same page on the next try: one quick retry).
+    _funding_fails("funding-html-with-200", _body(HTML), "not JSON at all", "Maintenance", TWICE),
     _funding_fails(
         "funding-invalid-utf8",
         lambda params, body: body.replace(b'_PERP"', b'_PERP\xff\xfe"', 1),

@@ -259,9 +259,6 @@ def test_a_step_dagster_retries_is_said_while_it_waits_with_the_wait_and_why(
 
 # Runs once the client fails an answer that breaks the contract after one quick retry, and says
 # it cannot be retried: until then the client retries it with its backoff, then Dagster does.
-@pytest.mark.xfail(
-    strict=True, reason="needs the client to fail a broken contract unretried (issue 14, item 1)"
-)
 def test_an_answer_breaking_the_contract_fails_at_once_saying_where(
     exchange: Simulator, tmp_path: Path
 ) -> None:
@@ -284,9 +281,6 @@ def test_an_answer_breaking_the_contract_fails_at_once_saying_where(
 
 # Runs once the client reports unknown fields (`WalkReport.unknown_fields`): until then a new
 # field fails the answer's shape check, the client retries it, and the run cannot end in 30 s.
-@pytest.mark.xfail(
-    strict=True, reason="needs the client to tolerate and report unknown fields (issue 14, item 3)"
-)
 def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     exchange: Simulator, tmp_path: Path
 ) -> None:

@@ -178,6 +178,9 @@ ENVELOPES = [
     (MAIN, b'["USDT"]', "(the whole answer)", "expected an object, got an array"),
     (HEDGE, b"true", "(the whole answer)", "expected an object, got a boolean"),
     (LINKS, b'{"data":"none"}', "data", "expected an array, got a string"),
+    # Not JSON from the first character: a page of HTML is the same on the next try.
+    (FUNDING, b"<html>Maintenance</html>", "(the whole answer)", "a success answer that is not"),
+    (HEDGE, b"NaN", "(the whole answer)", "a success answer that is not JSON at all"),
 ]
 
 
