@@ -27,8 +27,17 @@ import dagster as dg
 import orjson
 import pytest
 
+from assets.partitions import today
 from pipeline import spec
-from pipeline.simulator import Credentials, Fault, Scale, SimClock, Simulator
+from pipeline.simulator import (
+    Credentials,
+    Fault,
+    Scale,
+    SimClock,
+    Simulator,
+    new_field,
+    repeated_key,
+)
 from tests.conftest import FROZEN_AT
 from tests.reliability.conftest import CLI_TIMEOUT_S, REPO, cli_env, warehouse_rows
 
@@ -308,3 +317,169 @@ def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     assert latest.asset_materialization is not None
     metadata = latest.asset_materialization.metadata
     assert metadata["unknown_fields"].value == {"records[].newField": '"x"'}
+
+
+# --- Every other bad answer of the issue, one command each ---------------------------------------
+# Each case: what the exchange does, the command, and what the terminal and the warehouse show.
+# A fault-free warehouse of the same commands, made once, is what "rows load unchanged" means.
+
+SNAPSHOTS = [
+    *("materialize", "investments", "main_balances", "hedge_mode"),
+    *("--partition", today().isoformat()),
+]
+
+
+@pytest.fixture(scope="module")
+def fault_free(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The warehouse the commands of these cases fill from a well-behaved exchange."""
+    root = tmp_path_factory.mktemp("fault-free")
+    with Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as sim:
+        for n, args in enumerate([RANGE, SNAPSHOTS]):
+            ran = _cli(args, cli_env(sim, root / "warehouse", root / "dagster"), root / f"l{n}")
+            assert ran.code == 0, ran.output
+    return warehouse_rows(root / "warehouse")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One way of answering badly, and what the terminal and the warehouse must then show."""
+
+    steer: Callable[[Simulator], None]
+    args: list[str]
+    #: The exit code, and what the output must hold (each a fragment of one line).
+    code: int
+    says: tuple[str, ...]
+    #: Records of the command's tables in `_rejects`: every other row loads as without the fault.
+    rejected: int = 0
+    #: Tables whose step failed: they stay as they were (empty here).
+    failed: tuple[str, ...] = ()
+
+
+#: The tables each command fills.
+FILLS = {
+    tuple(RANGE): ("funding_history",),
+    tuple(SNAPSHOTS): ("investments", "fixed_plans", "main_balances", "hedge_mode"),
+}
+
+
+def _tamper(path: str, rewrite: Callable[[dict[str, Any], bytes], bytes]) -> Callable[..., None]:
+    return lambda sim: sim.faults.tamper(path, rewrite)
+
+
+def _cap(sim: Simulator) -> None:
+    sim.page_cap = 50
+
+
+FUNDING = spec.FUNDING_HISTORY.path
+CASES = {
+    "a missing field": Case(
+        _tamper(FUNDING, _spoil(lambda r: r.pop("settlementPrice"))),
+        RANGE,
+        1,
+        ("failed check funding_history.no_rejects:", "settlementPrice: missing"),
+        rejected=1,
+    ),
+    "a number where a string belongs": Case(
+        _tamper(FUNDING, _spoil(lambda r: r.update(fundingAmount=0.5))),
+        RANGE,
+        1,
+        (
+            "failed check funding_history.no_rejects:",
+            "fundingAmount: number where a decimal string belongs",
+        ),
+        rejected=1,
+    ),
+    "a decimal comma": Case(
+        _tamper(FUNDING, _spoil(lambda r: r.update(fundingRate="1,5"))),
+        RANGE,
+        1,
+        ("failed check funding_history.no_rejects:", "fundingRate: not a decimal number"),
+        rejected=1,
+    ),
+    "a path-escaping market": Case(
+        _tamper(FUNDING, _spoil(lambda r: r.update(market="../../etc"))),
+        RANGE,
+        1,
+        ("failed check funding_history.no_rejects:", "market:"),
+        rejected=1,
+    ),
+    "records an object": Case(
+        _tamper(FUNDING, lambda p, body: orjson.dumps(orjson.loads(body) | {"records": {}})),
+        RANGE,
+        1,
+        ("failed step funding_history:", "at records: expected an array, got an object"),
+        failed=("funding_history",),
+    ),
+    "an HTML page with a success status": Case(
+        _tamper(FUNDING, lambda p, body: b"<html><body>Maintenance</body></html>"),
+        RANGE,
+        1,
+        ("failed step funding_history:", "not JSON at all"),
+        failed=("funding_history",),
+    ),
+    "pages capped at 50": Case(_cap, RANGE, 0, ()),
+    "a new field in the funding envelope": Case(
+        _tamper(FUNDING, new_field("cursor", "abc", "top")),
+        RANGE,
+        0,
+        ("warning: check funding_history.schema_drift:", 'cursor (e.g. "abc")'),
+    ),
+    "a new field in every investment": Case(
+        _tamper(spec.INVESTMENTS_HISTORY.path, new_field("bonus", "0.1", "records")),
+        SNAPSHOTS,
+        0,
+        ("warning: check investments.schema_drift:", 'records[].bonus (e.g. "0.1")'),
+    ),
+    "a new field in each main balance": Case(
+        _tamper(spec.MAIN_BALANCE.path, new_field("locked", "0", "values")),
+        SNAPSHOTS,
+        0,
+        ("warning: check main_balances.schema_drift:", '.locked (e.g. "0")'),
+    ),
+    "a new field in the hedge-mode answer": Case(
+        _tamper(spec.HEDGE_MODE.path, new_field("since", 1789286400, "top")),
+        SNAPSHOTS,
+        0,
+        ("warning: check hedge_mode.schema_drift:", "since (e.g. 1789286400)"),
+    ),
+    "a ticker listed twice": Case(
+        _tamper(spec.MAIN_BALANCE.path, repeated_key({"main_balance": "1"})),
+        SNAPSHOTS,
+        1,
+        ("failed step main_balances:", "a ticker listed more than once"),
+        failed=("main_balances",),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_each_bad_answer_ends_in_time_saying_what_it_was(
+    name: str, exchange: Simulator, tmp_path: Path, fault_free: Any
+) -> None:
+    case = CASES[name]
+    empty: dict[str, list[Any]] = {table: [] for table in fault_free}
+    case.steer(exchange)
+    home = tmp_path / "dagster"
+    env = cli_env(exchange, tmp_path / "warehouse", home)
+    ran = _cli(case.args, env, tmp_path / "logs" / "case", timeout=RUN_LIMIT_S + STARTUP_S)
+
+    assert ran.code == case.code, ran.output
+    assert _timed(name, home, ran) <= RUN_LIMIT_S
+    lines = [line.strip() for line in ran.stdout.splitlines()]
+    for fragment in case.says:
+        assert any(fragment in line for line in lines), (fragment, ran.output)
+    assert "Traceback" not in ran.output
+    assert "tries it again" not in ran.output  # nothing here can change by waiting
+    catalog = tmp_path / "warehouse" / "warehouse.duckdb"
+    rows = warehouse_rows(tmp_path / "warehouse") if catalog.exists() else empty
+    for table in FILLS[tuple(case.args)]:
+        if table in case.failed:
+            assert rows[table] == [], table  # the step failed: nothing of it was written
+        else:
+            # Every sound row loads as without the fault; each rejected one is in _rejects.
+            missing = [row for row in fault_free[table] if row not in rows[table]]
+            assert len(missing) == (case.rejected if table == "funding_history" else 0), table
+            assert [row for row in rows[table] if row not in fault_free[table]] == [], table
+    assert len(rows["_rejects"]) == case.rejected
+    if not catalog.exists():  # no step wrote: only a failed one ran
+        assert set(FILLS[tuple(case.args)]) == set(case.failed)
