@@ -1,0 +1,233 @@
+"""The nightly service as production runs it: a code location server, the daemon (schedules,
+sensors, the run queue) and the webserver, started and stopped together by ``whitebit-etl serve``.
+
+The instance is the CLI's SQLite one (``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``) unless
+``DAGSTER_POSTGRES_URL`` is set: then ``deploy/dagster.yaml`` (PostgreSQL storage, its URL read
+from that variable) goes into ``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster-postgres``, a home
+of its own, so a SQLite instance's history is never taken for a PostgreSQL one.
+
+On SIGTERM or SIGINT the runs in progress are terminated and marked canceled with that reason
+(queued runs stay queued for the next start), then the processes are stopped, each given a few
+seconds before SIGKILL. Schedules, run history and partitions live in the instance's storage, so
+a restart finds them all; a tick the daemon was evaluating is resumed, not repeated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from rich.console import Console
+
+from assets.runs import dagster_home
+from warehouse.settings import warehouse_root
+
+POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
+PRODUCTION_CONFIG: Final = Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml"
+#: The code location's name: the one `make ui` gives it, so both see the same schedule state.
+LOCATION: Final = "assets.definitions"
+WORKSPACE_FILE: Final = "workspace.yaml"
+#: How long a process (or a terminated run) is given to end before it is killed.
+STOP_GRACE_S: Final = 8.0
+_STARTUP_S: Final = 180.0
+
+
+class ServiceError(Exception):
+    """The service cannot start as configured; the message says what to change."""
+
+
+def _uses_postgres(config: Path) -> bool:
+    return "postgres" in config.read_text(encoding="utf-8").split("storage:", 1)[-1]
+
+
+def instance_home() -> tuple[Path, str]:
+    """The instance's home, made ready for the storage the environment asks for; and its name."""
+    if not os.environ.get(POSTGRES_URL_ENV):
+        home = dagster_home()
+        if _uses_postgres(home / "dagster.yaml"):
+            raise ServiceError(
+                f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
+            )
+        return home, "SQLite"
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(warehouse_root().path) / "dagster-postgres")
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        shutil.copyfile(PRODUCTION_CONFIG, config)
+    elif not _uses_postgres(config):
+        raise ServiceError(
+            f"{config} stores the instance in SQLite under {home}: give the PostgreSQL instance a "
+            f"DAGSTER_HOME of its own (or unset {POSTGRES_URL_ENV})"
+        )
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home, "PostgreSQL"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _workspace(home: Path, port: int) -> Path:
+    path = home / WORKSPACE_FILE
+    path.write_text(
+        "# Written by whitebit-etl serve: the code location server it started.\n"
+        "load_from:\n"
+        "  - grpc_server:\n"
+        "      host: 127.0.0.1\n"
+        f"      port: {port}\n"
+        f"      location_name: {LOCATION}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _tool(name: str) -> str:
+    """A console script of this environment (beside its python), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else (shutil.which(name) or name)
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+        try:
+            self.popen.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
+def _start(name: str, args: Sequence[str], env: dict[str, str]) -> _Process:
+    return _Process(name, subprocess.Popen(list(args), env=env))  # noqa: S603 - our own tools
+
+
+def _wait_for_code_server(process: _Process, port: int) -> None:
+    deadline = time.monotonic() + _STARTUP_S
+    while not _listening(port):
+        if process.popen.poll() is not None:
+            raise ServiceError("the code location server exited while loading the definitions")
+        if time.monotonic() > deadline:
+            raise ServiceError(f"the code location server did not listen on port {port} in time")
+        time.sleep(0.5)
+
+
+def cancel_runs_in_progress(reason: str) -> list[str]:
+    """Terminate the instance's runs in progress and mark those that have not ended within the
+    grace period canceled with ``reason``; their ids."""
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        running = instance.get_runs(
+            filters=dg.RunsFilter(
+                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+            )
+        )
+        for run in running:
+            try:
+                instance.run_launcher.terminate(run.run_id)
+            except Exception:  # noqa: S112 - the run is marked below whatever the launcher did
+                continue
+        deadline = time.monotonic() + STOP_GRACE_S
+        pending = {run.run_id for run in running}
+        while pending and time.monotonic() < deadline:
+            time.sleep(0.5)
+            pending = {
+                run_id
+                for run_id in pending
+                if (found := instance.get_run_by_id(run_id)) is not None and not found.is_finished
+            }
+        for run_id in pending:
+            left = instance.get_run_by_id(run_id)
+            if left is not None and not left.is_finished:
+                instance.report_run_canceled(left, message=reason)
+        return [run.run_id for run in running]
+
+
+def serve(console: Console, host: str, port: int) -> None:
+    """Start the code location server, the daemon and the webserver; stop them on SIGTERM or
+    SIGINT (or when one of them exits)."""
+    home, storage = instance_home()
+    code_port = free_port()
+    workspace = _workspace(home, code_port)
+    env = dict(os.environ)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    processes: list[_Process] = []
+    reason = "one of the service's processes exited"
+    try:
+        code = _start(
+            "code location server",
+            [_tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
+             "-p", str(code_port)],
+            env,
+        )  # fmt: skip
+        processes.append(code)
+        _wait_for_code_server(code, code_port)
+        processes.append(
+            _start("daemon", [_tool("dagster-daemon"), "run", "-w", str(workspace)], env)
+        )
+        processes.append(
+            _start(
+                "webserver",
+                [_tool("dagster-webserver"), "-w", str(workspace), "-h", host, "-p", str(port)],
+                env,
+            )
+        )
+        console.print(
+            f"whitebit-etl serve: webserver on http://{host}:{port}, daemon, code location server "
+            f"on port {code_port}; instance {home} ({storage}). SIGTERM or Ctrl-C stops it."
+        )
+        while all(p.popen.poll() is None for p in processes):
+            time.sleep(1)
+        gone = next(p for p in processes if p.popen.poll() is not None)
+        reason = f"the {gone.name} exited ({gone.popen.returncode})"
+        raise ServiceError(f"{reason}: the service stops")
+    except _Stop as stop:
+        reason = f"whitebit-etl serve stopped on {stop.signal_name} before this run ended"
+    finally:
+        # No second signal may cut the stopping short; the runs go first, while their code
+        # location server is still there to terminate them.
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        try:
+            if processes:
+                canceled = cancel_runs_in_progress(reason)
+                if canceled:
+                    console.print(f"runs canceled: {', '.join(canceled)}")
+        finally:
+            for process in reversed(processes):
+                process.stop()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    console.print("whitebit-etl serve: stopped")
