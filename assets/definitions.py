@@ -58,4 +58,7 @@ defs = dg.Definitions(
     schedules=[nightly_schedule, freshness_schedule],
     sensors=alerts.sensors(),
     resources=resources(),
+    # A run's API steps hold the pool one at a time anyway: a process per step would only add
+    # its start-up to each.
+    executor=dg.in_process_executor,
 )

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -187,7 +189,7 @@ def materialize(
         )
     # A progress step per partition written: every day of funding, one per snapshot table.
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
-    with progress_bar(console, total, title):
+    with _terminate_as_interrupt(dagster), progress_bar(console, total, title):
         result = dg.materialize(
             list(ALL_ASSETS),
             selection=list(selection),
@@ -212,3 +214,51 @@ def _failures(result: dg.ExecuteInProcessResult) -> list[str]:
         reason = (user.description if user else None) or (data.error.message if data.error else "")
         found.append(f"{event.step_key}: {reason.strip()}")
     return found
+
+
+@contextmanager
+def _terminate_as_interrupt(instance: dg.DagsterInstance) -> Iterator[None]:
+    """SIGTERM (how a service manager stops a process) or SIGINT ends the run within a second,
+    whatever it waits for: the writes in progress end as on any interrupt, leaving the warehouse
+    whole, and the run fails; its log says why.
+
+    During a run, Dagster handles both signals: inside a step it raises at once, but between
+    steps (a step's retry wait) it only takes note until the next step starts. A watcher thread
+    sees that note and interrupts the wait (the main thread, by a signal of our own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from dagster._core.errors import DagsterExecutionInterruptedError
+    from dagster._utils.interrupts import check_captured_interrupt
+
+    received = threading.Event()
+    done = threading.Event()
+    main = threading.main_thread().ident
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise DagsterExecutionInterruptedError()
+
+    def watch() -> None:
+        while not done.wait(0.2):
+            if check_captured_interrupt() and main is not None:
+                received.set()
+                signal.pthread_kill(main, signal.SIGUSR1)
+                return
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    watcher = threading.Thread(target=watch, daemon=True, name="interrupt-watcher")
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGUSR1, previous)
+        if received.is_set():
+            mine = dg.RunsFilter(tags={RUNNER_TAG: _runner()})
+            for run in instance.get_runs(filters=mine, limit=1):
+                instance.report_engine_event(
+                    "whitebit-etl was asked to stop (SIGTERM or SIGINT) while the run waited "
+                    "between steps: the run was interrupted",
+                    run,
+                )

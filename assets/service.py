@@ -32,12 +32,15 @@ from assets.runs import dagster_home
 from warehouse.settings import warehouse_root
 
 POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
+#: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
+#: dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare ``postgresql://`` as psycopg 3.
+POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
 PRODUCTION_CONFIG: Final = Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml"
 #: The code location's name: the one `make ui` gives it, so both see the same schedule state.
 LOCATION: Final = "assets.definitions"
 WORKSPACE_FILE: Final = "workspace.yaml"
 #: How long a process (or a terminated run) is given to end before it is killed.
-STOP_GRACE_S: Final = 8.0
+STOP_GRACE_S: Final = 5.0
 _STARTUP_S: Final = 180.0
 
 
@@ -51,13 +54,20 @@ def _uses_postgres(config: Path) -> bool:
 
 def instance_home() -> tuple[Path, str]:
     """The instance's home, made ready for the storage the environment asks for; and its name."""
-    if not os.environ.get(POSTGRES_URL_ENV):
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if not url:
         home = dagster_home()
         if _uses_postgres(home / "dagster.yaml"):
             raise ServiceError(
                 f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
             )
         return home, "SQLite"
+    if not url.startswith(POSTGRES_SCHEME):
+        # The URL holds a password: only its scheme may be named.
+        raise ServiceError(
+            f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
+            f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
+        )
     home = Path(os.environ.get("DAGSTER_HOME") or Path(warehouse_root().path) / "dagster-postgres")
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
@@ -109,14 +119,19 @@ class _Process:
     name: str
     popen: subprocess.Popen[bytes]
 
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
+
+def _stop_all(processes: Sequence[_Process]) -> None:
+    """SIGTERM to each, then SIGKILL to those still running after the grace period."""
+    for process in processes:
+        if process.popen.poll() is None:
+            process.popen.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes:
         try:
-            self.popen.wait(timeout=STOP_GRACE_S)
+            process.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
+            process.popen.kill()
+            process.popen.wait()
 
 
 class _Stop(Exception):
@@ -175,10 +190,50 @@ def cancel_runs_in_progress(reason: str) -> list[str]:
         return [run.run_id for run in running]
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
+
+
+def release_killed_runs() -> list[str]:
+    """Mark failed the runs left in progress by a service that was killed (its run workers gone
+    with it), and free their API pool slots, which would otherwise block every later run; their
+    ids. Runs of a CLI process are left to the CLI (`assets.runs.release_abandoned_runs`)."""
+    import dagster as dg
+
+    from assets.runs import RUNNER_TAG
+
+    released = []
+    with dg.DagsterInstance.get() as instance:
+        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished)):
+            if RUNNER_TAG in run.tags:
+                continue
+            started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
+            pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
+            if pids and _alive(pids[-1]):
+                continue
+            instance.report_run_failed(
+                run,
+                message="the service stopped without ending this run (it was killed); marked "
+                "failed when it started again, which freed the run's API pool slot",
+            )
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            released.append(run.run_id)
+    return released
+
+
 def serve(console: Console, host: str, port: int) -> None:
     """Start the code location server, the daemon and the webserver; stop them on SIGTERM or
     SIGINT (or when one of them exits)."""
     home, storage = instance_home()
+    for run_id in release_killed_runs():
+        console.print(f"run {run_id} was left unfinished by a killed service: marked failed")
     code_port = free_port()
     workspace = _workspace(home, code_port)
     env = dict(os.environ)
@@ -226,8 +281,7 @@ def serve(console: Console, host: str, port: int) -> None:
                 if canceled:
                     console.print(f"runs canceled: {', '.join(canceled)}")
         finally:
-            for process in reversed(processes):
-                process.stop()
+            _stop_all(processes)
             for s, handler in previous.items():
                 signal.signal(s, handler)
     console.print("whitebit-etl serve: stopped")
