@@ -189,7 +189,7 @@ def materialize(
         )
     # A progress step per partition written: every day of funding, one per snapshot table.
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
-    with _terminate_as_interrupt(dagster), progress_bar(console, total, title):
+    with _stop_promptly(dagster), progress_bar(console, total, title):
         result = dg.materialize(
             list(ALL_ASSETS),
             selection=list(selection),
@@ -217,7 +217,7 @@ def _failures(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 @contextmanager
-def _terminate_as_interrupt(instance: dg.DagsterInstance) -> Iterator[None]:
+def _stop_promptly(instance: dg.DagsterInstance) -> Iterator[None]:
     """SIGTERM (how a service manager stops a process) or SIGINT ends the run within a second,
     whatever it waits for: the writes in progress end as on any interrupt, leaving the warehouse
     whole, and the run fails; its log says why.

@@ -61,8 +61,8 @@ class Webhook:
     received: list[Received] = field(default_factory=list)
 
 
-@pytest.fixture
-def webhook() -> Iterator[Webhook]:
+@contextmanager
+def webhook_receiver() -> Iterator[Webhook]:
     hook = Webhook(url="")
 
     class Handler(BaseHTTPRequestHandler):
@@ -104,6 +104,10 @@ class Service:
         return self.env["DAGSTER_HOME"]
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
         self.starts += 1
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.with_name(f"{self.log.name}-{self.starts}.log").open("wb") as out:
@@ -112,6 +116,9 @@ class Service:
                 cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
+
+    def wait_ready(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
@@ -137,14 +144,22 @@ class Service:
             return False
         return True
 
+    def group_ends(self, within: float = 10) -> bool:
+        """Whether every process of the service has ended within ``within`` seconds (Dagster's
+        log helpers notice their parent is gone on their own next poll)."""
+        deadline = time.monotonic() + within
+        while self.group_alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
     def kill(self) -> None:
         """SIGKILL every process of the service at once."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
-        deadline = time.monotonic() + 30
-        while self.group_alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        self.group_ends(30)
 
     def terminate(self) -> tuple[int, float]:
         """SIGTERM to the service's command alone, as a service manager sends it: its exit

@@ -27,5 +27,5 @@ def _without_retries() -> WhiteBITResource:
 
 
 if __name__ == "__main__":
-    definitions.whitebit_resource = _without_retries  # type: ignore[assignment]
+    definitions.whitebit_resource = _without_retries
     cli.main(args=sys.argv[1:], prog_name="whitebit-etl")

@@ -5,8 +5,11 @@ failed night reaches the webhook once per failed run; SIGTERM stops everything c
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -19,11 +22,19 @@ from dagster._core.scheduler.instigation import InstigatorTick, InstigatorType
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.reliability.conftest import warehouse_rows
-from tests.service.conftest import Service, Webhook, service_env, utc_today
+from tests.service.conftest import (
+    Received,
+    Service,
+    Webhook,
+    service_env,
+    utc_today,
+    webhook_receiver,
+)
 
 pytestmark = pytest.mark.slow
 
 T = TypeVar("T")
+RUN_ID = re.compile(r"\brun ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 #: The first tick comes at the next minute; then the runs start and load.
 RUNS_TIMEOUT_S = 240
 #: The sensors look every 15 s: a failed run reaches the webhook well within a minute.
@@ -52,15 +63,6 @@ def _nightly_runs_of(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     ]
 
 
-def _finished(service: Service, count: int) -> Callable[[], list[dg.DagsterRun] | None]:
-    def probe() -> list[dg.DagsterRun] | None:
-        with service.instance() as instance:
-            runs = _nightly_runs_of(instance)
-        return runs if len(runs) >= count and all(r.is_finished for r in runs) else None
-
-    return probe
-
-
 def _sql(url: str, query: str, *args: object) -> list[tuple[object, ...]]:
     with psycopg2.connect(url) as connection, connection.cursor() as cursor:
         cursor.execute(query, args)
@@ -69,17 +71,41 @@ def _sql(url: str, query: str, *args: object) -> list[tuple[object, ...]]:
     return rows
 
 
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Service]]:
-    made: list[Service] = []
+@dataclass
+class Night:
+    """A service of its own: its database, its warehouse, its webhook."""
 
-    def make(env: dict[str, str]) -> Service:
-        made.append(Service(env, tmp_path / "logs" / "serve"))
-        return made[-1]
+    service: Service
+    webhook: Webhook
+    database: str
+    base: Path
 
-    yield make
-    for s in made:
-        s.stop()
+
+WRONG_SECRET = "not-the-secret-" + "x" * 16
+
+
+@pytest.fixture(scope="module")
+def nights(
+    postgres: LocalPostgres,
+    today_exchange: SpawnedSimulator,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, Night]]:
+    """Two services started together, so that their first ticks fall in the same minute: one
+    with the account's credentials, one with a wrong secret (a failing night)."""
+    made: dict[str, Night] = {}
+    with ExitStack() as stack:
+        for name, secret in (("sound", None), ("failing", WRONG_SECRET)):
+            base = tmp_path_factory.mktemp(name)
+            hook = stack.enter_context(webhook_receiver())
+            database = postgres.new_database()
+            env = service_env(today_exchange, base, postgres.url(database), hook, secret=secret)
+            made[name] = Night(Service(env, base / "logs" / "serve"), hook, database, base)
+            stack.callback(made[name].service.stop)
+        for night in made.values():
+            night.service.launch()
+        for night in made.values():
+            night.service.wait_ready()
+        yield made
 
 
 def _ticks(service: Service) -> list[InstigatorTick]:
@@ -94,8 +120,10 @@ def _ticks(service: Service) -> list[InstigatorTick]:
     return sorted(ticks, key=lambda t: t.timestamp)
 
 
-def _tick_done(service: Service, after: float) -> Callable[[], InstigatorTick | None]:
-    """A tick after ``after`` whose two runs have succeeded."""
+def _tick_done(
+    service: Service, after: float, status: dg.DagsterRunStatus = dg.DagsterRunStatus.SUCCESS
+) -> Callable[[], InstigatorTick | None]:
+    """A tick after ``after`` whose two runs have ended with ``status``."""
 
     def probe() -> InstigatorTick | None:
         with service.instance() as instance:
@@ -103,7 +131,7 @@ def _tick_done(service: Service, after: float) -> Callable[[], InstigatorTick | 
                 if tick.timestamp < after or len(tick.run_ids) != 2:
                     continue
                 runs = [instance.get_run_by_id(run_id) for run_id in tick.run_ids]
-                if all(r is not None and r.status == dg.DagsterRunStatus.SUCCESS for r in runs):
+                if all(r is not None and r.status == status for r in runs):
                     return tick
         return None
 
@@ -111,16 +139,11 @@ def _tick_done(service: Service, after: float) -> Callable[[], InstigatorTick | 
 
 
 def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
-    postgres: LocalPostgres,
-    today_exchange: SpawnedSimulator,
-    webhook: Webhook,
-    tmp_path: Path,
-    service: Callable[[dict[str, str]], Service],
+    postgres: LocalPostgres, nights: dict[str, Night]
 ) -> None:
-    database = postgres.new_database()
-    url = postgres.url(database, driver="")
-    served = service(service_env(today_exchange, tmp_path, postgres.url(database), webhook))
-    served.start()
+    night = nights["sound"]
+    served, tmp_path = night.service, night.base
+    url = postgres.url(night.database, driver="")
     first = _wait("a tick's two runs", _tick_done(served, 0), RUNS_TIMEOUT_S, served)
 
     today = date.fromisoformat(utc_today())
@@ -140,17 +163,26 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
     assert not list(Path(served.home).glob("**/*.db"))
 
     # Killed at once, whatever it was doing (evaluating a tick, launching or running a run).
+    before = max(tick.tick_id for tick in _ticks(served))
     served.kill()
     assert not served.group_alive()
-    restarted_at = time.time()
     served.start()
-    _wait("a tick after the restart", _tick_done(served, restarted_at), RUNS_TIMEOUT_S, served)
 
-    # No tick launched a run twice, before the kill, across it, or after it.
-    ticks = _ticks(served)
-    launched = [run_id for tick in ticks for run_id in tick.run_ids]
-    assert len(launched) == len(set(launched))
+    def resumed() -> list[InstigatorTick] | None:
+        """A tick after the restart that launched its two runs."""
+        found = [t for t in _ticks(served) if t.tick_id > before and len(t.run_ids) == 2]
+        return found or None
+
+    _wait("a tick after the restart", resumed, RUNS_TIMEOUT_S, served)
+
+    # No tick launched a run twice, before the kill, across it, or after it; and every nightly
+    # run came from one tick (the runs are read first: a tick may launch more meanwhile).
     with served.instance() as instance:
+        nightly = {r.run_id for r in _nightly_runs_of(instance)}
+        ticks = _ticks(served)
+        launched = [run_id for tick in ticks for run_id in tick.run_ids]
+        assert len(launched) == len(set(launched))
+        assert nightly <= set(launched)
         for tick in ticks:
             partitions = [
                 run.tags["dagster/partition"]
@@ -158,56 +190,70 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
                 if run is not None
             ]
             assert len(partitions) == len(set(partitions)) <= 2, (tick.timestamp, partitions)
-        nightly = {r.run_id for r in _nightly_runs_of(instance)}
         # The run history and the partitions' status survived the restart.
         assert set(first.run_ids) <= nightly
         assert yesterday in instance.get_materialized_partitions(dg.AssetKey("funding_history"))
-    assert nightly == set(launched)
 
+    # Stopped while the new tick's runs may still run: none is left "started".
     code, seconds = served.terminate()
     assert code == 0, served.output()[-3000:]
     assert seconds < 20
-    assert not served.group_alive()
+    assert served.group_ends()
     assert "whitebit-etl serve: stopped" in served.output()
+    with served.instance() as instance:
+        left = instance.get_runs(
+            filters=dg.RunsFilter(
+                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+            )
+        )
+    assert left == []
 
 
 def test_a_failed_night_reaches_the_webhook_once_per_run_with_its_reason_and_no_secret(
-    postgres: LocalPostgres,
-    today_exchange: SpawnedSimulator,
-    webhook: Webhook,
-    tmp_path: Path,
-    service: Callable[[dict[str, str]], Service],
+    postgres: LocalPostgres, today_exchange: SpawnedSimulator, nights: dict[str, Night]
 ) -> None:
-    wrong = "not-the-secret-" + "x" * 16
-    env = service_env(
-        today_exchange, tmp_path, postgres.url(postgres.new_database()), webhook, secret=wrong
+    served, webhook = nights["failing"].service, nights["failing"].webhook
+    # Every minute's tick launches two runs, which fail: the first tick's are the night here.
+    first = _wait(
+        "a tick's two runs, failed",
+        _tick_done(served, 0, dg.DagsterRunStatus.FAILURE),
+        RUNS_TIMEOUT_S,
+        served,
     )
-    served = service(env)
-    served.start()
-    runs = _wait("both nightly runs", _finished(served, 2), RUNS_TIMEOUT_S, served)
-    assert {r.status for r in runs} == {dg.DagsterRunStatus.FAILURE}
     with served.instance() as instance:
-        ended = max(
-            record.end_time or 0.0
-            for record in instance.get_run_records(dg.RunsFilter(run_ids=[r.run_id for r in runs]))
-        )
-    _wait("an alert per failed run", lambda: len(webhook.received) >= 2, ALERT_WITHIN_S, served)
-    time.sleep(20)  # more than a sensor interval: no second alert comes
-    texts = [r.text for r in webhook.received]
-    assert len(texts) == 2, texts
-    for run in runs:
-        (alert,) = [t for t in texts if run.run_id in t]
-        assert "job nightly" in alert
+        records = instance.get_run_records(dg.RunsFilter(run_ids=list(first.run_ids)))
+    ended = max(record.end_time or 0.0 for record in records)
+
+    def posted() -> list[Received] | None:
+        found = [r for r in webhook.received if any(i in r.text for i in first.run_ids)]
+        return found if len(found) >= 2 else None
+
+    alerts = _wait("an alert per failed run", posted, ALERT_WITHIN_S, served)
+    assert all(alert.at - ended < ALERT_WITHIN_S for alert in alerts)
+    # More than a sensor interval later, still one alert per run, for these runs and any other.
+    time.sleep(max(0.0, 20 - (time.time() - max(a.at for a in alerts))))
+    named = [RUN_ID.findall(r.text) for r in webhook.received]
+    assert all(len(ids) == 1 for ids in named), named
+    assert len({ids[0] for ids in named}) == len(named), named
+
+    for record in records:
+        run = record.dagster_run
+        (alert,) = [a.text for a in webhook.received if run.run_id in a.text]
+        assert "run of job nightly failed" in alert
         assert f"partition {run.tags['dagster/partition']}" in alert
         assert "failed step" in alert
         assert "401" in alert or "invalid" in alert.lower(), alert
         assert f"http://dagster.example.test:3000/runs/{run.run_id}" in alert
-    assert all(r.at - ended < ALERT_WITHIN_S for r in webhook.received)
-    secrets = [wrong, today_exchange.credentials.api_secret, postgres.password, "s3cr3t-path"]
-    for text in texts:
+    secrets = [
+        WRONG_SECRET,
+        today_exchange.credentials.api_secret,
+        postgres.password,
+        "s3cr3t-path",
+    ]
+    for received in webhook.received:
         for secret in secrets:
-            assert secret not in text
+            assert secret not in received.text
 
     code, _ = served.terminate()
     assert code == 0
-    assert not served.group_alive()
+    assert served.group_ends()
