@@ -49,7 +49,10 @@ class ServiceError(Exception):
 
 
 def _uses_postgres(config: Path) -> bool:
-    return "postgres" in config.read_text(encoding="utf-8").split("storage:", 1)[-1]
+    import yaml
+
+    loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    return bool("postgres" in (loaded.get("storage") or {}))
 
 
 def instance_home() -> tuple[Path, str]:
@@ -159,16 +162,19 @@ def _wait_for_code_server(process: _Process, port: int) -> None:
 
 
 def cancel_runs_in_progress(reason: str) -> list[str]:
-    """Terminate the instance's runs in progress and mark those that have not ended within the
-    grace period canceled with ``reason``; their ids."""
+    """Terminate the service's runs in progress and mark those that have not ended within the
+    grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)"""
     import dagster as dg
 
+    from assets.runs import RUNNER_TAG
+
     with dg.DagsterInstance.get() as instance:
-        running = instance.get_runs(
-            filters=dg.RunsFilter(
-                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-            )
-        )
+        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        running = [
+            run
+            for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished))
+            if RUNNER_TAG not in run.tags
+        ]
         for run in running:
             try:
                 instance.run_launcher.terminate(run.run_id)
