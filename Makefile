@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test test-fast bench ui lint typecheck simulator bootstrap browser clean
+.PHONY: demo test test-fast bench ui serve lint typecheck simulator bootstrap browser postgres clean
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
@@ -15,7 +15,7 @@ bootstrap:
 demo: bootstrap
 	@$(RUN) whitebit-etl demo
 
-test: bootstrap browser lint typecheck
+test: bootstrap browser postgres lint typecheck
 	$(RUN) pytest
 
 # The quick loop: everything but the tests marked slow (end to end at scale) or browser.
@@ -25,6 +25,11 @@ test-fast: bootstrap lint typecheck
 # The Dagster UI test drives Debian's Chromium; installed here when missing.
 browser:
 	@scripts/ensure-chromium
+
+# The service tests start their own PostgreSQL server from Debian's binaries; installed here when
+# missing.
+postgres:
+	@scripts/ensure-postgres
 
 lint: bootstrap
 	$(RUN) ruff check .
@@ -42,6 +47,10 @@ bench: bootstrap
 ui: bootstrap
 	DAGSTER_HOME="$$($(RUN) python -c 'from assets.runs import dagster_home; print(dagster_home())')" \
 		$(RUN) dagster dev -w workspace.yaml
+
+# The nightly service: webserver, daemon and code location server (whitebit-etl serve).
+serve: bootstrap
+	@$(RUN) whitebit-etl serve
 
 simulator: bootstrap
 	@$(RUN) whitebit-etl simulator

@@ -254,5 +254,23 @@ def reset_key(api_key_id: str, yes: bool) -> None:
     console.print(f"key {api_key_id} reset at {exchange.base_url}: same id, new secret.")
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="The webserver's address.")
+@click.option("--port", default=3000, show_default=True, help="The webserver's port.")
+def serve(host: str, port: int) -> None:
+    """Run the nightly service: the webserver, the daemon and the code location server.
+
+    SQLite instance by default; PostgreSQL when DAGSTER_POSTGRES_URL is set. Failed runs are
+    posted to WHITEBIT_ALERT_WEBHOOK_URL when set. Stops cleanly on SIGTERM or Ctrl-C.
+    """
+    from assets.service import ServiceError
+    from assets.service import serve as run_service
+
+    try:
+        run_service(_console(), host, port)
+    except ServiceError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@ from assets import (
     FRESHNESS_CHECKS,
     WarehouseResource,
     WhiteBITResource,
+    alerts,
     freshness_job,
     freshness_schedule,
     funding_history_job,
@@ -55,5 +56,9 @@ defs = dg.Definitions(
     asset_checks=list(FRESHNESS_CHECKS),
     jobs=[nightly_job, funding_history_job, snapshots_job, freshness_job],
     schedules=[nightly_schedule, freshness_schedule],
+    sensors=alerts.sensors(),
     resources=resources(),
+    # A run's API steps hold the pool one at a time anyway: a process per step would only add
+    # its start-up to each.
+    executor=dg.in_process_executor,
 )

@@ -22,7 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import socket
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -296,7 +298,11 @@ def materialize(
     run_id = str(uuid.uuid4())
     # A progress step per partition written: every day of funding, one per snapshot table.
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
-    with progress_bar(console, total, title), watched(dagster, run_id, console):
+    with (
+        _stop_promptly(dagster, run_id),
+        progress_bar(console, total, title),
+        watched(dagster, run_id, console),
+    ):
         result = job.execute_in_process(
             run_config=QUIET,
             instance=dagster,
@@ -376,3 +382,51 @@ def _first_lines(text: str) -> str:
         return "\n".join(lines)
     more = len(lines) - MESSAGE_LINES
     return "\n".join([*lines[:MESSAGE_LINES], f"... ({more} more lines: make ui)"])
+
+
+@contextmanager
+def _stop_promptly(instance: dg.DagsterInstance, run_id: str) -> Iterator[None]:
+    """SIGTERM (how a service manager stops a process) or SIGINT ends the run within a second,
+    whatever it waits for: the writes in progress end as on any interrupt, leaving the warehouse
+    whole, and the run fails; its log says why.
+
+    During a run, Dagster handles both signals: inside a step it raises at once, but between
+    steps (a step's retry wait) it only takes note until the next step starts. A watcher thread
+    sees that note and interrupts the wait (the main thread, by a signal of our own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from dagster._core.errors import DagsterExecutionInterruptedError
+    from dagster._utils.interrupts import check_captured_interrupt
+
+    received = threading.Event()
+    done = threading.Event()
+    main = threading.main_thread().ident
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise DagsterExecutionInterruptedError()
+
+    def watch() -> None:
+        while not done.wait(0.2):
+            if check_captured_interrupt() and main is not None:
+                received.set()
+                signal.pthread_kill(main, signal.SIGUSR1)
+                return
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    watcher = threading.Thread(target=watch, daemon=True, name="interrupt-watcher")
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGUSR1, previous)
+        if received.is_set():
+            run = instance.get_run_by_id(run_id)
+            if run is not None:
+                instance.report_engine_event(
+                    "whitebit-etl was asked to stop (SIGTERM or SIGINT) while the run waited "
+                    "between steps: the run was interrupted",
+                    run,
+                )

@@ -10,7 +10,8 @@ normalizes and writes in a second process; dlt's run is one process):
   day into Parquet partitions, the DuckDB catalog refreshed, the checks), without an
   orchestrator, like dlt, which is a library too;
 - ours through Dagster: one single-run backfill with an on-disk instance, as the CLI and the UI
-  run it (Dagster adds two events per partition to its event log);
+  run it (Dagster adds two events per partition to its event log); and the same on an instance
+  stored in PostgreSQL (a server of the run's own, `bench.postgres`), as the nightly service runs;
 - dlt 1.31's REST API source (`bench.dlt_peer`), Parquet loader (its fastest) and DuckDB;
 - a plain sequential `httpx.Client` loop that only fetches the pages (no storage at all).
 
@@ -33,7 +34,9 @@ from pathlib import Path
 from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from typing import Any, Final
 
+from assets.service import POSTGRES_URL_ENV
 from bench import Figure
+from bench.postgres import LocalPostgres
 from pipeline.simulator import Scale, SpawnedSimulator, spawn
 
 SECTION: Final = "backfill"
@@ -88,13 +91,18 @@ def _ours(
     *,
     dagster: bool,
     paced: bool = False,
+    postgres_url: str | None = None,
 ) -> tuple[dict[str, Any], float, float]:
     flags = [*(["--dagster"] if dagster else []), *(["--paced"] if paced else [])]
+    env = _env(sim, first)
+    if postgres_url:  # in the environment, as the service reads it, not in a command line
+        flags.append("--postgres")
+        env[POSTGRES_URL_ENV] = postgres_url
     return _child(
         ["bench.backfill", "ours", "--url", sim.url, "--api-key", sim.credentials.api_key,
          "--api-secret", sim.credentials.api_secret, "--first", first.isoformat(),
          "--last", last.isoformat(), "--root", str(root), *flags],
-        _env(sim, first),
+        env,
     )  # fmt: skip
 
 
@@ -102,7 +110,7 @@ def run() -> list[Figure]:
     first, last = _history_days()
     small_first = last - timedelta(days=SMALL_DAYS - 1)
     sim = spawn(scale="large", frozen_at=FROZEN_AT)
-    with sim, tempfile.TemporaryDirectory() as scratch:
+    with sim, tempfile.TemporaryDirectory() as scratch, LocalPostgres() as postgres:
         base = Path(scratch)
         sim.control("limits", enabled=False)
         creds = ["--url", sim.url, "--api-key", sim.credentials.api_key,
@@ -121,6 +129,10 @@ def run() -> list[Figure]:
         truth = int(plain["rows"])
         core, core_s, core_mb = _ours(sim, first, last, base / "core", dagster=False)
         dag, dag_s, dag_mb = _ours(sim, first, last, base / "dagster", dagster=True)
+        pg, pg_s, pg_mb = _ours(
+            sim, first, last, base / "dagster-pg", dagster=True,
+            postgres_url=postgres.url(postgres.new_database()),
+        )  # fmt: skip
         dlt_pq, dlt_pq_s, dlt_pq_mb = dlt("funding_history", "parquet")
         dlt_db, dlt_db_s, dlt_db_mb = dlt("funding_history", "duckdb")
         small_core, _, small_core_mb = _ours(sim, small_first, last, base / "c100k", dagster=False)
@@ -154,6 +166,11 @@ def run() -> list[Figure]:
                "dlt REST API source, Parquet loader",
                f"{dag_s:.1f} s, {complete(dag['rows'])}, peak {dag_mb:.0f} MB; "
                f"{dag['partitions']} partitions: Dagster records two events per partition"),
+        Figure(SECTION, "  the same, ours through Dagster on a PostgreSQL-stored instance (as "
+               "`whitebit-etl serve` runs it)", pg["rows"] / pg_s, "rows/s", dlt_rate,
+               "dlt REST API source, Parquet loader",
+               f"{pg_s:.1f} s, {complete(pg['rows'])}, peak {pg_mb:.0f} MB (ours; the server's "
+               f"own not counted); on SQLite {dag_s:.1f} s"),
         Figure(SECTION, "  ours alone against dlt REST API source, DuckDB", core_rate, "rows/s",
                dlt_db["rows"] / dlt_db_s, "dlt, DuckDB (Parquet loader)",
                f"dlt {dlt_db_s:.1f} s; {complete(dlt_db['rows'])}; peak {dlt_db_mb:.0f} MB"),
@@ -206,7 +223,14 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
         "dagster/asset_partition_range_end": args.last,
     }
     resources = {"whitebit": whitebit, "warehouse": WarehouseResource(root=args.root)}
-    with tempfile.TemporaryDirectory() as home, dg.instance_for_test(temp_dir=home) as instance:
+    # The instance's storage: SQLite files in a temporary home, or the PostgreSQL database given.
+    storage = {"storage": {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}}
+    with (
+        tempfile.TemporaryDirectory() as home,
+        dg.instance_for_test(
+            temp_dir=home, overrides=storage if args.postgres else None
+        ) as instance,
+    ):
         result = dg.materialize(
             [funding_history], resources=resources, tags=tags, instance=instance, run_config=QUIET
         )
@@ -320,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root")
     parser.add_argument("--paced", action="store_true", help="pace to the spec's budgets")
     parser.add_argument("--dagster", action="store_true", help="through Dagster, one run")
+    parser.add_argument(
+        "--postgres", action="store_true", help=f"with --dagster: instance in ${POSTGRES_URL_ENV}"
+    )
     args = parser.parse_args(argv)
     work = {"ours": _ours_child, "plain": _plain_child, "investments": _investments_child}
     result = work[args.who](args)

@@ -1,0 +1,187 @@
+"""Alerts for an unattended service: a failed run, or a failed blocking check, posts one message
+to a webhook (Slack-compatible: ``{"text": ...}``).
+
+The webhook's URL comes from ``WHITEBIT_ALERT_WEBHOOK_URL``; without it no sensor is defined, so
+nothing runs and nothing is posted. With ``WHITEBIT_UI_URL`` (the webserver's public address) the
+message links to the run. Each failed run gets one message: the check sensor reports the runs in
+which a blocking check failed, the run-failure sensor every other failed run.
+
+The message names the job, the partition(s), each failed step or check and its reason. Neither
+the webhook URL (itself a credential) nor an API key or secret ever appears in a message or log.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+import dagster as dg
+import httpx
+
+WEBHOOK_ENV: Final = "WHITEBIT_ALERT_WEBHOOK_URL"
+UI_URL_ENV: Final = "WHITEBIT_UI_URL"
+#: Values that a message must never carry, should an error text hold one.
+_SECRET_ENVS: Final = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET", WEBHOOK_ENV)
+#: How often the sensors look: a failed night reaches the webhook within a minute.
+INTERVAL_S: Final = 15
+_REASON_LINES: Final = 3
+_REASON_CHARS: Final = 400
+
+
+def _first_lines(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()][:_REASON_LINES]
+    short = " / ".join(line.strip() for line in lines)
+    return short if len(short) <= _REASON_CHARS else short[: _REASON_CHARS - 1] + "…"
+
+
+def _scrubbed(text: str) -> str:
+    for name in _SECRET_ENVS:
+        value = os.environ.get(name)
+        if value:
+            text = text.replace(value, f"<{name}>")
+    return text
+
+
+def _partitions(run: dg.DagsterRun) -> str:
+    tags = run.tags
+    if "dagster/partition" in tags:
+        return tags["dagster/partition"]
+    start, end = (
+        tags.get("dagster/asset_partition_range_start"),
+        tags.get("dagster/asset_partition_range_end"),
+    )
+    return f"{start} .. {end}" if start and end else "none"
+
+
+def _failed_steps(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    found = []
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = entry.dagster_event
+        data = event.step_failure_data if event is not None else None
+        if data is None:
+            continue
+        user = data.user_failure_data
+        reason = (user.description if user else None) or (data.error.message if data.error else "")
+        found.append(f"failed step {event.step_key if event else '?'}: {_first_lines(reason)}")
+    return found
+
+
+def _failed_evaluation(entry: dg.EventLogEntry) -> dg.AssetCheckEvaluation | None:
+    data = entry.dagster_event.event_specific_data if entry.dagster_event else None
+    return data if isinstance(data, dg.AssetCheckEvaluation) and not data.passed else None
+
+
+def _failed_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetCheckEvaluation]:
+    entries = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return [e for e in map(_failed_evaluation, entries) if e is not None]
+
+
+def _failed_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    found = []
+    for evaluation in _failed_evaluations(instance, run_id):
+        name = f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}"
+        kind = "blocking check" if evaluation.blocking else "check"
+        found.append(f"failed {kind} {name}: {_first_lines(evaluation.description or '')}")
+    return found
+
+
+def message(instance: dg.DagsterInstance, run: dg.DagsterRun, fallback: str = "") -> str:
+    """The alert for a run: job, partition(s), what failed and why, and a link."""
+    lines = [
+        f"whitebit-etl: run of job {run.job_name} failed "
+        f"(partition {_partitions(run)}, status {run.status.value})"
+    ]
+    lines += _failed_steps(instance, run.run_id) + _failed_checks(instance, run.run_id)
+    if len(lines) == 1 and fallback:
+        lines.append(f"reason: {_first_lines(fallback)}")
+    ui = os.environ.get(UI_URL_ENV)
+    lines.append(f"run {run.run_id}" + (f": {ui.rstrip('/')}/runs/{run.run_id}" if ui else ""))
+    return _scrubbed("\n".join(lines))
+
+
+def post(text: str) -> None:
+    """Post ``{"text": text}`` to the webhook; a refusal raises, naming only its status, so the
+    sensor's tick fails and the next one tries again."""
+    url = os.environ.get(WEBHOOK_ENV)
+    if not url:
+        return
+    try:
+        answer = httpx.post(url, json={"text": text}, timeout=10)
+    except httpx.HTTPError as exc:
+        raise RuntimeError(f"the alert webhook did not answer ({type(exc).__name__})") from None
+    if answer.status_code >= 300:
+        raise RuntimeError(f"the alert webhook answered {answer.status_code}")
+
+
+def _has_failed_blocking_check(instance: dg.DagsterInstance, run_id: str) -> bool:
+    return any(e.blocking for e in _failed_evaluations(instance, run_id))
+
+
+@dg.run_failure_sensor(
+    name="alert_on_run_failure",
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=f"Posts a failed run to the webhook in {WEBHOOK_ENV} (not one whose blocking "
+    "check failed: alert_on_blocking_check_failure posts those).",
+)
+def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
+    run = context.dagster_run
+    if _has_failed_blocking_check(context.instance, run.run_id):
+        return
+    post(message(context.instance, run, context.failure_event.message or ""))
+
+
+def _check_failures_after(instance: dg.DagsterInstance, cursor: int) -> tuple[list[str], int]:
+    """Runs with a failed blocking check evaluation recorded after ``cursor``, and the new
+    cursor."""
+    records = instance.get_event_records(
+        dg.EventRecordsFilter(
+            event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=cursor
+        ),
+        ascending=True,
+        limit=1000,
+    )
+    runs: dict[str, None] = {}
+    for record in records:
+        cursor = max(cursor, record.storage_id)
+        evaluation = _failed_evaluation(record.event_log_entry)
+        if evaluation is not None and evaluation.blocking:
+            runs[record.event_log_entry.run_id] = None
+    return list(runs), cursor
+
+
+def _latest_storage_id(instance: dg.DagsterInstance) -> int:
+    records = instance.get_event_records(
+        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION),
+        ascending=False,
+        limit=1,
+    )
+    return records[0].storage_id if records else 0
+
+
+@dg.sensor(
+    name="alert_on_blocking_check_failure",
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=f"Posts a run whose blocking check failed to the webhook in {WEBHOOK_ENV}.",
+)
+def alert_on_blocking_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+    instance = context.instance
+    if context.cursor is None:
+        # Like a run-failure sensor, it starts from now: no alerts for what failed before.
+        context.update_cursor(str(_latest_storage_id(instance)))
+        return dg.SkipReason("started: watching check evaluations from now on")
+    run_ids, cursor = _check_failures_after(instance, int(context.cursor))
+    for run_id in run_ids:
+        run = instance.get_run_by_id(run_id)
+        if run is not None:
+            post(message(instance, run))
+    context.update_cursor(str(cursor))
+    return dg.SkipReason(f"{len(run_ids)} run(s) with a failed blocking check posted")
+
+
+def sensors() -> list[dg.SensorDefinition]:
+    """The alert sensors, or none when no webhook is configured."""
+    if not os.environ.get(WEBHOOK_ENV):
+        return []
+    return [alert_on_run_failure, alert_on_blocking_check_failure]

@@ -1,0 +1,293 @@
+"""The nightly service as production runs it: a code location server, the daemon (schedules,
+sensors, the run queue) and the webserver, started and stopped together by ``whitebit-etl serve``.
+
+The instance is the CLI's SQLite one (``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``) unless
+``DAGSTER_POSTGRES_URL`` is set: then ``deploy/dagster.yaml`` (PostgreSQL storage, its URL read
+from that variable) goes into ``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster-postgres``, a home
+of its own, so a SQLite instance's history is never taken for a PostgreSQL one.
+
+On SIGTERM or SIGINT the runs in progress are terminated and marked canceled with that reason
+(queued runs stay queued for the next start), then the processes are stopped, each given a few
+seconds before SIGKILL. Schedules, run history and partitions live in the instance's storage, so
+a restart finds them all; a tick the daemon was evaluating is resumed, not repeated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from rich.console import Console
+
+from assets.runs import dagster_home
+from warehouse.settings import warehouse_root
+
+POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
+#: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
+#: dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare ``postgresql://`` as psycopg 3.
+POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
+PRODUCTION_CONFIG: Final = Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml"
+#: The code location's name: the one `make ui` gives it, so both see the same schedule state.
+LOCATION: Final = "assets.definitions"
+WORKSPACE_FILE: Final = "workspace.yaml"
+#: How long a process (or a terminated run) is given to end before it is killed.
+STOP_GRACE_S: Final = 5.0
+_STARTUP_S: Final = 180.0
+
+
+class ServiceError(Exception):
+    """The service cannot start as configured; the message says what to change."""
+
+
+def _uses_postgres(config: Path) -> bool:
+    import yaml
+
+    loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    return bool("postgres" in (loaded.get("storage") or {}))
+
+
+def instance_home() -> tuple[Path, str]:
+    """The instance's home, made ready for the storage the environment asks for; and its name."""
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if not url:
+        home = dagster_home()
+        if _uses_postgres(home / "dagster.yaml"):
+            raise ServiceError(
+                f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
+            )
+        return home, "SQLite"
+    if not url.startswith(POSTGRES_SCHEME):
+        # The URL holds a password: only its scheme may be named.
+        raise ServiceError(
+            f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
+            f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
+        )
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(warehouse_root().path) / "dagster-postgres")
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        shutil.copyfile(PRODUCTION_CONFIG, config)
+    elif not _uses_postgres(config):
+        raise ServiceError(
+            f"{config} stores the instance in SQLite under {home}: give the PostgreSQL instance a "
+            f"DAGSTER_HOME of its own (or unset {POSTGRES_URL_ENV})"
+        )
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home, "PostgreSQL"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _workspace(home: Path, port: int) -> Path:
+    path = home / WORKSPACE_FILE
+    path.write_text(
+        "# Written by whitebit-etl serve: the code location server it started.\n"
+        "load_from:\n"
+        "  - grpc_server:\n"
+        "      host: 127.0.0.1\n"
+        f"      port: {port}\n"
+        f"      location_name: {LOCATION}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _tool(name: str) -> str:
+    """A console script of this environment (beside its python), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else (shutil.which(name) or name)
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+
+
+def _stop_all(processes: Sequence[_Process]) -> None:
+    """SIGTERM to each, then SIGKILL to those still running after the grace period."""
+    for process in processes:
+        if process.popen.poll() is None:
+            process.popen.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes:
+        try:
+            process.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.popen.kill()
+            process.popen.wait()
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
+def _start(name: str, args: Sequence[str], env: dict[str, str]) -> _Process:
+    return _Process(name, subprocess.Popen(list(args), env=env))  # noqa: S603 - our own tools
+
+
+def _wait_for_code_server(process: _Process, port: int) -> None:
+    deadline = time.monotonic() + _STARTUP_S
+    while not _listening(port):
+        if process.popen.poll() is not None:
+            raise ServiceError("the code location server exited while loading the definitions")
+        if time.monotonic() > deadline:
+            raise ServiceError(f"the code location server did not listen on port {port} in time")
+        time.sleep(0.5)
+
+
+def cancel_runs_in_progress(reason: str) -> list[str]:
+    """Terminate the service's runs in progress and mark those that have not ended within the
+    grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)"""
+    import dagster as dg
+
+    from assets.runs import RUNNER_TAG
+
+    with dg.DagsterInstance.get() as instance:
+        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        running = [
+            run
+            for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished))
+            if RUNNER_TAG not in run.tags
+        ]
+        for run in running:
+            try:
+                instance.run_launcher.terminate(run.run_id)
+            except Exception:  # noqa: S112 - the run is marked below whatever the launcher did
+                continue
+        deadline = time.monotonic() + STOP_GRACE_S
+        pending = {run.run_id for run in running}
+        while pending and time.monotonic() < deadline:
+            time.sleep(0.5)
+            pending = {
+                run_id
+                for run_id in pending
+                if (found := instance.get_run_by_id(run_id)) is not None and not found.is_finished
+            }
+        for run_id in pending:
+            left = instance.get_run_by_id(run_id)
+            if left is not None and not left.is_finished:
+                instance.report_run_canceled(left, message=reason)
+        return [run.run_id for run in running]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
+
+
+def release_killed_runs() -> list[str]:
+    """Mark failed the runs left in progress by a service that was killed (its run workers gone
+    with it), and free their API pool slots, which would otherwise block every later run; their
+    ids. Runs of a CLI process are left to the CLI (`assets.runs.release_abandoned_runs`)."""
+    import dagster as dg
+
+    from assets.runs import RUNNER_TAG
+
+    released = []
+    with dg.DagsterInstance.get() as instance:
+        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished)):
+            if RUNNER_TAG in run.tags:
+                continue
+            started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
+            pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
+            if pids and _alive(pids[-1]):
+                continue
+            instance.report_run_failed(
+                run,
+                message="the service stopped without ending this run (it was killed); marked "
+                "failed when it started again, which freed the run's API pool slot",
+            )
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            released.append(run.run_id)
+    return released
+
+
+def serve(console: Console, host: str, port: int) -> None:
+    """Start the code location server, the daemon and the webserver; stop them on SIGTERM or
+    SIGINT (or when one of them exits)."""
+    home, storage = instance_home()
+    for run_id in release_killed_runs():
+        console.print(f"run {run_id} was left unfinished by a killed service: marked failed")
+    code_port = free_port()
+    workspace = _workspace(home, code_port)
+    env = dict(os.environ)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    processes: list[_Process] = []
+    reason = "one of the service's processes exited"
+    try:
+        code = _start(
+            "code location server",
+            [_tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
+             "-p", str(code_port)],
+            env,
+        )  # fmt: skip
+        processes.append(code)
+        _wait_for_code_server(code, code_port)
+        processes.append(
+            _start("daemon", [_tool("dagster-daemon"), "run", "-w", str(workspace)], env)
+        )
+        processes.append(
+            _start(
+                "webserver",
+                [_tool("dagster-webserver"), "-w", str(workspace), "-h", host, "-p", str(port)],
+                env,
+            )
+        )
+        console.print(
+            f"whitebit-etl serve: webserver on http://{host}:{port}, daemon, code location server "
+            f"on port {code_port}; instance {home} ({storage}). SIGTERM or Ctrl-C stops it."
+        )
+        while all(p.popen.poll() is None for p in processes):
+            time.sleep(1)
+        gone = next(p for p in processes if p.popen.poll() is not None)
+        reason = f"the {gone.name} exited ({gone.popen.returncode})"
+        raise ServiceError(f"{reason}: the service stops")
+    except _Stop as stop:
+        reason = f"whitebit-etl serve stopped on {stop.signal_name} before this run ended"
+    finally:
+        # No second signal may cut the stopping short; the runs go first, while their code
+        # location server is still there to terminate them.
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        try:
+            if processes:
+                canceled = cancel_runs_in_progress(reason)
+                if canceled:
+                    console.print(f"runs canceled: {', '.join(canceled)}")
+        finally:
+            _stop_all(processes)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    console.print("whitebit-etl serve: stopped")
