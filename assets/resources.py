@@ -95,7 +95,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         with Simulator(seed=self.simulator_seed, clock=SimClock(day_start)) as sim:
             log.warning(
                 "WHITEBIT_API_KEY and WHITEBIT_API_SECRET are not set: this run extracts the "
-                f"embedded WhiteBIT simulator at {sim.url} (seed {self.simulator_seed}), "
+                f"embedded WhiteBIT simulator (seed {self.simulator_seed}), "
                 "not a real account."
             )
             demo = sim.credentials

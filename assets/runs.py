@@ -219,6 +219,8 @@ class _Watch(logging.Handler):
         super().__init__(logging.INFO)
         self._console = console
         self._step = ""
+        # What the steps warned of: each step of a run may warn the same (the simulator's).
+        self._warned: set[str] = set()
 
     def _say(self, text: str, style: str) -> None:
         self._console.print(f"[{style}]{escape(text)}[/{style}]", soft_wrap=True)
@@ -227,7 +229,8 @@ class _Watch(logging.Handler):
         event = entry.dagster_event
         if event is None:
             level = entry.level if isinstance(entry.level, int) else logging.INFO
-            if level >= logging.WARNING:
+            if level >= logging.WARNING and entry.user_message not in self._warned:
+                self._warned.add(entry.user_message)
                 where = f"{entry.step_key}: " if entry.step_key else ""
                 self._say(where + entry.user_message, "red" if level >= logging.ERROR else "yellow")
         elif event.event_type == dg.DagsterEventType.STEP_START and event.step_key:
