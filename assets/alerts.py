@@ -18,6 +18,8 @@ from typing import Final
 import dagster as dg
 import httpx
 
+from assets.outcomes import outcome
+
 WEBHOOK_ENV: Final = "WHITEBIT_ALERT_WEBHOOK_URL"
 UI_URL_ENV: Final = "WHITEBIT_UI_URL"
 #: Values that a message must never carry, should an error text hold one.
@@ -28,9 +30,10 @@ _REASON_LINES: Final = 3
 _REASON_CHARS: Final = 400
 
 
-def _first_lines(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()][:_REASON_LINES]
-    short = " / ".join(line.strip() for line in lines)
+def _one_line(text: str) -> str:
+    """A reason on the message's one line: its first lines, joined."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()][:_REASON_LINES]
+    short = " / ".join(lines)
     return short if len(short) <= _REASON_CHARS else short[: _REASON_CHARS - 1] + "…"
 
 
@@ -53,19 +56,6 @@ def _partitions(run: dg.DagsterRun) -> str:
     return f"{start} .. {end}" if start and end else "none"
 
 
-def _failed_steps(instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    found = []
-    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
-        event = entry.dagster_event
-        data = event.step_failure_data if event is not None else None
-        if data is None:
-            continue
-        user = data.user_failure_data
-        reason = (user.description if user else None) or (data.error.message if data.error else "")
-        found.append(f"failed step {event.step_key if event else '?'}: {_first_lines(reason)}")
-    return found
-
-
 def _failed_evaluation(entry: dg.EventLogEntry) -> dg.AssetCheckEvaluation | None:
     data = entry.dagster_event.event_specific_data if entry.dagster_event else None
     return data if isinstance(data, dg.AssetCheckEvaluation) and not data.passed else None
@@ -76,24 +66,17 @@ def _failed_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dg.As
     return [e for e in map(_failed_evaluation, entries) if e is not None]
 
 
-def _failed_checks(instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    found = []
-    for evaluation in _failed_evaluations(instance, run_id):
-        name = f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}"
-        kind = "blocking check" if evaluation.blocking else "check"
-        found.append(f"failed {kind} {name}: {_first_lines(evaluation.description or '')}")
-    return found
-
-
 def message(instance: dg.DagsterInstance, run: dg.DagsterRun, fallback: str = "") -> str:
     """The alert for a run: job, partition(s), what failed and why, and a link."""
     lines = [
         f"whitebit-etl: run of job {run.job_name} failed "
         f"(partition {_partitions(run)}, status {run.status.value})"
     ]
-    lines += _failed_steps(instance, run.run_id) + _failed_checks(instance, run.run_id)
+    # What failed, as the command line says it after a run: one account of a run's failures.
+    said = outcome(instance, run.run_id, success=False).said
+    lines += [f"failed {s.what}: {_one_line(s.text)}" for s in said if not s.warns]
     if len(lines) == 1 and fallback:
-        lines.append(f"reason: {_first_lines(fallback)}")
+        lines.append(f"reason: {_one_line(fallback)}")
     ui = os.environ.get(UI_URL_ENV)
     lines.append(f"run {run.run_id}" + (f": {ui.rstrip('/')}/runs/{run.run_id}" if ui else ""))
     return _scrubbed("\n".join(lines))

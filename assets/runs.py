@@ -6,9 +6,9 @@ of days is one run (the single-run backfill policy of ``funding_history``).
 
 The terminal says what happens as it happens, in place of Dagster's console log (`watched`):
 warnings and errors the steps log, each step Dagster will retry (in how long, and why), each
-client retry that waits long enough to notice. Once the run ends, `outcome` reads its events back
-from the instance: each failed step with its message, each check that did not pass with its
-description.
+client retry that waits long enough to notice. Once the run ends, `assets.outcomes` reads back
+from the instance what it has to say: each failed step with its message, each check that did not
+pass with its description.
 
 A CLI run executes in the CLI's own process, so nothing outside it ends the run if the process is
 killed: the run would stay "started" and keep its slot of the API pool (limit 1) forever, and
@@ -28,10 +28,9 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import dagster as dg
 from rich.console import Console
@@ -47,6 +46,7 @@ from rich.progress import (
 from upath import UPath
 
 from assets import ALL_ASSETS
+from assets.outcomes import RunOutcome, error_text, outcome
 from assets.partitions import day_range
 from assets.reporting import PROGRESS_LOGGER
 from warehouse.parquet import exclusive_lock
@@ -134,8 +134,6 @@ def release_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
 #: healthy exchange's blip costs a fraction of a second (the run's metadata counts it), while
 #: a wait of a second or more, and the doubling waits after it, are long enough to wonder about.
 CLIENT_WAIT_SHOWN_S: Final = 1.0
-#: Lines of an error message the terminal prints (the rest, and the stack, are in `make ui`).
-MESSAGE_LINES: Final = 8
 #: The job Dagster gives runs that materialize assets outside the location's jobs (the one
 #: `dg.materialize` runs), so the UI lists CLI runs as it lists those.
 ASSET_RUN_JOB: Final = "__ephemeral_asset_job__"
@@ -143,27 +141,6 @@ ASSET_RUN_JOB: Final = "__ephemeral_asset_job__"
 CLIENT_LOGGER: Final = "pipeline.whitebit"
 #: The client's retry message ends with its wait (`pipeline.whitebit` logs it before each retry).
 _CLIENT_WAIT: Final = re.compile(r"retrying in (\d+(?:\.\d+)?) s$")
-#: Dagster's own wrappers around a step's error: the message worth printing is their cause's.
-_WRAPPERS: Final = ("Dagster", "RetryRequested")
-
-
-@dataclass(frozen=True, slots=True)
-class Said:
-    """What a run has to tell about one of its parts: a step that failed (``step <key>``), a
-    check that failed or warns (``check <asset>.<name>``), or the run itself (``run``)."""
-
-    what: str
-    text: str
-    warns: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    run_id: str
-    success: bool
-    #: Each failed step with its message (or the run's own failure, when no step says why),
-    #: then each check that did not pass with its description, whether or not the run failed.
-    said: tuple[Said, ...]
 
 
 class _ProgressHandler(logging.Handler):
@@ -315,76 +292,6 @@ def materialize(
             tags=tags,
         )
     return outcome(dagster, run_id, success=result.success)
-
-
-def outcome(instance: dg.DagsterInstance, run_id: str, *, success: bool) -> RunOutcome:
-    """What a finished run has to say, read from its events in the instance: each failed step
-    with its message, and each check that did not pass with its description."""
-    steps: list[Said] = []
-    checks: list[Said] = []
-    run_failure: str | None = None
-    kinds = {
-        dg.DagsterEventType.STEP_FAILURE,
-        dg.DagsterEventType.ASSET_CHECK_EVALUATION,
-        dg.DagsterEventType.RUN_FAILURE,
-    }
-    for entry in instance.all_logs(run_id, of_type=kinds):
-        event = entry.dagster_event
-        if event is None:
-            continue
-        if event.event_type == dg.DagsterEventType.STEP_FAILURE:
-            data = event.step_failure_data
-            user = data.user_failure_data
-            text = (user.description if user else None) or (
-                error_text(data.error) if data.error else event.message or ""
-            )
-            steps.append(Said(f"step {event.step_key}", _first_lines(text)))
-        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
-            check = event.asset_check_evaluation_data
-            if not check.passed:
-                checks.append(
-                    Said(
-                        f"check {check.asset_key.to_user_string()}.{check.check_name}",
-                        check.description or "",
-                        warns=check.severity == dg.AssetCheckSeverity.WARN,
-                    )
-                )
-        else:
-            run_failure = event.message or entry.user_message
-    if not success and not steps and run_failure:
-        steps.append(Said("run", _first_lines(run_failure)))
-    return RunOutcome(run_id, success, (*steps, *checks))
-
-
-class _Error(Protocol):
-    """A step's error as the event log keeps it (Dagster's ``SerializableErrorInfo``)."""
-
-    @property
-    def message(self) -> str: ...
-    @property
-    def cls_name(self) -> str | None: ...
-    @property
-    def cause(self) -> _Error | None: ...
-
-
-def error_text(error: _Error) -> str:
-    """The message of the error a step raised, without Dagster's wrappers around it (nor any
-    stack): ``ErrorClass: what it said``."""
-    while error.cause is not None and (error.cls_name or "").startswith(_WRAPPERS):
-        error = error.cause
-    text, name = error.message.strip(), error.cls_name or ""
-    qualified, colon, said = text.partition(": ")
-    if colon and name and qualified.endswith(name):  # ``package.module.Class: ...``
-        text = f"{name}: {said}"
-    return text
-
-
-def _first_lines(text: str) -> str:
-    lines = text.strip().splitlines()
-    if len(lines) <= MESSAGE_LINES:
-        return "\n".join(lines)
-    more = len(lines) - MESSAGE_LINES
-    return "\n".join([*lines[:MESSAGE_LINES], f"... ({more} more lines: make ui)"])
 
 
 @contextmanager

@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 from rich.console import Console
 
-from assets import runs
+from assets import outcomes, runs
 from assets.reporting import API_POOL
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
@@ -193,13 +193,13 @@ def test_the_outcome_names_each_failed_step_and_check_without_wrappers_or_stack(
 
     with dg.instance_for_test() as instance:
         result = _run(instance, console, broken, refused, checked)
-        outcome = runs.outcome(instance, result.run_id, success=result.success)
+        outcome = outcomes.outcome(instance, result.run_id, success=result.success)
     assert not outcome.success
     assert sorted(outcome.said, key=lambda s: s.what) == [
-        runs.Said("check checked.counted", "3 off"),
-        runs.Said("check checked.drifted", "a new field", warns=True),
-        runs.Said("step broken", "ValueError: the answer was wrong\nin two ways"),
-        runs.Said("step refused", "refused: bad key"),
+        outcomes.Said("check checked.counted", "3 off"),
+        outcomes.Said("check checked.drifted", "a new field", warns=True),
+        outcomes.Said("step broken", "ValueError: the answer was wrong\nin two ways"),
+        outcomes.Said("step refused", "refused: bad key"),
     ]
 
 
@@ -218,14 +218,14 @@ def test_a_successful_run_still_says_its_warnings() -> None:
 
     with dg.instance_for_test() as instance:
         result = _run(instance, console, warned)
-        outcome = runs.outcome(instance, result.run_id, success=result.success)
+        outcome = outcomes.outcome(instance, result.run_id, success=result.success)
     assert outcome.success
-    assert outcome.said == (runs.Said("check warned.drifted", "", warns=True),)
+    assert outcome.said == (outcomes.Said("check warned.drifted", "", warns=True),)
 
 
 def test_a_long_message_is_cut_to_its_first_lines() -> None:
     console, _ = _console()
-    lines = [f"line {n}" for n in range(runs.MESSAGE_LINES + 3)]
+    lines = [f"line {n}" for n in range(outcomes.MESSAGE_LINES + 3)]
 
     @dg.asset
     def wordy() -> None:
@@ -233,8 +233,11 @@ def test_a_long_message_is_cut_to_its_first_lines() -> None:
 
     with dg.instance_for_test() as instance:
         result = _run(instance, console, wordy)
-        (said,) = runs.outcome(instance, result.run_id, success=False).said
-    assert said.text.splitlines() == [*lines[: runs.MESSAGE_LINES], "... (3 more lines: make ui)"]
+        (said,) = outcomes.outcome(instance, result.run_id, success=False).said
+    assert said.text.splitlines() == [
+        *lines[: outcomes.MESSAGE_LINES],
+        "... (3 more lines: make ui)",
+    ]
 
 
 def test_client_retry_waits_from_a_second_on_and_client_warnings_are_said(
