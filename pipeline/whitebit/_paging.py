@@ -22,7 +22,9 @@ funding time: memory bounded by the largest group of entries funded at one time 
 and position side), never by the length of the walk.
 
 Investments are read in fixed slices of offsets up to the spec's maximum; `OffsetWindow` says
-which offsets a slice has and whether its answers filled the window.
+which offsets a slice has and whether its answers filled the window. They are told apart by id
+(`investment_identities`), and a record without a usable id by its content, so it too is passed
+on once.
 """
 
 from __future__ import annotations
@@ -306,3 +308,32 @@ class OffsetWindow:
     def filled(self, offset: int, rows: int) -> bool:
         """The slice's last reachable page came back full: there may be rows beyond it."""
         return offset >= self.max_offset and rows >= self.limit
+
+
+def investment_identities(records: list[Any]) -> list[str | bytes]:
+    """What tells investments apart: the id; for a record without a string id (which the
+    warehouse rejects), its content, so that it is passed on once, never dropped."""
+    try:
+        ids = [r["id"] for r in records]
+        if set(map(type, ids)) <= {str}:
+            return ids
+    except (KeyError, TypeError):
+        pass
+    return [
+        r["id"]
+        if type(r) is dict and type(r.get("id")) is str
+        else orjson.dumps(r, option=orjson.OPT_SORT_KEYS)
+        for r in records
+    ]
+
+
+def plan_tickers(records: list[Any]) -> set[str]:
+    """The tickers of the records' plans, where they are strings (others are rejects)."""
+    try:
+        tickers = {r["plan"]["ticker"] for r in records}
+    except (KeyError, TypeError):  # a plan or a ticker missing, or a ticker that is a list
+        plans = [r.get("plan") for r in records if type(r) is dict]
+        tickers = {
+            p.get("ticker") for p in plans if type(p) is dict and type(p.get("ticker")) is str
+        }
+    return {t for t in tickers if type(t) is str}

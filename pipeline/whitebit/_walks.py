@@ -30,8 +30,6 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-import orjson
-
 from pipeline import spec
 
 from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
@@ -41,7 +39,13 @@ from ._errors import (
     OffsetWindowExceeded,
     ValidationError,
 )
-from ._paging import FundingCursor, OffsetWindow, plausible_time
+from ._paging import (
+    FundingCursor,
+    OffsetWindow,
+    investment_identities,
+    plan_tickers,
+    plausible_time,
+)
 from ._report import WalkReport
 from ._types import FundingEntry, FundingPage, Investment, InvestmentsPage
 
@@ -461,10 +465,10 @@ class InvestmentsWalk:
                     _follow_page_size(report, self.window.limit, size)
                     self.window = OffsetWindow(size, self.window.max_offset)
                 window = self.window
-                identities = _identities(records)
+                identities = investment_identities(records)
                 fresh = [r for r, i in zip(records, identities, strict=True) if i not in seen]
                 seen.update(identities)
-                self._tickers.update(_plan_tickers(records))
+                self._tickers.update(plan_tickers(records))
                 report.duplicates_dropped += len(records) - len(fresh)
                 if fresh:
                     report.rows += len(fresh)
@@ -476,32 +480,3 @@ class InvestmentsWalk:
                 ahead.grow()
         finally:
             await ahead.aclose()
-
-
-def _identities(records: list[Any]) -> list[str | bytes]:
-    """What tells investments apart: the id; for a record without a string id (which the
-    warehouse rejects), its content, so that it is passed on once, never dropped."""
-    try:
-        ids = [r["id"] for r in records]
-        if set(map(type, ids)) <= {str}:
-            return ids
-    except (KeyError, TypeError):
-        pass
-    return [
-        r["id"]
-        if type(r) is dict and type(r.get("id")) is str
-        else orjson.dumps(r, option=orjson.OPT_SORT_KEYS)
-        for r in records
-    ]
-
-
-def _plan_tickers(records: list[Any]) -> set[str]:
-    """The tickers of the records' plans, where they are strings (others are rejects)."""
-    try:
-        tickers = {r["plan"]["ticker"] for r in records}
-    except (KeyError, TypeError):  # a plan or a ticker missing, or a ticker that is a list
-        plans = [r.get("plan") for r in records if type(r) is dict]
-        tickers = {
-            p.get("ticker") for p in plans if type(p) is dict and type(p.get("ticker")) is str
-        }
-    return {t for t in tickers if type(t) is str}
