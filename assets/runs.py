@@ -101,7 +101,8 @@ def _runner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
@@ -118,7 +119,7 @@ def release_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
     released = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=_UNFINISHED)):
         where, _, pid = run.tags.get(RUNNER_TAG, "").rpartition(":")
-        if where != host or not pid.isdigit() or _alive(int(pid)):
+        if where != host or not pid.isdigit() or process_alive(int(pid)):
             continue
         instance.report_run_failed(
             run,

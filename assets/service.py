@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import dagster as dg
+import yaml
 from rich.console import Console
 
-from assets.runs import dagster_home
+from assets.runs import RUNNER_TAG, dagster_home, process_alive
 from warehouse.settings import warehouse_root
 
 POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
@@ -49,8 +51,6 @@ class ServiceError(Exception):
 
 
 def _uses_postgres(config: Path) -> bool:
-    import yaml
-
     loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
     return bool("postgres" in (loaded.get("storage") or {}))
 
@@ -164,10 +164,6 @@ def _wait_for_code_server(process: _Process, port: int) -> None:
 def cancel_runs_in_progress(reason: str) -> list[str]:
     """Terminate the service's runs in progress and mark those that have not ended within the
     grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)"""
-    import dagster as dg
-
-    from assets.runs import RUNNER_TAG
-
     with dg.DagsterInstance.get() as instance:
         unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
         running = [
@@ -196,24 +192,10 @@ def cancel_runs_in_progress(reason: str) -> list[str]:
         return [run.run_id for run in running]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, as another user's
-        return True
-    return True
-
-
 def release_killed_runs() -> list[str]:
     """Mark failed the runs left in progress by a service that was killed (its run workers gone
     with it), and free their API pool slots, which would otherwise block every later run; their
     ids. Runs of a CLI process are left to the CLI (`assets.runs.release_abandoned_runs`)."""
-    import dagster as dg
-
-    from assets.runs import RUNNER_TAG
-
     released = []
     with dg.DagsterInstance.get() as instance:
         unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
@@ -222,7 +204,7 @@ def release_killed_runs() -> list[str]:
                 continue
             started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
             pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
-            if pids and _alive(pids[-1]):
+            if pids and process_alive(pids[-1]):
                 continue
             instance.report_run_failed(
                 run,
