@@ -14,6 +14,7 @@ a restart finds them all; a tick the daemon was evaluating is resumed, not repea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 import dagster as dg
+import psutil
 import yaml
 from rich.console import Console
 
@@ -135,6 +137,16 @@ def _stop_all(processes: Sequence[_Process]) -> None:
         except subprocess.TimeoutExpired:
             process.popen.kill()
             process.popen.wait()
+
+
+def _kill_left(started: Sequence[psutil.Process]) -> None:
+    """SIGKILL what is left of the service after its grace period: nothing it started outlives
+    it (`psutil` tells a process from a later one given the same pid)."""
+    for process in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.is_running():
+                process.kill()
+    psutil.wait_procs(started, timeout=STOP_GRACE_S)
 
 
 class _Stop(Exception):
@@ -263,13 +275,18 @@ def serve(console: Console, host: str, port: int) -> None:
         # location server is still there to terminate them.
         for s in previous:
             signal.signal(s, signal.SIG_IGN)
+        # Every process the service started, run workers and log helpers included, taken
+        # before the stop: once their parent ends they are no longer its children.
+        started = psutil.Process().children(recursive=True)
         try:
             if processes:
                 canceled = cancel_runs_in_progress(reason)
                 if canceled:
                     console.print(f"runs canceled: {', '.join(canceled)}")
         finally:
+            started += psutil.Process().children(recursive=True)  # any launched meanwhile
             _stop_all(processes)
+            _kill_left(started)
             for s, handler in previous.items():
                 signal.signal(s, handler)
     console.print("whitebit-etl serve: stopped")
