@@ -173,16 +173,29 @@ def _wait_for_code_server(process: _Process, port: int) -> None:
         time.sleep(0.5)
 
 
+def _unfinished_service_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """Runs started and not ended, but a CLI process's (those are its own)."""
+    unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=unfinished))
+    return [run for run in runs if RUNNER_TAG not in run.tags]
+
+
+def mark_left_canceled(reason: str) -> list[str]:
+    """Once the service's processes are gone: mark canceled, with ``reason``, each run still
+    unfinished (one launched while the service stopped); their ids."""
+    with dg.DagsterInstance.get() as instance:
+        left = _unfinished_service_runs(instance)
+        for run in left:
+            instance.report_run_canceled(run, message=reason)
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        return [run.run_id for run in left]
+
+
 def cancel_runs_in_progress(reason: str) -> list[str]:
     """Terminate the service's runs in progress and mark those that have not ended within the
     grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)"""
     with dg.DagsterInstance.get() as instance:
-        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-        running = [
-            run
-            for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished))
-            if RUNNER_TAG not in run.tags
-        ]
+        running = _unfinished_service_runs(instance)
         for run in running:
             try:
                 instance.run_launcher.terminate(run.run_id)
@@ -210,10 +223,7 @@ def release_killed_runs() -> list[str]:
     ids. Runs of a CLI process are left to the CLI (`assets.runs.release_abandoned_runs`)."""
     released = []
     with dg.DagsterInstance.get() as instance:
-        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-        for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished)):
-            if RUNNER_TAG in run.tags:
-                continue
+        for run in _unfinished_service_runs(instance):
             started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
             pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
             if pids and process_alive(pids[-1]):
@@ -287,6 +297,10 @@ def serve(console: Console, host: str, port: int) -> None:
             started += psutil.Process().children(recursive=True)  # any launched meanwhile
             _stop_all(processes)
             _kill_left(started)
+            if processes:
+                canceled = mark_left_canceled(reason)
+                if canceled:
+                    console.print(f"runs canceled as the service stopped: {', '.join(canceled)}")
             for s, handler in previous.items():
                 signal.signal(s, handler)
     console.print("whitebit-etl serve: stopped")
