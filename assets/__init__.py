@@ -16,7 +16,7 @@ from .jobs import (
     nightly_schedule,
     snapshots_job,
 )
-from .partitions import DAILY
+from .partitions import MONTHLY
 from .resources import WarehouseResource, WhiteBITResource
 from .snapshots import (
     SNAPSHOTS,
@@ -31,8 +31,8 @@ ALL_ASSETS = (funding_history, *SNAPSHOTS)
 
 __all__ = [
     "ALL_ASSETS",
-    "DAILY",
     "FRESHNESS_CHECKS",
+    "MONTHLY",
     "SNAPSHOTS",
     "WarehouseResource",
     "WhiteBITResource",

@@ -81,9 +81,21 @@ def _read(files: Sequence[str]) -> str:
 
 
 def _files(root: Root, table: str, partitions: Sequence[date | tuple[str, str]]) -> list[str]:
-    """The files these partitions of ``table`` have now (a partition may have none)."""
-    paths = (parquet.partition_path(root, table, p) for p in partitions)
-    return [p.path for p in paths if p.exists()]
+    """The files holding these partitions of ``table`` now (a partition may have none; the days
+    of a month share its file)."""
+    paths = {
+        path.path: path for path in (parquet.partition_path(root, table, p) for p in partitions)
+    }
+    return [text for text, path in paths.items() if path.exists()]
+
+
+def of_days(table: str, days: Sequence[date]) -> tuple[str, list[object]]:
+    """A ``WHERE`` clause keeping the rows of ``days`` from the files that hold them, and its
+    parameters: none for a table whose file is a day, a list of days for a month's file."""
+    schema = schemas.TABLES[table]
+    if not schema.month_path:
+        return "", []
+    return f'WHERE list_contains(?, "{schema.partition_column}")', [list(days)]
 
 
 def _batches(files: list[str]) -> list[list[str]]:
@@ -91,11 +103,15 @@ def _batches(files: list[str]) -> list[list[str]]:
 
 
 def stored_rows(root: Root, table: str, days: Sequence[date]) -> int:
-    """Rows the partitions' files hold (DuckDB counts them from the files' footers)."""
+    """Rows the files hold of these days."""
     total = 0
+    where, params = of_days(table, days)
     with duckdb.connect() as con:
         for batch in _batches(_files(root, table, days)):
-            found = con.execute(f"SELECT count(*) FROM {_read(batch)}").fetchone()  # noqa: S608
+            found = con.execute(
+                f"SELECT count(*) FROM {_read(batch)} {where}",  # noqa: S608
+                params,
+            ).fetchone()
             total += int(found[0]) if found else 0
     return total
 
@@ -210,7 +226,7 @@ def no_rejects(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRes
 
 def reconciles(root: Root, written: Written, fetched: int) -> dg.AssetCheckResult:
     """Fetched records all accounted for, and the files hold what was written."""
-    stored = stored_rows(root, written.table, list(written.partitions))
+    stored = stored_rows(root, written.table, list(written.days))
     accounted = written.rows + written.rejected + written.duplicates
     passed = fetched == written.received == accounted and stored == written.rows
     return dg.AssetCheckResult(
@@ -266,7 +282,7 @@ def schema_drift(table: str, unknown_fields: Mapping[str, str]) -> dg.AssetCheck
 def for_written(
     root: Root, written: Written, fetched: int, unknown_fields: Mapping[str, str]
 ) -> list[dg.AssetCheckResult]:
-    days = list(written.partitions)
+    days = list(written.days)
     return [
         unique_keys(root, written.table, days),
         no_rejects(root, written.table, days),
@@ -276,13 +292,16 @@ def for_written(
 
 
 def fresh(root: Root, table: str, day: date, *, complete_day: bool) -> dg.AssetCheckResult:
-    """The partition of ``day`` exists; with ``complete_day``, it was extracted after the day."""
+    """The partition of ``day`` exists; with ``complete_day``, the day's rows were extracted
+    after it ended."""
     path = parquet.partition_path(root, table, day)
     extracted: datetime | None = None
     if path.exists():
+        where, params = of_days(table, [day])
         with duckdb.connect() as con:
             found = con.execute(
-                "SELECT min(extracted_at) FROM read_parquet(?)", [path.path]
+                f"SELECT min(extracted_at) FROM {_read([path.path])} {where}",  # noqa: S608
+                params,
             ).fetchone()
         extracted = found[0] if found else None
     day_end = datetime.combine(day + timedelta(days=1), time.min, UTC)

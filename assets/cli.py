@@ -131,11 +131,15 @@ def _selected(names: tuple[str, ...]) -> list[str]:
 
 def _run(selection: list[str], first: date, last: date, console: Console) -> None:
     from assets.runs import materialize
+    from assets.snapshots import PastSnapshotRefused
 
     # A short title: the bar and its counters must fit a terminal's width.
     what = ", ".join(selection) if len(selection) <= 2 else f"{len(selection)} assets"
     title = f"{what}: {first}" + (f" .. {last}" if last != first else "")
-    outcome = materialize(selection, first, last, console=console, title=title)
+    try:
+        outcome = materialize(selection, first, last, console=console, title=title)
+    except PastSnapshotRefused as exc:
+        raise click.ClickException(str(exc)) from None
     for said in outcome.said:
         heading = "[yellow]warning:[/yellow]" if said.warns else "[red]failed[/red]"
         console.print(f"{heading} {said.what}" + (":" if said.text else ""))
@@ -159,8 +163,8 @@ def materialize(
 ) -> None:
     """Materialize ASSETS (default: all) for a day or a range of days, in one Dagster run.
 
-    With no day: what the nightly schedule does now, yesterday's funding history and today's
-    snapshots. Snapshots can only be taken for today; a range of funding history is one walk.
+    With no day: yesterday's funding history and today's snapshots. Funding history replaces
+    exactly the days given (a range is one walk); snapshots can only be taken for today.
     """
     from assets.partitions import today
 

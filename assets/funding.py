@@ -1,16 +1,17 @@
-"""`funding_history`: daily partitions, and one API walk for any range of them."""
+"""`funding_history`: month partitions, and one API walk for any range of them or of days."""
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 from dagster import AssetExecutionContext
+from pydantic import Field
 
 from warehouse import catalog
 
 from . import checks
 from .loading import FundingLoad, load_funding
-from .partitions import DAILY, day_range
+from .partitions import MONTHLY, day_range, today
 from .reporting import (
     API_POOL,
     API_RETRY,
@@ -26,9 +27,41 @@ from .resources import WarehouseResource, WhiteBITResource
 class FundingConfig(dg.Config):
     """Run configuration of a funding_history run."""
 
-    #: Let a rerun replace a day's partition with fewer payments than it holds. Off: the exchange
-    #: never forgets a payment, so fewer rows mean a faulty answer, and the run stops instead.
+    #: Let a rerun replace a day with fewer payments than the warehouse holds for it. Off: the
+    #: exchange never forgets a payment, so fewer rows mean a faulty answer, and the run stops.
     allow_fewer_rows: bool = False
+    first_day: str | None = Field(
+        default=None,
+        description="Replace only the days from this one (YYYY-MM-DD) on, within the run's months",
+    )
+    last_day: str | None = Field(
+        default=None,
+        description="Replace only the days up to this one (YYYY-MM-DD, inclusive)",
+    )
+
+
+class DaysOutsideRun(dg.Failure):
+    """Days asked for that the run's partitions do not hold."""
+
+
+def run_days(window: dg.TimeWindow, config: FundingConfig) -> list[date]:
+    """The days a run replaces: its months' days up to today, narrowed by the config."""
+    first, end = window.start.date(), min(window.end.date(), today() + timedelta(days=1))
+    months = f"{window.start:%Y-%m} .. {window.end - timedelta(days=1):%Y-%m}"
+    try:
+        low = date.fromisoformat(config.first_day) if config.first_day else first
+        high = date.fromisoformat(config.last_day) if config.last_day else end - timedelta(days=1)
+    except ValueError as exc:
+        raise DaysOutsideRun(
+            description=f"first_day/last_day: {exc}", allow_retries=False
+        ) from None
+    if not first <= low <= high < end:
+        raise DaysOutsideRun(
+            description=f"days {low} .. {high} asked for, but the run's partitions ({months}) "
+            f"hold {first} .. {end - timedelta(days=1)}: pick the months that hold the days",
+            allow_retries=False,
+        )
+    return day_range(low, high + timedelta(days=1))
 
 
 def _funding_history(
@@ -37,8 +70,7 @@ def _funding_history(
     whitebit: WhiteBITResource,
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    window = context.partition_time_window
-    days = day_range(window.start.date(), window.end.date())
+    days = run_days(context.partition_time_window, config)
     root = warehouse.path
     with retry_only_transient(), whitebit.exchange(context.log) as exchange:
         context.log.info(f"walking funding history for {len(days)} day(s): {days[0]} .. {days[-1]}")
@@ -62,13 +94,13 @@ def _funding_history(
         catalog.refresh(root)
     written = load.written
     context.log.info(
-        f"funding_history: {written.rows} rows in {len(written.partitions)} partition(s), "
+        f"funding_history: {written.rows} rows in {len(written.days)} day(s), "
         f"{written.rejected} rejected"
     )
     return dg.MaterializeResult(
         metadata={
             **walk_metadata(load.report, written, simulated=exchange.simulated),
-            "preview": preview(root, "funding_history", list(written.partitions)),
+            "preview": preview(root, "funding_history", list(written.days)),
         },
         check_results=checks.for_written(
             root, written, load.report.rows, load.report.unknown_fields
@@ -78,7 +110,7 @@ def _funding_history(
 
 funding_history = dg.asset(
     name="funding_history",
-    partitions_def=DAILY,
+    partitions_def=MONTHLY,
     # A range is one walk from the head of the history down to its first day: one run.
     backfill_policy=dg.BackfillPolicy.single_run(),
     pool=API_POOL,
@@ -86,6 +118,9 @@ funding_history = dg.asset(
     group_name=GROUP,
     kinds={"parquet", "duckdb"},
     check_specs=checks.specs("funding_history"),
-    description="Funding payments of the collateral account, one partition per UTC day of "
-    "funding. A backfill of a range walks the history once and replaces every day of it.",
+    description="Funding payments of the collateral account, one partition (and one Parquet "
+    "file) per UTC month of funding. A run replaces every day of its months up to today, or "
+    "only the days from first_day to last_day when the run's config names them (to rerun the "
+    "days around 2025-03-14, run the month 2025-03 with those two days). A backfill of a range "
+    "walks the history once.",
 )(_funding_history)

@@ -1,8 +1,9 @@
 """Jobs and the nightly schedule.
 
-- ``nightly``: every API asset, daily-partitioned. Its schedule (00:30 UTC) asks for two runs:
-  yesterday's funding partition, now complete, and today's snapshots.
-- ``funding_history_job``: funding alone, for ``dagster job backfill`` over a range.
+- ``nightly``: every API asset. Its schedule (00:30 UTC) asks for two runs: the funding month
+  that holds yesterday, now complete (every day of the month so far, so that a night that failed
+  is mended by the next), and today's snapshots.
+- ``funding_history_job``: funding alone, for ``dagster job backfill`` over a range of months.
 - ``snapshots_job``: today's snapshots alone.
 
 - ``freshness``: the freshness checks alone (02:30 UTC): did last night's partitions land?
@@ -19,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 import dagster as dg
+
+from warehouse.schemas import month_of
 
 from . import checks
 from .funding import funding_history
@@ -37,7 +40,8 @@ nightly_job = dg.define_asset_job(
 funding_history_job = dg.define_asset_job(
     "funding_history_job",
     selection=dg.AssetSelection.assets(funding_history),
-    description="Funding history for a day or a range (dagster job backfill --from .. --to ..).",
+    description="Funding history for a month or a range of months "
+    "(dagster job backfill --from 2025-01 --to 2025-03).",
 )
 snapshots_job = dg.define_asset_job(
     "snapshots_job",
@@ -51,22 +55,19 @@ snapshots_job = dg.define_asset_job(
     cron_schedule=NIGHTLY_CRON,
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="00:30 UTC: yesterday's funding partition and today's snapshots.",
+    description="00:30 UTC: the funding month that holds yesterday, and today's snapshots.",
 )
 def nightly_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
     tick = context.scheduled_execution_time
     today = (tick or datetime.now(UTC)).astimezone(UTC).date()
     yesterday = today - timedelta(days=1)
+    # The month's key comes back every night: the night's run key is the day it completes.
     yield dg.RunRequest(
         run_key=f"funding_history:{yesterday.isoformat()}",
-        partition_key=yesterday.isoformat(),
+        partition_key=month_of(yesterday),
         asset_selection=list(funding_history.keys),
     )
-    yield dg.RunRequest(
-        run_key=f"snapshots:{today.isoformat()}",
-        partition_key=today.isoformat(),
-        asset_selection=SNAPSHOT_KEYS,
-    )
+    yield dg.RunRequest(run_key=f"snapshots:{today.isoformat()}", asset_selection=SNAPSHOT_KEYS)
 
 
 FRESHNESS_CRON: Final = "30 2 * * *"

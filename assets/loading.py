@@ -1,8 +1,8 @@
 """From API walks to warehouse partitions: the work each asset does, without Dagster.
 
-`load_funding` streams a funding walk into daily partitions: the walk's pages are gathered into
-chunks and handed to a `warehouse.writer.FundingWriter`, which normalizes and writes each day in a
-process of its own while the walk goes on (see that module for the order, memory, kill and
+`load_funding` streams a funding walk into month partitions: the walk's pages are gathered into
+chunks and handed to a `warehouse.writer.FundingWriter`, which normalizes and writes each month in
+a process of its own while the walk goes on (see that module for the order, memory, kill and
 no-silent-shrinking rules).
 """
 
@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from pipeline.whitebit import AsyncWhiteBIT, FundingEntry, WalkReport
 from warehouse import parquet, schemas
-from warehouse.daily import REASONS_PER_DAY, DayWrite, FewerRowsRefused, Progress
+from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, Progress
 from warehouse.normalize import Batch
 from warehouse.parquet import Root
 from warehouse.writer import FundingWriter
@@ -33,10 +33,10 @@ DayWritten = Callable[[date, int, int], None]
 
 @dataclass(slots=True)
 class Written:
-    """What one table's load wrote: rows per partition, and the batches' totals."""
+    """What one table's load wrote: rows per day replaced, and the batches' totals."""
 
     table: str
-    partitions: dict[date, int] = field(default_factory=dict)
+    days: dict[date, int] = field(default_factory=dict)
     received: int = 0
     rows: int = 0
     rejected: int = 0
@@ -48,7 +48,7 @@ class Written:
         self.duplicates += duplicates
 
     def wrote(self, write: DayWrite) -> None:
-        self.partitions[write.day] = write.rows
+        self.days[write.day] = write.rows
         self.rows += write.rows
         self.rejected += write.rejected
         self.rejects_preview.extend(
@@ -74,7 +74,7 @@ async def load_funding(
     on_day: DayWritten | None = None,
     allow_fewer_rows: bool = False,
 ) -> FundingLoad:
-    """Walk the funding history over ``days`` and replace each day's partition.
+    """Walk the funding history over ``days`` and replace each day in its partition.
 
     Every day of ``days`` is replaced, emptied when the exchange holds nothing for it (unless
     the warehouse held payments there: see `FewerRowsRefused`).

@@ -16,6 +16,7 @@ from pipeline.whitebit import WalkReport, WhiteBITError
 from warehouse import parquet
 from warehouse.parquet import Root
 
+from . import checks
 from .loading import Written
 
 # The single-run backfill policy is beta in Dagster 1.13, and exactly what a range of days needs.
@@ -64,12 +65,12 @@ def report_progress(table: str, day: date, rows: int, rejected: int) -> None:
 
 
 def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> dict[str, Any]:
-    """The numbers of a materialization: rows, partitions, pages, slices, retries, rejects, and
+    """The numbers of a materialization: rows, days, pages, slices, retries, rejects, and
     the fields the exchange sent that the spec does not name (``unknown_fields``, empty when
     none; the ``schema_drift`` check warns on the same)."""
     meta: dict[str, Any] = {
         "dagster/row_count": written.rows,
-        "partitions_written": len(written.partitions),
+        "days_written": len(written.days),
         "rejected": written.rejected,
         "exact_duplicates": written.duplicates,
         "source": "embedded simulator" if simulated else "WhiteBIT",
@@ -95,16 +96,18 @@ def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> d
 
 
 def preview(root: Root, table: str, days: Sequence[date]) -> dg.MetadataValue:
-    """The first rows of the newest written partition, as a markdown table."""
-    newest = sorted((d for d in days), reverse=True)
-    path = next(
-        (p for p in (parquet.partition_path(root, table, d) for d in newest) if p.exists()), None
-    )
-    if path is None:
+    """The first rows of the newest written day, as a markdown table."""
+    if not days:
         return dg.MetadataValue.md("_no rows_")
+    newest = max(days)
+    path = parquet.partition_path(root, table, newest)
+    if not path.exists():
+        return dg.MetadataValue.md("_no rows_")
+    where, params = checks.of_days(table, [newest])
     with duckdb.connect() as con:
         relation = con.sql(
-            "SELECT * FROM read_parquet(?) LIMIT ?", params=[path.path, PREVIEW_ROWS]
+            f"SELECT * FROM read_parquet(?) {where} LIMIT ?",  # noqa: S608
+            params=[path.path, *params, PREVIEW_ROWS],
         )
         columns = relation.columns
         rows = relation.fetchall()

@@ -49,7 +49,9 @@ from assets import ALL_ASSETS
 from assets.outcomes import RunOutcome, error_text, outcome
 from assets.partitions import day_range
 from assets.reporting import PROGRESS_LOGGER
+from assets.snapshots import refuse_past
 from warehouse.parquet import exclusive_lock
+from warehouse.schemas import month_of
 from warehouse.settings import warehouse_root
 
 INSTANCE_CONFIG: Final = """\
@@ -250,20 +252,30 @@ def materialize(
     console: Console,
     title: str,
 ) -> RunOutcome:
-    """Materialize the selected assets for days ``first .. last`` (inclusive) in one run."""
+    """Materialize the selected assets for days ``first .. last`` (inclusive) in one run.
+
+    Funding history replaces exactly these days, in the months that hold them; snapshots are
+    taken for today only, and any other day is refused before any request.
+    """
     from assets.definitions import resources
 
     days = day_range(first, date.fromordinal(last.toordinal() + 1))
     if not days:
         raise ValueError(f"empty range: {first} .. {last}")
+    refuse_past([name for name in selection if name != "funding_history"], first, last)
     tags = {RUNNER_TAG: _runner()}
-    partition_key: str | None = first.isoformat()
-    if len(days) > 1:
-        tags |= {
-            "dagster/asset_partition_range_start": first.isoformat(),
-            "dagster/asset_partition_range_end": last.isoformat(),
-        }
-        partition_key = None
+    run_config: dict[str, object] = dict(QUIET)
+    partition_key: str | None = None
+    if "funding_history" in selection:
+        funding = {"first_day": first.isoformat(), "last_day": last.isoformat()}
+        run_config["ops"] = {"funding_history": {"config": funding}}
+        partition_key = month_of(first)
+        if month_of(last) != partition_key:
+            tags |= {
+                "dagster/asset_partition_range_start": month_of(first),
+                "dagster/asset_partition_range_end": month_of(last),
+            }
+            partition_key = None
     dagster = instance()
     for run_id in release_abandoned_runs(dagster):
         console.print(
@@ -277,7 +289,7 @@ def materialize(
     ).resolve_job_def(ASSET_RUN_JOB)
     # The run's id is chosen here so that its events can be watched from the first one on.
     run_id = str(uuid.uuid4())
-    # A progress step per partition written: every day of funding, one per snapshot table.
+    # A progress step per day written: every day of funding, one per snapshot table.
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
     with (
         _stop_promptly(dagster, run_id),
@@ -285,7 +297,7 @@ def materialize(
         watched(dagster, run_id, console),
     ):
         result = job.execute_in_process(
-            run_config=QUIET,
+            run_config=run_config,
             instance=dagster,
             partition_key=partition_key,
             raise_on_error=False,

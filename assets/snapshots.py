@@ -1,12 +1,15 @@
-"""Snapshot assets: the account as it is now, one partition per UTC day it was taken.
+"""Snapshot assets: the account as it is now, kept per UTC day it was taken.
 
 The API tells only the present (balances, hedge mode, links, the investments as they stand), so
-only today's partition can be materialized; a past day is refused before any request is made.
+the assets are not partitioned: each materialization takes today's snapshot, which replaces the
+``snapshot_date`` of today in the warehouse and leaves the earlier days as they were. Asking for a
+past day (``whitebit-etl materialize --partition``) is refused before any request
+(`refuse_past`).
 """
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
@@ -20,7 +23,7 @@ from warehouse.normalize import Batch
 
 from . import checks
 from .loading import write_snapshot
-from .partitions import DAILY, today
+from .partitions import today
 from .reporting import (
     API_POOL,
     API_RETRY,
@@ -35,26 +38,20 @@ from .resources import Exchange, WarehouseResource, WhiteBITResource
 T = TypeVar("T")
 
 
-class PastSnapshotRefused(dg.Failure):
+class PastSnapshotRefused(ValueError):
     """A snapshot asked for a day that is not today."""
 
 
-def snapshot_day(context: AssetExecutionContext) -> date:
-    """Today, if that is the partition asked for; else refuse at once, saying why."""
-    keys = context.partition_key_range
-    first, last, now = date.fromisoformat(keys.start), date.fromisoformat(keys.end), today()
-    asked = first if first == last else f"{first} .. {last}"
-    if (first, last) != (now, now):
+def refuse_past(names: Sequence[str], first: date, last: date) -> None:
+    """Refuse, saying why, snapshots asked for any day but today."""
+    now = today()
+    if names and (first, last) != (now, now):
+        asked = first if first == last else f"{first} .. {last}"
         raise PastSnapshotRefused(
-            description=(
-                f"{context.assets_def.key.to_user_string()} is a snapshot of the account as it "
-                f"is now, so only today's partition ({now.isoformat()}, UTC) can be "
-                f"materialized, not {asked}: the WhiteBIT API cannot tell what it "
-                "was on a past day. Past snapshots exist only if they were taken on that day."
-            ),
-            allow_retries=False,
+            f"{', '.join(names)}: a snapshot of the account as it is now can be taken for today "
+            f"({now.isoformat()}, UTC) only, not {asked}: the WhiteBIT API cannot tell what it "
+            "was on a past day. Past snapshots exist only if they were taken on that day."
         )
-    return now
 
 
 def _fetch(
@@ -95,7 +92,7 @@ def _materialized(
                 asset_key=table,
                 metadata={
                     **walk_metadata(report, written[table], simulated=simulated),
-                    "preview": preview(root, table, list(written[table].partitions)),
+                    "preview": preview(root, table, list(written[table].days)),
                 },
                 check_results=[
                     *checks.for_written(
@@ -106,11 +103,6 @@ def _materialized(
             )
         )
     return results
-
-
-# Like funding_history's, so that jobs mixing both have one backfill policy: a range of snapshot
-# days is one run, refused at once unless it is today alone.
-_ONE_RUN = dg.BackfillPolicy.single_run()
 
 
 @dg.multi_asset(
@@ -133,8 +125,6 @@ _ONE_RUN = dg.BackfillPolicy.single_run()
         *checks.specs("investments", blocking_complete=True),
         *checks.specs("fixed_plans"),
     ],
-    partitions_def=DAILY,
-    backfill_policy=_ONE_RUN,
     pool=API_POOL,
     retry_policy=API_RETRY,
 )
@@ -142,7 +132,7 @@ def investments(
     context: AssetExecutionContext, whitebit: WhiteBITResource, warehouse: WarehouseResource
 ) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
     """Every investment, each status slice walked and split by ticker past the offset window."""
-    day = snapshot_day(context)
+    day = today()
 
     async def fetch(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[list[Any], WalkReport]:
         walk = client.walk_investments(on_window_exceeded="report")
@@ -187,8 +177,6 @@ def _single_snapshot(
         name=name,
         description=description,
         check_specs=checks.specs(name),
-        partitions_def=DAILY,
-        backfill_policy=_ONE_RUN,
         pool=API_POOL,
         retry_policy=API_RETRY,
         group_name=GROUP,
@@ -197,7 +185,7 @@ def _single_snapshot(
     def snapshot(
         context: AssetExecutionContext, whitebit: WhiteBITResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-        day = snapshot_day(context)
+        day = today()
         report = WalkReport(name)
 
         async def reported(client: AsyncWhiteBIT, exchange: Exchange) -> Any:

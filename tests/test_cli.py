@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from assets.cli import main
+from assets.partitions import today
 from pipeline.simulator import Simulator
 from warehouse import schemas
 
@@ -98,6 +100,22 @@ def test_materialize_explains_bad_arguments(args: list[str], message: str) -> No
     result = CliRunner().invoke(main, ["materialize", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+@pytest.mark.parametrize("asset", ["hedge_mode", "investments"])
+def test_a_past_snapshot_is_refused_before_any_request(
+    own_sim: Simulator, tmp_path: Path, asset: str
+) -> None:
+    yesterday = (today() - timedelta(days=1)).isoformat()
+    env = {**_exchange_env(own_sim), "WAREHOUSE_ROOT": str(tmp_path / "warehouse")}
+    result = CliRunner().invoke(main, ["materialize", asset, "--partition", yesterday], env=env)
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert f"can be taken for today ({today().isoformat()}, UTC) only, not {yesterday}" in text
+    assert "cannot tell what it was on a past day" in text
+    # Refused at once: not even the ping, and no run.
+    assert sum(own_sim.state.answered.values()) == 0
+    assert not (tmp_path / "warehouse").exists()
 
 
 def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:

@@ -45,6 +45,7 @@ from warehouse.parquet import (
     lock_path,
     partition_files,
     table_path,
+    upgrade_to_months,
 )
 from warehouse.schemas import TableSchema
 from warehouse.settings import is_local, warehouse_root
@@ -80,6 +81,8 @@ def refresh(root: Root = None) -> CatalogRefresh:
     """Rebuild the catalog's views beside it and swap it in; idempotent."""
     target = catalog_path(root)
     target.parent.mkdir(parents=True, exist_ok=True)
+    # A warehouse written before funding history had month files: one layout per view.
+    upgrade_to_months(root)
     with exclusive_lock(lock_path(root, CATALOG_FILE)):
         for killed in target.parent.glob(f".{target.name}.*.tmp*"):
             killed.unlink(missing_ok=True)
@@ -160,16 +163,20 @@ def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str
 
 def _parquet_source(schema: TableSchema, root: Root) -> str:
     # Exact depth, not "**": no recursive listing per query, and no stray file is picked up.
-    depth = "/".join("*" for _ in schema.partition_columns)
+    depth = "/".join("*" for _ in schema.path_columns)
     files = f"{table_path(root, schema.name).path}/{depth}/{PARTITION_FILE}"
     hive_types = ", ".join(
-        f"{_literal(name)}: {_literal(duckdb_type(schema.column(name).type))}"
-        for name in schema.partition_columns
+        f"{_literal(name)}: {_literal(_path_type(schema, name))}" for name in schema.path_columns
     )
     return (
         f"read_parquet({_literal(files)}, hive_partitioning = true, union_by_name = true, "
         f"hive_types = {{{hive_types}}})"
     )
+
+
+def _path_type(schema: TableSchema, name: str) -> str:
+    # A month path (funding_month=2025-03) is text; the view does not show it.
+    return "VARCHAR" if name == schema.month_path else duckdb_type(schema.column(name).type)
 
 
 def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:

@@ -48,6 +48,11 @@ def sql_command(query: str, output: str | None) -> None:
         print_table(names, rows)
 
 
+def _partitioning(schema: schemas.TableSchema) -> str:
+    columns = ", ".join(schema.partition_columns)
+    return f"{columns}, a file per month ({schema.month_path})" if schema.month_path else columns
+
+
 @click.command("tables")
 @click.argument("names", nargs=-1)
 def tables_command(names: Sequence[str]) -> None:
@@ -62,8 +67,7 @@ def tables_command(names: Sequence[str]) -> None:
         table = Table(
             title=f"[bold]{schema.name}[/bold]: {schema.description}",
             caption=(
-                f"partitioned by {', '.join(schema.partition_columns)}; "
-                f"key: {', '.join(schema.key) or 'none'}"
+                f"partitioned by {_partitioning(schema)}; key: {', '.join(schema.key) or 'none'}"
             ),
             title_justify="left",
             caption_justify="left",

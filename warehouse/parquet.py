@@ -2,7 +2,10 @@
 in atomically.
 
 Layout: ``parquet/<table>/<column>=<value>/data.parquet`` (``_rejects`` nests two levels,
-``table=<t>/partition=<p>``). Partition values live in the path, not in the file.
+``table=<t>/partition=<p>``). Partition values live in the path, not in the file, except for a
+table partitioned by month (`TableSchema.month_path`): ``funding_history/funding_month=2025-03/``
+holds the month's rows with their ``funding_date`` column, and its rejects stay a partition per
+day (``_rejects/table=funding_history/partition=2025-03-14``).
 
 Replacing a partition writes the new file beside the old one (a dot-named ``.tmp`` file in the
 same directory, which no ``*.parquet`` glob matches), fsyncs it, and renames it over the stable
@@ -10,14 +13,14 @@ file name. A reader therefore sees the old file or the new one, never a mix and 
 process killed mid-write leaves the old file whole (its temp file is removed by the next write of
 that partition). Writers of a table take turns, a partition at a time, under an advisory lock
 (local roots; one lock file per table in ``parquet/.locks``), so two runs of one partition at
-once end with one
-whole partition and its own rejects. Rows are sorted by key first, so the same input gives the
-same file contents.
+once end with one whole partition and its own rejects. Rows are sorted by key first, so the same
+input gives the same file contents.
 
-When a data partition is replaced, its rejects partition ``(table, partition)`` is replaced with
-it (removed when there are no rejects), so a rerun never duplicates rejects either. The two files
-are swapped one after the other, data first; a kill between them leaves the old rejects beside
-the new data until the next run of that partition.
+A write replaces exactly the days it covers: a day's file, or the covered days of a month's file
+(the file's other days are read and kept, under the lock). The rejects partition of each covered
+day is replaced with it (removed when there are no rejects), so a rerun never duplicates rejects
+either. The two files are swapped one after the other, data first; a kill between them leaves
+the old rejects beside the new data until the next run of that partition.
 
 All file I/O goes through `UPath` (fsspec), so an object-store root is a setting: there, the
 rename is the store's move, and whether it is atomic is the store's property.
@@ -55,6 +58,7 @@ COMPRESSION: Final = "zstd"
 #: A partition value that may become a path segment: no separators, no leading dot, no "..".
 PATH_SEGMENT: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*$")
 PATH_SEGMENT_MAX: Final = 128
+MONTH: Final = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
 
 PartitionValue = date | str
 Root = str | os.PathLike[str] | UPath | None
@@ -95,7 +99,7 @@ def partition_path(
     """The file holding one partition of a table."""
     schema = _schema(table_name)
     values = _partition_text(schema, partition)
-    segments = [f"{c}={v}" for c, v in zip(schema.partition_columns, values, strict=True)]
+    segments = [f"{c}={v}" for c, v in zip(schema.path_columns, values, strict=True)]
     # One join of the whole relative path: each join parses the path again.
     return warehouse_root(root) / "/".join((_table_dir(schema), *segments, PARTITION_FILE))
 
@@ -107,27 +111,76 @@ def replace_partition(
     rows: pa.Table,
     *,
     rejects: pa.Table | None = None,
+    covers: Iterable[date] | None = None,
 ) -> PartitionWrite:
     """Replace one partition with ``rows`` (an empty table leaves an empty partition).
 
     ``rows`` has the table's schema (partition columns may be present and must then hold the
     partition's value). For a data table, ``rejects`` are the `_rejects` rows of this very
     partition; they replace its rejects partition, and none (or an empty table) removes it.
+
+    A month partition (given as ``2025-03`` or any day of it) replaces the days in ``covers``
+    (default: the whole month): its file keeps the rows of its other days, and the rejects of
+    each covered day are replaced.
     """
     schema = _schema(table_name)
     values = _partition_text(schema, partition)
     target = partition_path(root, table_name, partition)
-    file_rows = _file_rows(schema, values, rows)
     if schema.name == REJECTS and rejects is not None:
         raise ValueError("rejects of the _rejects table make no sense")
+    days = _covered_days(schema, values, covers)
     rejected = 0
     # The partition and its rejects are written under one lock: a concurrent writer of the same
-    # partition never pairs its data with another's rejects.
+    # partition never pairs its data with another's rejects, nor keeps days another replaced.
     with exclusive_lock(lock_path(root, schema.name)):
+        if schema.month_path:
+            rows = _with_kept_days(schema, target, rows, days)
+        file_rows = _file_rows(schema, values, rows)
         _write_atomically(target, file_rows)
         if schema.name != REJECTS:
-            rejected = _replace_rejects(root, schema.name, values[0], rejects)
+            covered = [d.isoformat() for d in days] if schema.month_path else [values[0]]
+            rejected = _replace_rejects(root, schema.name, covered, rejects)
     return PartitionWrite(schema.name, values, str(target), file_rows.num_rows, rejected)
+
+
+def _covered_days(
+    schema: TableSchema, values: tuple[str, ...], covers: Iterable[date] | None
+) -> list[date]:
+    if not schema.month_path:
+        if covers is not None:
+            raise ValueError(f"{schema.name}: a partition of one day covers that day only")
+        return []
+    first, following = schemas.month_days(values[0])
+    if covers is None:
+        return [date.fromordinal(n) for n in range(first.toordinal(), following.toordinal())]
+    days = sorted(set(covers))
+    if not days:
+        raise ValueError(f"{schema.name} {values[0]}: a write that covers no day")
+    outside = [d for d in days if not first <= d < following]
+    if outside:
+        raise InvalidPartitionValue(f"{schema.name}: {outside[0]} is not in {values[0]}")
+    return days
+
+
+def _with_kept_days(
+    schema: TableSchema, target: UPath, rows: pa.Table, days: list[date]
+) -> pa.Table:
+    """``rows`` of the covered ``days``, and the rows the month's file holds of its other days."""
+    column = schema.partition_column
+    covered = pa.array(days, schemas.DAY)
+    outside = rows[column].filter(pc.invert(pc.is_in(rows[column], value_set=covered)))
+    if len(outside):
+        raise SchemaMismatch(
+            f"{schema.name}: rows of {outside[0]} given to a write of "
+            f"{schemas.month_of(days[0])} that covers {days[0]} .. {days[-1]}"
+        )
+    first, following = schemas.month_days(schemas.month_of(days[0]))
+    if len(days) == following.toordinal() - first.toordinal() or not target.exists():
+        return rows
+    with target.open("rb") as source:
+        held = pq.read_table(source)
+    kept = held.filter(pc.invert(pc.is_in(held[column], value_set=covered)))
+    return pa.concat_tables([kept, rows.select(kept.column_names).cast(kept.schema)])
 
 
 def write_partitions(
@@ -138,10 +191,10 @@ def write_partitions(
     *,
     replace: Iterable[date] = (),
 ) -> list[PartitionWrite]:
-    """Split rows and rejects by partition and replace each partition they touch.
+    """Split rows and rejects by day and replace each day they touch, in its partition.
 
-    Every partition in ``replace`` is replaced too, emptied when no row belongs to it: pass the
-    whole window a run extracted, so that a day that lost all its records is emptied.
+    Every day in ``replace`` is replaced too, emptied when no row belongs to it: pass the whole
+    window a run extracted, so that a day that lost all its records is emptied.
     """
     schema = _schema(table_name)
     column = schema.partition_column
@@ -153,11 +206,24 @@ def write_partitions(
     days = set(replace)
     days |= set(pc.unique(rows[column]).to_pylist()) if rows.num_rows else set()
     days |= {date.fromisoformat(p) for p in pc.unique(rejects["partition"]).to_pylist()}
-    writes = []
+    parts: dict[PartitionValue, list[date]] = {}
     for day in sorted(days):
-        day_rows = rows.filter(pc.equal(rows[column], pa.scalar(day, schemas.DAY)))
-        day_rejects = rejects.filter(pc.equal(rejects["partition"], day.isoformat()))
-        writes.append(replace_partition(root, schema.name, day, day_rows, rejects=day_rejects))
+        parts.setdefault(schemas.month_of(day) if schema.month_path else day, []).append(day)
+    writes = []
+    for partition, covered in parts.items():
+        part_rows = rows.filter(pc.is_in(rows[column], pa.array(covered, schemas.DAY)))
+        in_part = pa.array([d.isoformat() for d in covered], pa.string())
+        part_rejects = rejects.filter(pc.is_in(rejects["partition"], in_part))
+        writes.append(
+            replace_partition(
+                root,
+                schema.name,
+                partition,
+                part_rows,
+                rejects=part_rejects,
+                covers=covered if schema.month_path else None,
+            )
+        )
     return writes
 
 
@@ -183,12 +249,14 @@ def _schema(table_name: str) -> TableSchema:
 def _partition_text(
     schema: TableSchema, partition: PartitionValue | Sequence[PartitionValue]
 ) -> tuple[str, ...]:
-    """Partition values as validated path text, one per partition column."""
+    """Partition values as validated path text, one per path column."""
     values = (partition,) if isinstance(partition, date | str) else tuple(partition)
-    if len(values) != len(schema.partition_columns):
+    if len(values) != len(schema.path_columns):
         raise InvalidPartitionValue(
-            f"{schema.name} is partitioned by {list(schema.partition_columns)}; got {partition!r}"
+            f"{schema.name} is partitioned by {list(schema.path_columns)}; got {partition!r}"
         )
+    if schema.month_path:
+        return (_month(schema, values[0]),)
     return tuple(
         _segment(schema, schema.column(name), value)
         for name, value in zip(schema.partition_columns, values, strict=True)
@@ -214,6 +282,17 @@ def _segment(schema: TableSchema, column: schemas.Column, value: PartitionValue)
     return value
 
 
+def _month(schema: TableSchema, value: PartitionValue) -> str:
+    """A month partition's text (``2025-03``), from the month or from any day of it."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return schemas.month_of(value)
+    if isinstance(value, str) and MONTH.match(value):
+        return value
+    raise InvalidPartitionValue(
+        f"{schema.name}.{schema.month_path}: expected a month like 2025-03 or a day, got {value!r}"
+    )
+
+
 # --- Rows -> file -------------------------------------------------------------------------------
 
 
@@ -233,7 +312,7 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
             f"{schema.name}: rows do not match the schema: "
             f"wrong types {problems}, missing {missing}, unknown {unknown}"
         )
-    for column, value in zip(schema.partition_columns, values, strict=True):
+    for column, value in zip(schema.path_columns, values, strict=True):
         if column in given:
             outside = pc.not_equal(pc.cast(rows[column], pa.string()), value)
             if pc.any(outside).as_py():
@@ -246,7 +325,7 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
     ]
     if nulls:
         raise SchemaMismatch(f"{schema.name}: nulls in non-nullable columns {nulls}")
-    key = [k for k in schema.key if k not in schema.partition_columns]
+    key = [k for k in schema.key if k not in schema.path_columns]
     order = ["record_index", "reason"] if schema.name == REJECTS else key
     if order:
         stored = stored.sort_by([(name, "ascending") for name in order])
@@ -346,20 +425,31 @@ def _rename_over(source: str, target: str) -> None:
         os.close(directory)
 
 
-def _replace_rejects(root: Root, table_name: str, partition: str, rejects: pa.Table | None) -> int:
-    key = (table_name, partition)
-    target = partition_path(root, REJECTS, key)
-    if rejects is None or rejects.num_rows == 0:
-        if target.exists():
-            target.unlink()
-            _remove_empty_directories(target.parent, stop=table_path(root, REJECTS))
-        return 0
+def _replace_rejects(
+    root: Root, table_name: str, partitions: Sequence[str], rejects: pa.Table | None
+) -> int:
+    """Replace the rejects of each of these partitions of a table: ``rejects`` are all of them."""
+    if rejects is None:
+        rejects = schemas.REJECTS_TABLE.arrow_schema.empty_table()
     elsewhere = pc.or_(
-        pc.not_equal(rejects["table"], table_name), pc.not_equal(rejects["partition"], partition)
+        pc.not_equal(rejects["table"], table_name),
+        pc.invert(pc.is_in(rejects["partition"], pa.array(partitions, pa.string()))),
     )
     if pc.any(elsewhere).as_py():
-        raise ValueError(f"rejects given for {table_name} {partition} belong elsewhere")
-    _write_atomically(target, _file_rows(schemas.REJECTS_TABLE, key, rejects))
+        raise ValueError(f"rejects given for {table_name} {', '.join(partitions)} belong elsewhere")
+    for partition in partitions:
+        key = (table_name, partition)
+        target = partition_path(root, REJECTS, key)
+        mine = (
+            rejects.filter(pc.equal(rejects["partition"], partition))
+            if len(partitions) > 1
+            else rejects
+        )
+        if mine.num_rows:
+            _write_atomically(target, _file_rows(schemas.REJECTS_TABLE, key, mine))
+        elif target.exists():
+            target.unlink()
+            _remove_empty_directories(target.parent, stop=table_path(root, REJECTS))
     return int(rejects.num_rows)
 
 
@@ -386,5 +476,44 @@ def read_partition(
 def partition_files(root: Root, table_name: str) -> list[UPath]:
     """The partition files a table has now."""
     base = table_path(root, table_name)
-    depth = "/".join("*" for _ in _schema(table_name).partition_columns)
+    depth = "/".join("*" for _ in _schema(table_name).path_columns)
     return sorted(base.glob(f"{depth}/{PARTITION_FILE}")) if base.exists() else []
+
+
+def upgrade_to_months(root: Root) -> list[str]:
+    """Convert the day files a table now partitioned by month still has (a warehouse written
+    before, ``funding_history/funding_date=2025-03-14/``) into month files; the months converted.
+
+    Under the table's lock, month by month: the month's file is written from all its day files
+    before any is removed, and a month that has a file already only loses the day files left
+    beside it (a kill came between the two). Rejects keep their day partitions.
+    """
+    converted = []
+    for schema in schemas.TABLES.values():
+        if not schema.month_path:
+            continue
+        base = table_path(root, schema.name)
+        old = sorted(base.glob(f"{schema.partition_column}=*/{PARTITION_FILE}"))
+        if not old:
+            continue
+        months: dict[str, list[tuple[date, UPath]]] = {}
+        for path in old:
+            day = date.fromisoformat(path.parent.name.partition("=")[2])
+            months.setdefault(schemas.month_of(day), []).append((day, path))
+        with exclusive_lock(lock_path(root, schema.name)):
+            for month, days in months.items():
+                target = partition_path(root, schema.name, month)
+                if not target.exists():
+                    tables = []
+                    for day, path in days:
+                        with path.open("rb") as source:
+                            held = pq.read_table(source)
+                        column = pa.array([day] * held.num_rows, schemas.DAY)
+                        tables.append(held.append_column(schema.partition_column, column))
+                    rows = pa.concat_tables(tables, promote_options="default")
+                    _write_atomically(target, _file_rows(schema, (month,), rows))
+                    converted.append(month)
+                for _, path in days:
+                    path.unlink()
+                    _remove_empty_directories(path.parent, stop=base)
+    return converted

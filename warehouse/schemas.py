@@ -1,15 +1,17 @@
 """The warehouse contract: one declared schema per table, the only place a table's shape is written.
 
 Each `TableSchema` names its columns (Arrow type, nullability, a one-line description), its Hive
-partition columns and its key. Normalization builds tables in this shape, the Parquet layer checks
-them against it, the DuckDB catalog derives its views and column comments from it, and
-`whitebit-etl tables` prints it as the data dictionary.
+partition columns (or the month of one, for a table whose days are small) and its key.
+Normalization builds tables in this shape, the Parquet layer checks them against it, the DuckDB
+catalog derives its views and column comments from it, and `whitebit-etl tables` prints it as
+the data dictionary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Final
 
 import pyarrow as pa
@@ -64,6 +66,10 @@ class TableSchema:
     partition_columns: tuple[str, ...]
     #: Columns that identify a row; unique within the table. Empty for ``_rejects``.
     key: tuple[str, ...]
+    #: Set for a table whose days are too small to be files of their own: a file then holds a
+    #: calendar month of the (one, DAY) partition column, which stays in the file, and the path
+    #: names the month under this name (``funding_month=2025-03``).
+    month_path: str | None = None
     columns_by_name: Mapping[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +79,10 @@ class TableSchema:
         missing = [c for c in (*self.partition_columns, *self.key) if c not in by_name]
         if missing:
             raise ValueError(f"table {self.name}: partition or key names unknown columns {missing}")
+        if self.month_path and (
+            len(self.partition_columns) != 1 or by_name[self.partition_columns[0]].type != DAY
+        ):
+            raise ValueError(f"table {self.name}: a month partition needs one DAY partition column")
         object.__setattr__(self, "columns_by_name", by_name)
 
     @property
@@ -84,16 +94,19 @@ class TableSchema:
         return self.partition_columns[0]
 
     @property
+    def path_columns(self) -> tuple[str, ...]:
+        """The names a partition's path holds: ``month_path``, else the partition columns."""
+        return (self.month_path,) if self.month_path else self.partition_columns
+
+    @property
     def arrow_schema(self) -> pa.Schema:
         """All columns, partition columns included, as normalization produces them."""
         return pa.schema([c.arrow_field for c in self.columns])
 
     @property
     def file_schema(self) -> pa.Schema:
-        """The columns stored inside a Parquet file: partition values live in the path instead."""
-        return pa.schema(
-            [c.arrow_field for c in self.columns if c.name not in self.partition_columns]
-        )
+        """The columns stored inside a Parquet file: a partition value in the path is not."""
+        return pa.schema([c.arrow_field for c in self.columns if c.name not in self.path_columns])
 
     def column(self, name: str) -> Column:
         return self.columns_by_name[name]
@@ -128,12 +141,14 @@ FUNDING_HISTORY: Final = TableSchema(
         _money("position_amount", "Position size; negative when short"),
         _money("settlement_price", "Settlement price"),
         Column("rate_calculated_time", UTC_TIME, False, "When the funding rate was calculated"),
-        Column("funding_date", DAY, False, "UTC day of funding_time (partition)"),
+        Column("funding_date", DAY, False, "UTC day of funding_time (a file holds a month)"),
         _extracted_at(),
     ),
     partition_columns=("funding_date",),
     # Hedge mode funds a long and a short of one market at the same instant.
     key=("market", "funding_time", "position_side"),
+    # A few hundred payments a day: a file a day would be thousands of tiny files.
+    month_path="funding_month",
 )
 
 _PLAN_DESCRIPTIONS: Final = {
@@ -278,6 +293,19 @@ REJECTS_TABLE: Final = TableSchema(
     partition_columns=("table", "partition"),
     key=(),
 )
+
+
+def month_of(day: date) -> str:
+    """The month holding ``day``, as a month path names it: ``2025-03``."""
+    return f"{day.year:04d}-{day.month:02d}"
+
+
+def month_days(month: str) -> tuple[date, date]:
+    """The first day of a month (``2025-03``) and the first day of the next."""
+    first = date.fromisoformat(f"{month}-01")
+    following = date(first.year + first.month // 12, first.month % 12 + 1, 1)
+    return first, following
+
 
 TABLES: Final[Mapping[str, TableSchema]] = {
     t.name: t

@@ -1,4 +1,4 @@
-"""A `DailyFunding` in a process of its own beside the walk: `FundingWriter`.
+"""A `MonthlyFunding` in a process of its own beside the walk: `FundingWriter`.
 
 Normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
 instead of sharing one GIL with it:
@@ -14,7 +14,7 @@ instead of sharing one GIL with it:
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
 old or new. The writer stops when its parent's end of the pipe closes before the finish (the load
 was abandoned, or its process died), and a writer orphaned by a SIGKILLed run writes nothing more
-(`DailyFunding`'s parent check): the process ends with `ABANDONED_EXIT_STATUS`. A writer that
+(`MonthlyFunding`'s parent check): the process ends with `ABANDONED_EXIT_STATUS`. A writer that
 dies makes the load fail with `WriterDied`, naming how it ended.
 """
 
@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import orjson
 
-from warehouse.daily import DailyFunding, LoadAbandoned, Progress
+from warehouse.monthly import LoadAbandoned, MonthlyFunding, Progress
 from warehouse.parquet import Root
 from warehouse.settings import warehouse_root
 
@@ -65,7 +65,7 @@ _Reply = tuple[str, object] | None
 
 
 class FundingWriter:
-    """A `DailyFunding` in a child process, fed from an event loop without blocking it.
+    """A `MonthlyFunding` in a child process, fed from an event loop without blocking it.
 
     Use as an async context manager; `take` each chunk, then `finish`. Each returns the
     `Progress` replies that arrived meanwhile, in order, and raises the error the writer raised
@@ -145,7 +145,7 @@ class FundingWriter:
         return replies
 
     async def finish(self) -> list[Progress]:
-        """Have the writer write the day in hand and empty the days the walk had nothing for;
+        """Have the writer write the month in hand and empty the days the walk had nothing for;
         every reply still due."""
         self._send([_FINISH, None])
         self._in_flight += 1
@@ -235,9 +235,9 @@ class FundingWriter:
 # --- The writer process ------------------------------------------------------------------------
 
 
-def _started(start: dict[str, Any]) -> DailyFunding:
+def _started(start: dict[str, Any]) -> MonthlyFunding:
     """The writer of a start message (`FundingWriter`'s arguments, as JSON)."""
-    return DailyFunding(
+    return MonthlyFunding(
         start["root"],
         days=[date.fromisoformat(day) for day in start["days"]],
         extracted_at=datetime.fromisoformat(start["extracted_at"]),
@@ -249,11 +249,11 @@ def _started(start: dict[str, Any]) -> DailyFunding:
 def serve(down: Connection, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it.
 
-    Each chunk is normalized and its complete days written, then answered, in the order the
+    Each chunk is normalized and its complete months written, then answered, in the order the
     chunks came. Raises `LoadAbandoned` when the pipe ends before the finish (the load was
     abandoned, or its process died): the write in progress finishes, no other begins.
     """
-    writer: DailyFunding | None = None
+    writer: MonthlyFunding | None = None
     while True:
         try:
             kind, body = orjson.loads(down.recv_bytes())

@@ -21,7 +21,7 @@ from pipeline.simulator import Scale, SimClock, Simulator
 from tests.assets.conftest import resources_for
 from tests.conftest import FROZEN_AT
 from warehouse import catalog, normalize, parquet
-from warehouse.daily import DayWrite
+from warehouse.monthly import DayWrite
 
 DAY = date(2026, 9, 1)
 EXTRACTED = datetime(2026, 9, 3, tzinfo=UTC)

@@ -11,6 +11,7 @@ import dagster as dg
 
 from assets import ALL_ASSETS, SNAPSHOTS, funding_history, nightly_schedule
 from assets.definitions import defs
+from assets.partitions import today
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,17 +66,33 @@ def test_no_job_or_schedule_resets_keys() -> None:
             assert "reset" not in node.name
 
 
-def test_nightly_schedule_asks_for_yesterdays_funding_and_todays_snapshots() -> None:
-    tick = datetime(2026, 11, 22, 0, 30, tzinfo=UTC)
-    context = dg.build_schedule_context(scheduled_execution_time=tick)
-    requests = list(nightly_schedule(context))  # type: ignore[arg-type, call-overload]
-    by_key = {r.partition_key: set(r.asset_selection or []) for r in requests}
-    assert by_key == {
-        "2026-11-21": set(funding_history.keys),
-        "2026-11-22": {k for a in SNAPSHOTS for k in a.keys},
+def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots() -> None:
+    def requests(tick: datetime) -> dict[str | None, tuple[str | None, set[dg.AssetKey]]]:
+        context = dg.build_schedule_context(scheduled_execution_time=tick)
+        asked = nightly_schedule(context)  # type: ignore[arg-type, call-overload]
+        return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in asked}
+
+    snapshots = {k for a in SNAPSHOTS for k in a.keys}
+    assert requests(datetime(2026, 11, 22, 0, 30, tzinfo=UTC)) == {
+        "2026-11": ("funding_history:2026-11-21", set(funding_history.keys)),
+        None: ("snapshots:2026-11-22", snapshots),
+    }
+    # On the first of a month, yesterday's month is complete: the last night it is asked for.
+    assert requests(datetime(2026, 12, 1, 0, 30, tzinfo=UTC)) == {
+        "2026-11": ("funding_history:2026-11-30", set(funding_history.keys)),
+        None: ("snapshots:2026-12-01", snapshots),
     }
     assert nightly_schedule.cron_schedule == "30 0 * * *"
     assert nightly_schedule.execution_timezone == "UTC"
+
+
+def test_funding_is_partitioned_by_month_and_snapshots_not_at_all() -> None:
+    partitions = funding_history.partitions_def
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    keys = partitions.get_partition_keys()
+    assert keys[0] == "2024-01"
+    assert keys[-1] == today().strftime("%Y-%m")
+    assert all(asset.partitions_def is None for asset in SNAPSHOTS)
 
 
 def test_dagster_validates_the_workspace(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The funding load: streamed by day across chunks, bad records kept, no silent shrinking."""
+"""The funding load: streamed by month across chunks, bad records kept, no silent shrinking."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from tests.assets.conftest import resources_for
 from warehouse import catalog
 
 DAYS = [date(2026, 9, 12) + timedelta(days=n) for n in range(4)]
-RANGE = {
-    "dagster/asset_partition_range_start": DAYS[0].isoformat(),
-    "dagster/asset_partition_range_end": DAYS[-1].isoformat(),
-}
+#: A run of the month that holds DAYS, narrowed to them.
+DAYS_CONFIG = {"first_day": DAYS[0].isoformat(), "last_day": DAYS[-1].isoformat()}
 FUNDING_PATH = "/api/v4/collateral-account/funding-history"
 
 
@@ -36,9 +34,9 @@ def _run(
         [funding_history],
         resources=resources_for(sim, root),
         instance=instance,
-        tags=RANGE,
+        partition_key="2026-09",
         raise_on_error=False,
-        run_config={"ops": {"funding_history": {"config": config}}} if config else None,
+        run_config={"ops": {"funding_history": {"config": {**DAYS_CONFIG, **config}}}},
     )
 
 

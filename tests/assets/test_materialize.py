@@ -27,10 +27,16 @@ from warehouse import catalog, parquet
 
 # The session simulator's data clock stands at 2026-09-21: its funding history lies before that.
 WEEK = [date(2026, 9, 10) + timedelta(days=n) for n in range(7)]
-RANGE_TAGS = {
-    "dagster/asset_partition_range_start": WEEK[0].isoformat(),
-    "dagster/asset_partition_range_end": WEEK[-1].isoformat(),
-}
+MONTH = "2026-09"
+
+
+def days(first: date, last: date) -> dict[str, Any]:
+    """Run config that narrows a funding run to the days ``first .. last``."""
+    narrowed = {"first_day": first.isoformat(), "last_day": last.isoformat()}
+    return {"ops": {"funding_history": {"config": narrowed}}}
+
+
+WEEK_CONFIG = days(WEEK[0], WEEK[-1])
 
 
 def _funding_rows(root: Path) -> list[tuple[object, ...]]:
@@ -52,13 +58,16 @@ def _truth(sim: Simulator, days: list[date]) -> int:
     )
 
 
-def test_a_week_backfill_is_one_run_and_one_walk(
+def test_a_backfill_of_months_is_one_run_one_walk_and_a_file_a_month(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
+    months = {
+        "dagster/asset_partition_range_start": "2026-08",
+        "dagster/asset_partition_range_end": MONTH,
+    }
     result = dg.materialize(
-        [funding_history], resources=resources_for(own_sim, root), instance=instance,
-        tags=RANGE_TAGS,
-    )  # fmt: skip
+        [funding_history], resources=resources_for(own_sim, root), instance=instance, tags=months
+    )
     assert result.success
     assert len(instance.get_run_records()) == 1
     # One walk: the simulator answered one ping and the pages of one pass, no more.
@@ -66,12 +75,13 @@ def test_a_week_backfill_is_one_run_and_one_walk(
     pings = sum(n for (path, _), n in answered.items() if path.endswith("/ping"))
     assert pings == 1
     materializations = result.asset_materializations_for_node("funding_history")
-    assert sorted(m.partition for m in materializations) == [d.isoformat() for d in WEEK]
+    assert sorted(m.partition for m in materializations) == ["2026-08", MONTH]
     meta = materializations[0].metadata
-    assert meta["partitions_written"].value == 7
-    assert meta["dagster/row_count"].value == _truth(own_sim, WEEK)
+    all_days = [date(2026, 8, 1) + timedelta(days=n) for n in range(61)]
+    assert meta["days_written"].value == 61
+    assert meta["dagster/row_count"].value == _truth(own_sim, all_days) > 0
     files = parquet.partition_files(root, "funding_history")
-    assert [f.parent.name for f in files] == [f"funding_date={d}" for d in WEEK]
+    assert [f.parent.name for f in files] == ["funding_month=2026-08", f"funding_month={MONTH}"]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         "unique_keys": True, "no_rejects": True, "reconciles": True, "schema_drift": True
@@ -79,21 +89,54 @@ def test_a_week_backfill_is_one_run_and_one_walk(
     assert meta["unknown_fields"].value == {}
 
 
+def test_a_run_narrowed_to_days_replaces_those_days_only(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    result = dg.materialize(
+        [funding_history], resources=resources_for(own_sim, root), instance=instance,
+        partition_key=MONTH, run_config=WEEK_CONFIG,
+    )  # fmt: skip
+    assert result.success
+    meta = result.asset_materializations_for_node("funding_history")[0].metadata
+    assert meta["days_written"].value == 7
+    assert meta["dagster/row_count"].value == _truth(own_sim, WEEK)
+    assert {row[4] for row in _funding_rows(root)} == set(WEEK)
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert all(checks.values()), checks
+
+
+def test_days_outside_the_runs_months_are_refused_before_any_request(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    result = dg.materialize(
+        [funding_history], resources=resources_for(own_sim, root), instance=instance,
+        partition_key="2026-08", run_config=WEEK_CONFIG, raise_on_error=False,
+    )  # fmt: skip
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.user_failure_data.description  # type: ignore[union-attr]
+    assert "days 2026-09-10 .. 2026-09-16 asked for" in message
+    assert "hold 2026-08-01 .. 2026-08-31" in message
+    assert sum(own_sim.state.answered.values()) == 0
+    assert not any(e.is_step_up_for_retry for e in result.all_events)
+
+
 def test_a_rerun_replaces_and_leaves_no_duplicate(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
     resources = resources_for(own_sim, root)
-    dg.materialize([funding_history], resources=resources, instance=instance, tags=RANGE_TAGS)
+    dg.materialize([funding_history], resources=resources, instance=instance, partition_key=MONTH)
     first = _funding_rows(root)
-    # A rerun of one day of the range, then of the whole range again.
-    one = dg.materialize(
-        [funding_history], resources=resources, instance=instance, partition_key=WEEK[3].isoformat()
-    )
-    assert one.success
-    assert _funding_rows(root) == first
-    dg.materialize([funding_history], resources=resources, instance=instance, tags=RANGE_TAGS)
-    assert _funding_rows(root) == first
-    assert len(first) == len(set(first)) == _truth(own_sim, WEEK)
+    # A rerun of one day of the month, then of a week, then of the whole month again.
+    for config in (days(WEEK[3], WEEK[3]), WEEK_CONFIG, {}):
+        again = dg.materialize(
+            [funding_history], resources=resources, instance=instance, partition_key=MONTH,
+            run_config=config,
+        )  # fmt: skip
+        assert again.success
+        assert _funding_rows(root) == first
+    september = [date(2026, 9, 1) + timedelta(days=n) for n in range(30)]
+    assert len(first) == len(set(first)) == _truth(own_sim, september)
 
 
 def test_every_snapshot_materializes_today(
@@ -101,7 +144,6 @@ def test_every_snapshot_materializes_today(
 ) -> None:
     result = dg.materialize(
         list(SNAPSHOTS), resources=resources_for(own_sim, root), instance=instance,
-        partition_key=today().isoformat(),
     )  # fmt: skip
     assert result.success
     events = result.get_asset_materialization_events()
@@ -130,34 +172,19 @@ def test_every_snapshot_materializes_today(
     assert failed == []
 
 
-def test_a_past_snapshot_is_refused_before_any_request(
-    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
-) -> None:
-    yesterday = (today() - timedelta(days=1)).isoformat()
-    result = dg.materialize(
-        [a for a in SNAPSHOTS if "hedge_mode" in {k.to_user_string() for k in a.keys}],
-        resources=resources_for(own_sim, root),
-        instance=instance,
-        partition_key=yesterday,
-        raise_on_error=False,
-    )
-    assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure)
-    message = failure.step_failure_data.user_failure_data.description  # type: ignore[union-attr]
-    assert "only today's partition" in message
-    assert yesterday in message
-    assert "cannot tell" in message
-    # Refused at once: not even a retry, not even the ping.
-    assert sum(own_sim.state.answered.values()) == 0
-    assert not any(e.is_step_up_for_retry for e in result.all_events)
-
-
 def test_the_whole_location_materializes_with_checks(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
     resources = resources_for(own_sim, root)
-    dg.materialize(list(ALL_ASSETS), resources=resources, instance=instance,
-                   partition_key=today().isoformat())  # fmt: skip
+    result = dg.materialize(list(ALL_ASSETS), resources=resources, instance=instance,
+                            partition_key=today().strftime("%Y-%m"))  # fmt: skip
+    assert result.success
+    # Snapshots are not partitioned: they are taken for today in the month's run.
+    snapshot_events = [
+        e for e in result.get_asset_materialization_events() if e.asset_key != funding_history.key
+    ]
+    assert snapshot_events
+    assert all(e.partition is None for e in snapshot_events)
     with duckdb.connect(str(catalog.catalog_path(root)), read_only=True) as con:
         views = {
             r[0]
@@ -175,7 +202,6 @@ def test_investments_metadata_reports_the_walk(
     result = dg.materialize(
         [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}],
         resources=resources_for(own_sim, root), instance=instance,
-        partition_key=today().isoformat(),
     )  # fmt: skip
     meta = result.asset_materializations_for_node("investments")[0].metadata
     assert meta["pages_fetched"].value >= 1
@@ -192,7 +218,7 @@ def test_a_refusal_fails_once_with_the_exchanges_message(
     )
     result = dg.materialize(
         [funding_history], resources=resources, instance=instance,
-        partition_key=WEEK[0].isoformat(), raise_on_error=False,
+        partition_key=MONTH, raise_on_error=False,
     )  # fmt: skip
     assert not result.success
     assert not any(e.is_step_up_for_retry for e in result.all_events)
@@ -211,7 +237,6 @@ def test_the_resource_sets_how_the_client_retries(
         [hedge_mode],
         resources=resources_for(own_sim, root, max_retries=2, initial_retry_delay_s=0.01),
         instance=instance,
-        partition_key=today().isoformat(),
         raise_on_error=False,
     )
     assert not result.success
@@ -241,7 +266,7 @@ def test_unknown_fields_are_named_in_metadata_and_warned_of_by_schema_drift(
     selected = [funding_history, *(a for a in SNAPSHOTS if a is not investments)]
     result = dg.materialize(
         selected, resources=resources_for(own_sim, root), instance=instance,
-        partition_key=today().isoformat(), raise_on_error=False,
+        partition_key=MONTH, run_config=WEEK_CONFIG, raise_on_error=False,
     )  # fmt: skip
     assert result.success  # rows load as without the field: drift only warns
     tables = ["funding_history", "main_balances", "trading_balances", "hedge_mode", "watcher_links"]

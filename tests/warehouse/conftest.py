@@ -46,9 +46,15 @@ def at(day: date, hour: int, market: str = "BTC_PERP", **fields: object) -> dict
 
 
 def markets(root: Path, day: date) -> list[str] | None:
-    """The markets of the day's partition, or None when it has no file."""
+    """The markets of the day's payments, or None when its month has no file."""
     rows = parquet.read_partition(root, "funding_history", day)
-    return None if rows is None else sorted(rows["market"].to_pylist())
+    if rows is None:
+        return None
+    return sorted(
+        m
+        for m, d in zip(rows["market"].to_pylist(), rows["funding_date"].to_pylist(), strict=True)
+        if d == day
+    )
 
 
 def plan(**overrides: object) -> dict[str, object]:

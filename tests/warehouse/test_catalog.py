@@ -192,21 +192,30 @@ def test_curated_views_answer_from_the_snapshots(root: Path) -> None:
     ]
 
 
-def test_a_one_day_query_reads_only_that_days_file(root: Path) -> None:
-    for offset in range(5):
-        day = DAY + timedelta(days=offset)
-        write_funding(root, [funding_record(fundingTime=str(DAY_START + offset * 86400 + 60))], day)
+def test_a_month_is_one_file_and_a_one_day_query_scans_only_its_row_groups(root: Path) -> None:
+    # 2024-02-27 .. 2024-03-02: two months, five days.
+    for offset in range(-3, 2):
+        write_funding(root, [funding_record(fundingTime=str(DAY_START + offset * 86400 + 60))])
+    files = parquet.partition_files(root, "funding_history")
+    assert [f.parent.name for f in files] == ["funding_month=2024-02", "funding_month=2024-03"]
     catalog.refresh(root)
     with catalog.connect(root) as con:
+        day = con.execute(
+            "SELECT funding_date, count(*) FROM funding_history "
+            "WHERE funding_date = DATE '2024-03-02' GROUP BY 1"
+        ).fetchall()
         plan_text = con.execute(
             "EXPLAIN ANALYZE SELECT sum(funding_amount) FROM funding_history "
-            "WHERE funding_date = DATE '2024-03-03'"
+            "WHERE funding_date = DATE '2024-03-02'"
         ).fetchall()[0][1]
-    files_read = re.search(r"Total Files Read:\s*(\d+)", plan_text)
-    assert files_read is not None, plan_text
-    assert int(files_read.group(1)) == 1
-    assert "funding_date=2024-03-03" in plan_text
-    assert "funding_date=2024-03-02" not in plan_text
+        columns = [r[0] for r in con.execute("DESCRIBE funding_history").fetchall()]
+    assert day == [(date(2024, 3, 2), 1)]
+    # funding_date is in the files, so their row groups' statistics leave February's out.
+    scanned = re.search(r"Row Groups Scanned:\s*(\d+)\s*/\s*(\d+)", plan_text)
+    assert scanned is not None, plan_text
+    assert (int(scanned.group(1)), int(scanned.group(2))) == (1, 2)
+    # The month in the path is not a column of the view: its columns are the schema's.
+    assert columns == [c.name for c in schemas.FUNDING_HISTORY.columns]
 
 
 @settings(max_examples=25, deadline=None)

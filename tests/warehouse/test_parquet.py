@@ -35,20 +35,20 @@ def read(path: Path | str) -> pa.Table:
 def test_layout_is_hive_one_zstd_file_per_partition(root: Path) -> None:
     next_day = funding_record(fundingTime=str(DAY_START + 86400 + 1))
     writes = parquet.write_batch(root, funding_batch([funding_record(), next_day]))
-    assert [w.partition for w in writes] == [("2024-03-01",), ("2024-03-02",)]
+    assert [w.partition for w in writes] == [("2024-03",)]
     files = sorted(
         p.relative_to(root).as_posix()
         for p in root.rglob("*")
         if p.is_file() and ".locks" not in p.parts
     )
-    assert files == [
-        "parquet/funding_history/funding_date=2024-03-01/data.parquet",
-        "parquet/funding_history/funding_date=2024-03-02/data.parquet",
-    ]
+    assert files == ["parquet/funding_history/funding_month=2024-03/data.parquet"]
     metadata = pq.ParquetFile(writes[0].path).metadata
     assert metadata.row_group(0).column(0).compression == "ZSTD"
-    # Partition values live in the path only.
+    # The month lives in the path only; the day stays in the file.
     assert read(writes[0].path).schema == schemas.FUNDING_HISTORY.file_schema
+    assert "funding_date" in schemas.FUNDING_HISTORY.file_schema.names
+    # A snapshot's day lives in the path only.
+    assert "snapshot_date" not in schemas.MAIN_BALANCES.file_schema.names
 
 
 def test_rerun_with_the_same_input_gives_the_same_rows_and_no_duplicates(root: Path) -> None:
@@ -106,7 +106,13 @@ def test_unsafe_path_segments_are_refused(root: Path, value: str) -> None:
 
 def test_partition_values_must_be_dates_of_a_known_table(root: Path) -> None:
     with pytest.raises(InvalidPartitionValue, match="expected a date"):
-        parquet.partition_path(root, "funding_history", "2024-03-01")
+        parquet.partition_path(root, "main_balances", "2024-03-01")
+    for value in ("2024-03-01", "2024-13", "../x"):
+        with pytest.raises(InvalidPartitionValue, match="expected a month like 2025-03 or a day"):
+            parquet.partition_path(root, "funding_history", value)
+    assert parquet.partition_path(root, "funding_history", DAY) == parquet.partition_path(
+        root, "funding_history", "2024-03"
+    )
     with pytest.raises(InvalidPartitionValue, match="not a data table"):
         parquet.partition_path(root, "_rejects", ("secrets", "2024-03-01"))
     with pytest.raises(ValueError, match="unknown table"):
@@ -122,8 +128,10 @@ def test_rows_that_do_not_match_the_schema_are_refused(root: Path) -> None:
     )
     with pytest.raises(SchemaMismatch, match="funding_amount: expected decimal128"):
         parquet.replace_partition(root, "funding_history", DAY, as_float)
-    with pytest.raises(SchemaMismatch, match="outside funding_date=2024-02-01"):
+    with pytest.raises(SchemaMismatch, match="rows of 2024-03-01 given to a write of 2024-02"):
         parquet.replace_partition(root, "funding_history", date(2024, 2, 1), rows)
+    with pytest.raises(SchemaMismatch, match="that covers 2024-03-02 .. 2024-03-02"):
+        parquet.replace_partition(root, "funding_history", DAY, rows, covers=[date(2024, 3, 2)])
     doubled = pa.concat_tables([rows, rows])
     with pytest.raises(SchemaMismatch, match="share a key"):
         parquet.replace_partition(root, "funding_history", DAY, doubled)
@@ -160,7 +168,7 @@ def test_a_write_killed_midway_leaves_the_old_partition_whole(root: Path) -> Non
 
     assert target.read_bytes() == old_bytes
     assert read(target).equals(
-        old.drop_columns(["funding_date"]).sort_by(
+        old.sort_by(
             [("market", "ascending"), ("funding_time", "ascending"), ("position_side", "ascending")]
         )
     )
@@ -188,3 +196,56 @@ def test_writers_of_one_partition_take_turns(root: Path) -> None:
     (path,) = parquet.partition_files(root, "funding_history")
     assert read(str(path)).num_rows in (40, 60)
     assert [p.name for p in path.parent.iterdir()] == ["data.parquet"]
+
+
+def test_a_month_write_replaces_the_days_it_covers_and_keeps_the_others(root: Path) -> None:
+    days = [funding_record(fundingTime=str(DAY_START + n * 86400 + 60)) for n in range(3)]
+    bad = funding_record(fundingTime=str(DAY_START + 86400 + 120), fundingRate="1e-5")
+    parquet.write_batch(root, funding_batch([*days, bad]))
+    second = date(2024, 3, 2)
+    rejects_file = parquet.partition_path(root, "_rejects", ("funding_history", "2024-03-02"))
+    assert rejects_file.exists()
+
+    again = funding_batch([funding_record(market="ETH_PERP", fundingTime=days[1]["fundingTime"])])
+    write = parquet.replace_partition(
+        root, "funding_history", "2024-03", again.rows, rejects=again.rejects, covers=[second]
+    )
+    held = read(write.path)
+    assert sorted(zip(held["funding_date"].to_pylist(), held["market"].to_pylist())) == [
+        (DAY, "BTC_PERP"), (second, "ETH_PERP"), (date(2024, 3, 3), "BTC_PERP")
+    ]  # fmt: skip
+    assert not rejects_file.exists()  # the covered day's rejects went with its rows
+
+
+def _old_day_file(root: Path, day: date, records: list[object]) -> Path:
+    """A day file as warehouses wrote them before funding months: the day in the path only."""
+    rows = funding_batch(records, day).rows.drop_columns(["funding_date"])
+    path = root / "parquet" / "funding_history" / f"funding_date={day}" / "data.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(rows, path)
+    return path
+
+
+def test_an_old_warehouse_of_day_files_is_converted_to_month_files(root: Path) -> None:
+    from warehouse import catalog
+
+    feb29, mar1 = date(2024, 2, 29), DAY
+    _old_day_file(root, feb29, [funding_record(fundingTime=str(DAY_START - 3600))])
+    _old_day_file(root, mar1, [funding_record(), funding_record(market="ETH_PERP")])
+    # A kill after March's file was written left one of its day files behind.
+    parquet.replace_partition(
+        root, "funding_history", "2024-03", funding_batch([funding_record()]).rows, covers=[mar1]
+    )
+    _old_day_file(root, date(2024, 3, 2), [funding_record(fundingTime=str(DAY_START + 86400))])
+
+    catalog.refresh(root)
+    files = parquet.partition_files(root, "funding_history")
+    assert [f.parent.name for f in files] == ["funding_month=2024-02", "funding_month=2024-03"]
+    assert not list((root / "parquet" / "funding_history").glob("funding_date=*"))
+    with catalog.connect(root) as con:
+        rows = con.execute(
+            "SELECT funding_date, market FROM funding_history ORDER BY ALL"
+        ).fetchall()
+    # February came from its day file; March's file was whole already and is kept as it was.
+    assert rows == [(feb29, "BTC_PERP"), (mar1, "BTC_PERP")]
+    assert parquet.upgrade_to_months(root) == []  # once converted, nothing more to do

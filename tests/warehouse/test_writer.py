@@ -15,7 +15,7 @@ import pytest
 from tests.warehouse.conftest import D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse import parquet
 from warehouse import writer as funding
-from warehouse.daily import DailyFunding, FewerRowsRefused, Progress
+from warehouse.monthly import FewerRowsRefused, MonthlyFunding, Progress
 
 
 def run(
@@ -53,7 +53,7 @@ def test_records_cross_the_pipe_exactly(root: Path) -> None:
     assert '"market":"ÉTH_PERP"' in rejects["raw_json"][0].as_py()
 
 
-def test_days_are_written_in_order_over_many_chunks(root: Path) -> None:
+def test_months_are_written_in_order_over_many_chunks(root: Path) -> None:
     chunks = [
         [at(D4, 16), at(D4, 8)],
         [at(D4, 0), at(D3, 16)],
@@ -62,7 +62,7 @@ def test_days_are_written_in_order_over_many_chunks(root: Path) -> None:
     ]
     replies = run(root, chunks, days=[D1, D2, D3, D4])
     written = [(d.day, d.rows) for p in replies for d in p.days]
-    assert written == [(D4, 3), (D3, 2), (D2, 2), (D1, 0)]
+    assert written == [(D4, 3), (D1, 0), (D2, 2), (D3, 2)]
     assert markets(root, D2) == ["BTC_PERP", "ETH_PERP"]
 
 
@@ -74,7 +74,7 @@ def test_a_record_of_another_json_type_crosses_as_sent_and_is_rejected(root: Pat
 
 
 def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) -> None:
-    held = DailyFunding(root, days=[D4], extracted_at=EXTRACTED_AT)
+    held = MonthlyFunding(root, days=[D4], extracted_at=EXTRACTED_AT)
     held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
     held.finish()
     with pytest.raises(FewerRowsRefused, match="no longer lists 1 payment") as raised:

@@ -1,4 +1,4 @@
-"""Funding into daily partitions: the day-splitting logic (`DailyFunding`), in this process."""
+"""Funding into month partitions: the splitting logic (`MonthlyFunding`), in this process."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.warehouse.conftest import D1, D2, D3, D4, EXTRACTED_AT, at, markets
-from warehouse.daily import DailyFunding, DayOrderError, FewerRowsRefused, LoadAbandoned
+from warehouse.monthly import DayOrderError, FewerRowsRefused, LoadAbandoned, MonthlyFunding
 
 
 def loader(
     root: Path, days: list[date], *, allow_fewer_rows: bool = False, parent: int | None = None
-) -> DailyFunding:
-    return DailyFunding(
+) -> MonthlyFunding:
+    return MonthlyFunding(
         root,
         days=days,
         extracted_at=EXTRACTED_AT,
@@ -24,18 +24,19 @@ def loader(
     )
 
 
-def test_a_day_is_written_once_complete_and_a_day_spanning_chunks_whole(root: Path) -> None:
+def test_a_month_is_written_once_complete_and_a_month_spanning_chunks_whole(root: Path) -> None:
+    # D4 is 2024-03-01; D1 .. D3 end February.
     funding = loader(root, [D2, D3, D4])
     first = funding.take([at(D4, 8), at(D3, 16, "ETH_PERP")])
     assert [(d.day, d.rows) for d in first.days] == [(D4, 1)]
     assert (first.received, first.duplicates) == (2, 0)
-    assert markets(root, D3) is None  # D3 may go on in the next chunk
+    assert markets(root, D3) is None  # February may go on in the next chunk
     second = funding.take([at(D3, 8), at(D2, 8)])
-    assert [(d.day, d.rows) for d in second.days] == [(D3, 2)]
-    assert markets(root, D3) == ["BTC_PERP", "ETH_PERP"]
-    assert markets(root, D2) is None
+    assert second.days == []
+    assert markets(root, D3) is None
     last = funding.finish()
-    assert [(d.day, d.rows) for d in last.days] == [(D2, 1)]
+    assert [(d.day, d.rows) for d in last.days] == [(D2, 1), (D3, 2)]
+    assert markets(root, D3) == ["BTC_PERP", "ETH_PERP"]
     assert markets(root, D2) == ["BTC_PERP"]
 
 
@@ -43,8 +44,20 @@ def test_every_day_of_the_range_is_replaced_those_without_records_emptied(root: 
     funding = loader(root, [D1, D2, D3, D4])
     assert funding.take([at(D3, 8)]).days == []
     finished = funding.finish()
-    assert [(d.day, d.rows) for d in finished.days] == [(D3, 1), (D1, 0), (D2, 0), (D4, 0)]
+    assert [(d.day, d.rows) for d in finished.days] == [(D1, 0), (D2, 0), (D3, 1), (D4, 0)]
     assert [markets(root, day) for day in (D1, D2, D3, D4)] == [[], [], ["BTC_PERP"], []]
+
+
+def test_a_load_replaces_its_days_and_keeps_the_others_of_their_month(root: Path) -> None:
+    first = loader(root, [D1, D2, D3])
+    first.take([at(D3, 8), at(D2, 8), at(D1, 8)])
+    first.finish()
+    again = loader(root, [D2])
+    again.take([at(D2, 8), at(D2, 9, "ETH_PERP")])
+    assert [(d.day, d.rows) for d in again.finish().days] == [(D2, 2)]
+    assert [markets(root, day) for day in (D1, D2, D3)] == [
+        ["BTC_PERP"], ["BTC_PERP", "ETH_PERP"], ["BTC_PERP"]
+    ]  # fmt: skip
 
 
 def test_rejects_go_into_their_day_with_the_rows(root: Path) -> None:
@@ -55,24 +68,25 @@ def test_rejects_go_into_their_day_with_the_rows(root: Path) -> None:
     assert write.reasons == ("fundingAmount: not a decimal number",)
 
 
-def test_a_newer_day_after_an_older_one_is_an_order_error(root: Path) -> None:
+def test_a_newer_month_after_an_older_one_is_an_order_error(root: Path) -> None:
     funding = loader(root, [D2, D3, D4])
     funding.take([at(D3, 8)])
-    with pytest.raises(DayOrderError, match=f"out of order: after {D3}, {D4}"):
+    with pytest.raises(DayOrderError, match="out of order: after 2024-02, 2024-03"):
         funding.take([at(D4, 8)])
 
 
-def test_a_day_that_begins_again_after_it_was_written_is_an_order_error(root: Path) -> None:
+def test_a_month_that_begins_again_after_it_was_written_is_an_order_error(root: Path) -> None:
     funding = loader(root, [D3, D4])
     funding.take([at(D4, 8), at(D3, 8)])
-    with pytest.raises(DayOrderError, match=f"{D4} began again after it was written"):
+    with pytest.raises(DayOrderError, match="2024-03 began again after it was written"):
         funding.take([at(D4, 9)])
 
 
 def test_a_day_outside_the_range_is_an_order_error(root: Path) -> None:
     funding = loader(root, [D3, D4])
-    with pytest.raises(DayOrderError, match=f"a record of {D2} came with the window"):
+    with pytest.raises(DayOrderError, match=f"a record of {D1} came with the window"):
         funding.take([at(D2, 8), at(D1, 8)])
+    assert markets(root, D3) is None
 
 
 def test_fewer_payments_than_the_partition_holds_are_refused_unless_allowed(root: Path) -> None:
