@@ -46,14 +46,15 @@ def _scrubbed(text: str) -> str:
 
 
 def _partitions(run: dg.DagsterRun) -> str:
+    """``partition 2026-11, `` (or a range), or nothing for a run of unpartitioned assets."""
     tags = run.tags
     if "dagster/partition" in tags:
-        return tags["dagster/partition"]
+        return f"partition {tags['dagster/partition']}, "
     start, end = (
         tags.get("dagster/asset_partition_range_start"),
         tags.get("dagster/asset_partition_range_end"),
     )
-    return f"{start} .. {end}" if start and end else "none"
+    return f"partitions {start} .. {end}, " if start and end else ""
 
 
 def _failed_evaluation(entry: dg.EventLogEntry) -> dg.AssetCheckEvaluation | None:
@@ -70,7 +71,7 @@ def message(instance: dg.DagsterInstance, run: dg.DagsterRun, fallback: str = ""
     """The alert for a run: job, partition(s), what failed and why, and a link."""
     lines = [
         f"whitebit-etl: run of job {run.job_name} failed "
-        f"(partition {_partitions(run)}, status {run.status.value})"
+        f"({_partitions(run)}status {run.status.value})"
     ]
     # What failed, as the command line says it after a run: one account of a run's failures.
     said = outcome(instance, run.run_id, success=False).said

@@ -31,7 +31,7 @@ API_POOL: Final = "whitebit_api"
 API_RETRY: Final = dg.RetryPolicy(
     max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
-#: Progress of a run, one record per partition written: the CLI shows it as a progress bar.
+#: Progress of a run, one record per day written: the CLI shows it as a progress bar.
 PROGRESS_LOGGER: Final = "pipeline.progress"
 PREVIEW_ROWS: Final = 5
 

@@ -147,7 +147,7 @@ _CLIENT_WAIT: Final = re.compile(r"retrying in (\d+(?:\.\d+)?) s$")
 
 
 class _ProgressHandler(logging.Handler):
-    """Advances a progress bar for every partition a run writes."""
+    """Advances a progress bar for every day a run writes."""
 
     def __init__(self, progress: Progress, task: TaskID) -> None:
         super().__init__(logging.INFO)

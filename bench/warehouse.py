@@ -1,9 +1,10 @@
-"""The warehouse section of `make bench`: exact decimals, Parquet writes, partition pruning.
+"""The warehouse section of `make bench`: exact decimals, Parquet writes, the layout's queries.
 
 Side by side in one run: our vectorized decimal parsing against a row-by-row
 ``decimal.Decimal`` conversion in pandas of the same strings; funding normalization end to end;
-Parquet partition writes; and a one-day query over the Hive-partitioned view against the same
-query over one unpartitioned Parquet file.
+Parquet partition writes. `layout` measures a warehouse the backfill section filled: its file
+count, and a one-day query and a whole-history aggregate through the view against the same
+queries over one unpartitioned Parquet file of the same rows.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Final
@@ -20,7 +21,6 @@ from typing import Final
 import duckdb
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench import Figure
@@ -32,16 +32,13 @@ RECORDS: Final = 1_000_000
 BASELINE_VALUES: Final = 200_000
 DAYS: Final = 60
 DAY_START: Final = 1_704_067_200  # 2024-01-01T00:00:00Z
-REPEATS: Final = 5
-#: The pruning figure queries this many copies of the normalized days, one after the other.
-HISTORY_COPIES: Final = 10
-ONE_DAY_PARTITIONED: Final = (
-    "SELECT count(*), sum(funding_amount) FROM funding_history "
-    "WHERE funding_date = DATE '2024-01-31'"
+REPEATS: Final = 7
+#: The queries of the layout figures; ``{source}`` is the view, or one file.
+ONE_DAY: Final = (
+    "SELECT count(*), sum(funding_amount) FROM {source} WHERE funding_date = DATE '{day}'"
 )
-ONE_DAY_UNPARTITIONED: Final = (
-    "SELECT count(*), sum(funding_amount) FROM read_parquet(?) "
-    "WHERE funding_date = DATE '2024-01-31'"
+BY_MARKET: Final = (
+    "SELECT market, count(*), sum(funding_amount) FROM {source} GROUP BY market ORDER BY market"
 )
 
 
@@ -54,7 +51,6 @@ def run() -> list[Figure]:
         batch, normalize_figure = _normalize(records)
         figures.append(normalize_figure)
         figures.append(_write(root, batch))
-        figures.append(_pruned_query(root, batch))
     return figures
 
 
@@ -117,47 +113,66 @@ def _write(root: Path, batch: normalize.Batch) -> Figure:
     elapsed = _seconds(lambda: parquet.write_batch(root, batch))
     return Figure(
         SECTION,
-        f"Parquet partition writes ({DAYS} partitions, zstd, atomic)",
+        f"Parquet writes of {DAYS} days (a file per month, zstd, atomic)",
         batch.normalized / elapsed,
         "rows/s",
         note=f"{batch.normalized:,} rows in {elapsed:.2f} s",
     )
 
 
-def _pruned_query(root: Path, batch: normalize.Batch) -> Figure:
-    """Years of history: the normalized days repeated `HISTORY_COPIES` times, each copy later."""
-    history = pa.concat_tables(
-        _shifted(batch.rows, copy * (DAYS + 1)) for copy in range(HISTORY_COPIES)
-    )
-    history_root = root / "history"
-    parquet.write_partitions(history_root, "funding_history", history)
-    single = root / "unpartitioned.parquet"
-    pq.write_table(history, single, compression="zstd")
-    catalog.refresh(history_root)
-    root = history_root
+def layout(root: Path) -> list[Figure]:
+    """The funding history of a warehouse: its files, and two queries through its view against
+    the same over one file of its rows (zstd, sorted by day, pyarrow's defaults otherwise)."""
+    files = parquet.partition_files(root, "funding_history")
+    single = root.parent / f"{root.name}-one-file.parquet"
     with catalog.connect(root) as con:
-        expected = con.execute(ONE_DAY_PARTITIONED).fetchall()
-        assert con.execute(ONE_DAY_UNPARTITIONED, [str(single)]).fetchall() == expected
-        ours = _median_seconds(con, ONE_DAY_PARTITIONED)
-        baseline = _median_seconds(con, ONE_DAY_UNPARTITIONED, [str(single)])
-    return Figure(
-        SECTION,
-        f"one-day query over {history.num_rows:,} rows: pruned view vs one unpartitioned file",
-        1 / ours,
-        "queries/s",
-        baseline=1 / baseline,
-        baseline_name="same query over one Parquet file",
-        note=f"median of {REPEATS}: {ours * 1000:.1f} ms vs {baseline * 1000:.1f} ms",
-    )
+        rows = con.sql("SELECT * FROM funding_history ORDER BY funding_date").to_arrow_table()
+        pq.write_table(rows, single, compression="zstd")
+        days = con.execute("SELECT count(DISTINCT funding_date) FROM funding_history").fetchone()
+        middle = con.execute(  # the median day
+            "SELECT funding_date FROM funding_history ORDER BY funding_date LIMIT 1 OFFSET ?",
+            [rows.num_rows // 2],
+        ).fetchone()
+        assert days is not None
+        assert middle is not None
+        view, one_file = "funding_history", f"read_parquet('{single}')"
+        figures = [
+            Figure(
+                SECTION,
+                f"funding history of {rows.num_rows:,} rows, {days[0]:,} days: Parquet files",
+                len(files),
+                "files",
+                days[0],
+                "a file per day",
+                "lower is better: a file per month",
+            )
+        ]
+        for label, query in (
+            (f"one-day query ({middle[0]})", ONE_DAY.format(source="{source}", day=middle[0])),
+            ("whole-history sum of funding by market", BY_MARKET),
+        ):
+            ours, expected = _timed(con, query.format(source=view))
+            baseline, found = _timed(con, query.format(source=one_file))
+            assert found == expected, label
+            figures.append(
+                Figure(
+                    SECTION,
+                    f"{label} through the view",
+                    1 / ours,
+                    "queries/s",
+                    1 / baseline,
+                    "the same over one unpartitioned file",
+                    f"median of {REPEATS}: {ours * 1000:.1f} ms vs {baseline * 1000:.1f} ms",
+                )
+            )
+    single.unlink()
+    return figures
 
 
-def _shifted(rows: pa.Table, days: int) -> pa.Table:
-    shift = pa.scalar(timedelta(days=days), pa.duration("us"))
-    for name in ("funding_time", "rate_calculated_time"):
-        index = rows.schema.get_field_index(name)
-        rows = rows.set_column(index, name, pc.add(rows[name], shift))
-    index = rows.schema.get_field_index("funding_date")
-    return rows.set_column(index, "funding_date", pc.cast(rows["funding_time"], pa.date32()))
+def _timed(con: duckdb.DuckDBPyConnection, query: str) -> tuple[float, list[object]]:
+    """The median seconds of a query, and its answer."""
+    answer = con.execute(query).fetchall()
+    return _median_seconds(con, query), list(answer)
 
 
 def _median_seconds(

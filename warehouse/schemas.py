@@ -279,7 +279,9 @@ REJECTS_TABLE: Final = TableSchema(
     description="One row per raw record that failed normalization, with the reason",
     columns=(
         Column("table", TEXT, False, "Table the record was meant for (partition)"),
-        Column("partition", TEXT, False, "Partition value of that table, e.g. a day (partition)"),
+        Column(
+            "partition", TEXT, False, "UTC day of that table the record was meant for (partition)"
+        ),
         Column("record_index", pa.int64(), False, "Position of the record in its input batch"),
         Column(
             "raw_json",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from assets import WarehouseResource, WhiteBITResource
 from pipeline.simulator import Simulator
+from warehouse.schemas import month_of
 
 
 @pytest.fixture
@@ -51,3 +53,17 @@ def without_step_retries(monkeypatch: pytest.MonkeyPatch, *assets: dg.AssetsDefi
     failure at once. The client's own retries stay as the resource configures them."""
     for asset in assets:
         monkeypatch.setattr(asset.op, "_retry_policy", None)
+
+
+def funding_run(first: date, last: date) -> dict[str, Any]:
+    """`dg.materialize` arguments for a funding run of the days ``first .. last``: the months
+    that hold them, narrowed to those days (what ``whitebit-etl materialize`` asks for)."""
+    narrowed = {"first_day": first.isoformat(), "last_day": last.isoformat()}
+    config = {"ops": {"funding_history": {"config": narrowed}}}
+    if month_of(first) == month_of(last):
+        return {"partition_key": month_of(first), "run_config": config}
+    months = {
+        "dagster/asset_partition_range_start": month_of(first),
+        "dagster/asset_partition_range_end": month_of(last),
+    }
+    return {"tags": months, "run_config": config}

@@ -22,21 +22,13 @@ from assets.partitions import today
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import AsyncWhiteBIT
-from tests.assets.conftest import resources_for, without_step_retries
+from tests.assets.conftest import funding_run, resources_for, without_step_retries
 from warehouse import catalog, parquet
 
 # The session simulator's data clock stands at 2026-09-21: its funding history lies before that.
 WEEK = [date(2026, 9, 10) + timedelta(days=n) for n in range(7)]
 MONTH = "2026-09"
-
-
-def days(first: date, last: date) -> dict[str, Any]:
-    """Run config that narrows a funding run to the days ``first .. last``."""
-    narrowed = {"first_day": first.isoformat(), "last_day": last.isoformat()}
-    return {"ops": {"funding_history": {"config": narrowed}}}
-
-
-WEEK_CONFIG = days(WEEK[0], WEEK[-1])
+WEEK_CONFIG = funding_run(WEEK[0], WEEK[-1])["run_config"]
 
 
 def _funding_rows(root: Path) -> list[tuple[object, ...]]:
@@ -128,7 +120,7 @@ def test_a_rerun_replaces_and_leaves_no_duplicate(
     dg.materialize([funding_history], resources=resources, instance=instance, partition_key=MONTH)
     first = _funding_rows(root)
     # A rerun of one day of the month, then of a week, then of the whole month again.
-    for config in (days(WEEK[3], WEEK[3]), WEEK_CONFIG, {}):
+    for config in (funding_run(WEEK[3], WEEK[3])["run_config"], WEEK_CONFIG, {}):
         again = dg.materialize(
             [funding_history], resources=resources, instance=instance, partition_key=MONTH,
             run_config=config,

@@ -20,7 +20,6 @@ import dagster as dg
 import pytest
 
 from assets import SNAPSHOTS, funding_history
-from assets.partitions import today
 from pipeline.simulator import (
     Credentials,
     Dataset,
@@ -30,7 +29,7 @@ from pipeline.simulator import (
     SpawnedSimulator,
     spawn,
 )
-from tests.assets.conftest import resources_for
+from tests.assets.conftest import funding_run, resources_for
 from tests.conftest import FROZEN_AT
 from warehouse import catalog, schemas
 
@@ -41,10 +40,6 @@ CLI_TIMEOUT_S = 300
 #: Funding days of the nightly workload: inside the simulator's history (it ends 2026-09-21).
 FUNDING_DAYS = [date(2026, 9, 10) + timedelta(days=n) for n in range(4)]
 FIRST, LAST = FUNDING_DAYS[0].isoformat(), FUNDING_DAYS[-1].isoformat()
-RANGE_TAGS = {
-    "dagster/asset_partition_range_start": FIRST,
-    "dagster/asset_partition_range_end": LAST,
-}
 SNAPSHOT_TABLES = [key.to_user_string() for asset in SNAPSHOTS for key in asset.keys]
 
 #: A table's rows as the warehouse holds them, without the one column a rerun changes.
@@ -68,14 +63,12 @@ def nightly(
     """Funding history for `FUNDING_DAYS` and today's snapshots, in-process, real resources."""
     resources = resources_for(sim, root, **whitebit)
     funding = dg.materialize(
-        [funding_history], resources=resources, tags=RANGE_TAGS, raise_on_error=False
-    )
-    snapshots = dg.materialize(
-        list(SNAPSHOTS),
+        [funding_history],
         resources=resources,
-        partition_key=today().isoformat(),
         raise_on_error=False,
+        **funding_run(FUNDING_DAYS[0], FUNDING_DAYS[-1]),
     )
+    snapshots = dg.materialize(list(SNAPSHOTS), resources=resources, raise_on_error=False)
     return funding, snapshots
 
 

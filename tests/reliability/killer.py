@@ -7,14 +7,14 @@ process with SIGKILL (no handler, no cleanup, as the OOM killer or a power cut w
 real CLI runs. No product code knows about it. The points:
 
 - ``walk``: the funding walk takes its N-th page (`FundingCursor.read`) after the writer process
-  reported its first day written: some days are rewritten by then, the rest still to page.
+  reported its first days written: a month is rewritten by then, the rest still to page.
 - ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file.
 - ``parquet-before-rename``: the N-th temp file is complete and synced, not yet renamed over.
 - ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, the
   curated ones not).
 
 ``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, and wait
-for each chunk's answer before the next, so that days are rewritten while the walk is still
+for each chunk's answer before the next, so that months are rewritten while the walk is still
 paging (a short walk would otherwise end before the writer has started).
 
 Funding partitions are written by the load's writer process (`warehouse.writer`): this module

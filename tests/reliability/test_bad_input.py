@@ -39,11 +39,10 @@ from upath import UPath
 
 from assets import funding_history, hedge_mode, investments, main_balances, trading_balances
 from assets import watcher_links as watcher_links_asset
-from assets.partitions import today
 from pipeline import spec
 from pipeline.simulator import Dataset, Scale, SimClock, Simulator, new_field, repeated_key
 from pipeline.whitebit import RetryPolicy
-from tests.assets.conftest import resources_for, without_step_retries
+from tests.assets.conftest import funding_run, resources_for, without_step_retries
 from tests.conftest import FROZEN_AT
 from tests.reliability.conftest import Rows, failures, warehouse_rows
 from warehouse import catalog, parquet, schemas
@@ -667,19 +666,13 @@ class Warehouses:
 def _run(case: Case, sim: Simulator, root: Path) -> dg.ExecuteInProcessResult:
     resources = resources_for(sim, root, initial_retry_delay_s=0.01)
     if case.asset is funding_history:
-        first, last = case.days[0].isoformat(), case.days[-1].isoformat()
         return dg.materialize(
             [funding_history],
             resources=resources,
-            tags={
-                "dagster/asset_partition_range_start": first,
-                "dagster/asset_partition_range_end": last,
-            },
             raise_on_error=False,
+            **funding_run(case.days[0], case.days[-1]),
         )
-    return dg.materialize(
-        [case.asset], resources=resources, partition_key=today().isoformat(), raise_on_error=False
-    )
+    return dg.materialize([case.asset], resources=resources, raise_on_error=False)
 
 
 @pytest.fixture(scope="module")
@@ -693,7 +686,9 @@ def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> 
     assert result.success, failures(result)
     before = base / "before"
     shutil.copytree(clean / "parquet", before / "parquet")
-    shutil.rmtree(parquet.partition_path(before, "funding_history", NEW).parent)
+    # The new day is not held yet: its month holds nothing of it.
+    empty = schemas.FUNDING_HISTORY.arrow_schema.empty_table()
+    parquet.replace_partition(before, "funding_history", NEW, empty, covers=[NEW])
     catalog.refresh(before)
     return Warehouses(before, warehouse_rows(before), warehouse_rows(clean))
 

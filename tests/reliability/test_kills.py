@@ -7,8 +7,9 @@ child process that `tests.reliability.killer` SIGKILLs at one point (while the w
 in the middle of a Parquet file, between a complete temp file and its rename, while the DuckDB
 catalog is being rebuilt), then runs the CLI again, normally. Meanwhile a reader thread reads
 every partition file (pyarrow) and the catalog's view (DuckDB) again and again; every read must
-succeed and find each day's full row count. Afterwards the warehouse equals a fault-free run's,
-table for table, no temp file is left, and the Dagster instance shows the killed run as failed.
+succeed and find each month's (and each day's) full row count. Afterwards the warehouse equals
+a fault-free run's, table for table, no temp file is left, and the Dagster instance shows the
+killed run as failed.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import pytest
 from pipeline.simulator import SpawnedSimulator
 from tests.reliability.conftest import Child, Rows, cli_env, run_cli, warehouse_rows
 from warehouse import catalog, parquet
+from warehouse.schemas import month_of
 
-#: The backfill: 13 days, so the walk pages on while the first days are already rewritten.
-RANGE = ["materialize", "funding_history", "--from", "2026-09-01", "--to", "2026-09-13"]
+#: The backfill: parts of three months, so the walk pages on while the first months are already
+#: rewritten.
+RANGE = ["materialize", "funding_history", "--from", "2026-07-25", "--to", "2026-09-06"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,12 @@ class Reference:
     root: Path
     rows: Rows
     counts: dict[date, int]
+
+    def month_counts(self) -> dict[str, int]:
+        months: dict[str, int] = {}
+        for day, count in self.counts.items():
+            months[month_of(day)] = months.get(month_of(day), 0) + count
+        return months
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +59,7 @@ def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFacto
     counts: dict[date, int] = {}
     for row in rows["funding_history"]:
         counts[row[-1]] = counts.get(row[-1], 0) + 1
-    assert len(counts) == 13
+    assert len(counts) == 44
     assert rows["_rejects"] == []
     return Reference(root, rows, counts)
 
@@ -58,9 +67,10 @@ def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFacto
 class Reader(threading.Thread):
     """An analyst reading the funding partitions again and again while runs write them."""
 
-    def __init__(self, root: Path, counts: dict[date, int]) -> None:
+    def __init__(self, root: Path, reference: Reference) -> None:
         super().__init__(daemon=True)
-        self.root, self.counts = root, counts
+        self.root, self.counts = root, reference.counts
+        self.months = reference.month_counts()
         self.reads = 0
         self.problems: list[str] = []
         self._done = threading.Event()
@@ -73,15 +83,15 @@ class Reader(threading.Thread):
 
     def _read_files(self) -> None:
         for path in parquet.partition_files(self.root, "funding_history"):
-            day = date.fromisoformat(path.parent.name.removeprefix("funding_date="))
+            month = path.parent.name.removeprefix("funding_month=")
             try:
                 found = pq.read_table(path.path).num_rows
             except Exception as error:  # the test asserts there was none
                 self.problems.append(f"{path}: {type(error).__name__}: {error}")
                 continue
             self.reads += 1
-            if found != self.counts.get(day):
-                self.problems.append(f"{day}: {found} rows, the whole day has {self.counts[day]}")
+            if found != self.months.get(month):
+                self.problems.append(f"{month}: {found} rows, the month has {self.months[month]}")
 
     def _read_catalog(self) -> None:
         try:
@@ -125,10 +135,10 @@ def _readable(path: Path) -> bool:
 @pytest.mark.parametrize(
     ("point", "at", "chunk_records"),
     [
-        ("walk", 1, 20),  # the next page once a day is rewritten: more to page through
-        ("parquet-mid-file", 3, None),  # two days rewritten, the third half in its temp file
+        ("walk", 1, 20),  # the next page once a month is rewritten: more to page through
+        ("parquet-mid-file", 3, None),  # two months rewritten, the third half in its temp file
         ("parquet-before-rename", 3, None),  # two rewritten, the third whole, not yet renamed
-        ("catalog", 1, None),  # every day rewritten, the new catalog half built
+        ("catalog", 1, None),  # every month rewritten, the new catalog half built
     ],
 )
 def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
@@ -146,7 +156,7 @@ def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
     catalog_before = (root / catalog.CATALOG_FILE).stat().st_ino
     env = cli_env(exchange, root, home)
 
-    reader = Reader(root, reference.counts)
+    reader = Reader(root, reference)
     reader.start()
     try:
         killer = ["--at", str(at)]

@@ -4,6 +4,7 @@ driven by headless Chromium (Debian's) through Playwright."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -12,7 +13,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -180,43 +180,70 @@ def test_every_asset_is_in_the_graph(page: Page, dagster_dev: DagsterDev) -> Non
         expect(page.get_by_text(asset, exact=True).first).to_be_visible()
 
 
-def test_a_range_backfill_and_a_rerun_from_the_ui(page: Page, dagster_dev: DagsterDev) -> None:
-    last = today() - timedelta(days=1)
-    first = last - timedelta(days=6)
+def _months_back(n: int) -> str:
+    """The month ``n`` months before this one, as its partition key (``2026-09``)."""
+    year, month = divmod(today().year * 12 + today().month - 1 - n, 12)
+    return f"{year:04d}-{month + 1:02d}"
+
+
+def _month_files(warehouse: Path) -> set[str]:
+    return {p.name for p in (warehouse / "parquet" / "funding_history").iterdir()}
+
+
+def test_a_range_backfill_fills_the_partitions_and_a_rerun_from_the_ui(
+    page: Page, dagster_dev: DagsterDev
+) -> None:
+    first, last = _months_back(1), _months_back(0)
     _launch(page, dagster_dev, "funding_history", f"[{first}...{last}]")
     _wait_for_runs(page, dagster_dev, succeeded=1)
     rows = _funding_rows(dagster_dev.warehouse)
-    days = {p.name for p in (dagster_dev.warehouse / "parquet" / "funding_history").iterdir()}
-    assert len(days) == 7
+    months = {f"funding_month={first}", f"funding_month={last}"}
+    assert _month_files(dagster_dev.warehouse) == months
     assert rows
     assert len(rows) == len(set(rows))
-    # A rerun of one day of the range replaces it: the same rows, one copy each.
-    _launch(page, dagster_dev, "funding_history", (first + timedelta(days=3)).isoformat())
+    # The partitions the run landed show as filled, and only those.
+    page.goto(f"{dagster_dev.url}/assets/funding_history?view=partitions")
+    expect(page.get_by_text("Materialized (2)", exact=True)).to_be_visible()
+    # A rerun of one month of the range replaces it: the same rows, one copy each.
+    _launch(page, dagster_dev, "funding_history", first)
     _wait_for_runs(page, dagster_dev, succeeded=2)
     assert sorted(_funding_rows(dagster_dev.warehouse)) == sorted(rows)
 
 
-def test_one_snapshot_partition_from_the_ui(page: Page, dagster_dev: DagsterDev) -> None:
-    _launch(page, dagster_dev, "hedge_mode", today().isoformat())
-    _wait_for_runs(page, dagster_dev, succeeded=3)
+def test_snapshots_show_no_partition_and_materialize_all_takes_today(
+    page: Page, dagster_dev: DagsterDev
+) -> None:
+    before = _finished_runs(dagster_dev).count(DagsterRunStatus.SUCCESS)
+    for asset in ASSETS[1:]:
+        page.goto(f"{dagster_dev.url}/assets/{asset}")
+        expect(page.get_by_role("button", name=re.compile(r"Materialize$"))).to_be_visible()
+        # No partition picker, no partitions tab: nothing that could never be filled.
+        expect(page.get_by_role("button", name="Materialize…")).to_have_count(0)
+        expect(page.get_by_role("tab", name="Partitions")).to_have_count(0)
+    page.goto(f"{dagster_dev.url}/locations/__repository__@workspace/jobs/snapshots_job")
+    page.get_by_role("button", name="Materialize all", exact=True).click()
+    expect(page.get_by_text("Launched run").first).to_be_visible()
+    _wait_for_runs(page, dagster_dev, succeeded=before + 1)
     with duckdb.connect(str(catalog.catalog_path(dagster_dev.warehouse)), read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM hedge_mode").fetchone() == (1,)
+        for table in ("hedge_mode", "main_balances", "investments"):
+            found = con.execute(
+                f"SELECT DISTINCT snapshot_date FROM {table}"  # noqa: S608
+            ).fetchall()
+            assert found == [(today(),)], table
 
 
 def test_dagster_job_backfill_for_a_range(page: Page, dagster_dev: DagsterDev) -> None:
-    """The command-line backfill a user types after an outage: one run per day of the range."""
-    last = today() - timedelta(days=10)
-    first = last - timedelta(days=2)
+    """The command-line backfill a user types after an outage: one run per month of the range."""
+    first, last = _months_back(2), _months_back(1)
     before = _finished_runs(dagster_dev).count(DagsterRunStatus.SUCCESS)
     done = subprocess.run(
         [sys.executable, "-m", "dagster", "job", "backfill", "-w", "workspace.yaml",
-         "-j", "funding_history_job", "--from", first.isoformat(), "--to", last.isoformat(),
-         "--noprompt"],
+         "-j", "funding_history_job", "--from", first, "--to", last, "--noprompt"],
         cwd=ROOT, env=dagster_dev.env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Launched backfill" in done.stdout
-    _wait_for_runs(page, dagster_dev, succeeded=before + 3)
-    days = {p.name for p in (dagster_dev.warehouse / "parquet" / "funding_history").iterdir()}
-    for n in range(3):
-        assert f"funding_date={first + timedelta(days=n)}" in days
+    _wait_for_runs(page, dagster_dev, succeeded=before + 2)
+    assert {f"funding_month={first}", f"funding_month={last}"} <= _month_files(
+        dagster_dev.warehouse
+    )

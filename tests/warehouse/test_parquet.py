@@ -130,7 +130,7 @@ def test_rows_that_do_not_match_the_schema_are_refused(root: Path) -> None:
         parquet.replace_partition(root, "funding_history", DAY, as_float)
     with pytest.raises(SchemaMismatch, match="rows of 2024-03-01 given to a write of 2024-02"):
         parquet.replace_partition(root, "funding_history", date(2024, 2, 1), rows)
-    with pytest.raises(SchemaMismatch, match="that covers 2024-03-02 .. 2024-03-02"):
+    with pytest.raises(SchemaMismatch, match=r"that covers 2024-03-02 \.\. 2024-03-02"):
         parquet.replace_partition(root, "funding_history", DAY, rows, covers=[date(2024, 3, 2)])
     doubled = pa.concat_tables([rows, rows])
     with pytest.raises(SchemaMismatch, match="share a key"):
@@ -211,7 +211,8 @@ def test_a_month_write_replaces_the_days_it_covers_and_keeps_the_others(root: Pa
         root, "funding_history", "2024-03", again.rows, rejects=again.rejects, covers=[second]
     )
     held = read(write.path)
-    assert sorted(zip(held["funding_date"].to_pylist(), held["market"].to_pylist())) == [
+    pairs = zip(held["funding_date"].to_pylist(), held["market"].to_pylist(), strict=True)
+    assert sorted(pairs) == [
         (DAY, "BTC_PERP"), (second, "ETH_PERP"), (date(2024, 3, 3), "BTC_PERP")
     ]  # fmt: skip
     assert not rejects_file.exists()  # the covered day's rejects went with its rows
