@@ -220,8 +220,9 @@ def test_snapshots_show_no_partition_and_materialize_all_takes_today(
         # No partition picker, no partitions tab: nothing that could never be filled.
         expect(page.get_by_role("button", name="Materialize…")).to_have_count(0)
         expect(page.get_by_role("tab", name="Partitions")).to_have_count(0)
-    page.goto(f"{dagster_dev.url}/locations/__repository__@workspace/jobs/snapshots_job")
-    page.get_by_role("button", name="Materialize all", exact=True).click()
+    page.goto(f"{dagster_dev.url}/jobs")
+    page.get_by_text("snapshots_job", exact=True).click()
+    page.get_by_role("button", name=re.compile(r"Materialize all$")).click()
     expect(page.get_by_text("Launched run").first).to_be_visible()
     _wait_for_runs(page, dagster_dev, succeeded=before + 1)
     with duckdb.connect(str(catalog.catalog_path(dagster_dev.warehouse)), read_only=True) as con:
