@@ -55,6 +55,10 @@ def run_days(window: dg.TimeWindow, config: FundingConfig) -> list[date]:
         raise DaysOutsideRun(
             description=f"first_day/last_day: {exc}", allow_retries=False
         ) from None
+    if low > high:
+        raise DaysOutsideRun(
+            description=f"first_day {low} is after last_day {high}", allow_retries=False
+        )
     if not first <= low <= high < end:
         raise DaysOutsideRun(
             description=f"days {low} .. {high} asked for, but the run's partitions ({months}) "

@@ -345,7 +345,7 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
 def lock_path(root: Root, name: str) -> UPath:
     """Where the writers of a table (or of the catalog) take turns: beside the tables, not
     inside them. One lock per table, not per partition: a partition write takes milliseconds,
-    and a lock file per partition would cost a file creation per day of a backfill."""
+    and a lock file per partition would cost a file creation per partition of a backfill."""
     return warehouse_root(root) / f"{PARQUET_DIR}/{LOCKS_DIR}/{name}.lock"
 
 

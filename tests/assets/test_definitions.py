@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from assets import ALL_ASSETS, SNAPSHOTS, funding_history, nightly_schedule
 from assets.definitions import defs
+from assets.funding import DaysOutsideRun, FundingConfig, run_days
 from assets.partitions import today
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +109,27 @@ def test_dagster_validates_the_workspace(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Validation successful" in done.stderr + done.stdout
+
+
+def test_a_runs_days_are_its_months_up_to_today_narrowed_by_its_config() -> None:
+    def window(first: str, following: str) -> dg.TimeWindow:
+        return dg.TimeWindow(
+            datetime.fromisoformat(f"{first}T00:00+00:00"),
+            datetime.fromisoformat(f"{following}T00:00+00:00"),
+        )
+
+    march = window("2025-03-01", "2025-04-01")
+    assert len(run_days(march, FundingConfig())) == 31
+    narrowed = run_days(march, FundingConfig(first_day="2025-03-12", last_day="2025-03-16"))
+    assert [d.day for d in narrowed] == [12, 13, 14, 15, 16]
+    now = today()
+    this_month = window(now.replace(day=1).isoformat(), "2100-01-01")
+    assert run_days(this_month, FundingConfig())[-1] == now  # never a day still to come
+    for config, says in [
+        (FundingConfig(first_day="2025-03-16", last_day="2025-03-12"), "is after last_day"),
+        (FundingConfig(first_day="2025-02-28"), "hold 2025-03-01 .. 2025-03-31"),
+        (FundingConfig(last_day="2025-3-1"), "first_day/last_day: Invalid isoformat"),
+    ]:
+        with pytest.raises(DaysOutsideRun) as refused:
+            run_days(march, config)
+        assert says in (refused.value.description or "")
