@@ -61,7 +61,7 @@ def nightly_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRe
     tick = context.scheduled_execution_time
     today = (tick or datetime.now(UTC)).astimezone(UTC).date()
     yesterday = today - timedelta(days=1)
-    # The month's key comes back every night: the night's run key is the day it completes.
+    # The same month is asked for every night: the run key names the night, one run each.
     yield dg.RunRequest(
         run_key=f"funding_history:{yesterday.isoformat()}",
         partition_key=month_of(yesterday),
