@@ -1,11 +1,17 @@
 """Fixtures shared by every test: simulators served over real loopback HTTP; and, for the whole
 session, a record of every secret handed out and a watch on where they land (`tests.leaks`),
-which the last test of the session (marked ``after_all``) reads."""
+which the last test of the session (marked ``after_all``) reads.
+
+A session split over processes (pytest-xdist) has a ledger in each: with ``--secrets-ledgers``,
+each process saves its ledger in that directory, and a later session's scan takes in the ledgers
+of the sessions before it (`earlier_sessions`)."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +24,16 @@ LEDGER = Ledger()
 
 #: Fixtures whose simulator holds a million funding entries: a test using one is slow.
 LARGE_SIMULATORS = frozenset({"large_sim", "too_large_sim"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--secrets-ledgers",
+        metavar="DIR",
+        type=Path,
+        help="save each process's ledger of secrets in DIR; the secrets scan (after_all) takes in "
+        "the ledgers already there and reads the files of their sessions too",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -38,9 +54,26 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         LEDGER.look(f"{report.nodeid} ({report.when}) {section}", content)
 
 
+class _Saved:
+    """With ``--secrets-ledgers``: this process's ledger file and its base temp directory."""
+
+    file: Path | None = None
+    basetemp: Path | None = None
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _secrets_are_watched() -> Iterator[None]:
-    """From the first test on: record the secrets handed out, and read every log record."""
+def _secrets_are_watched(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """From the first test on: record the secrets handed out, and read every log record. With
+    ``--secrets-ledgers``, the ledger is saved at once, as unfinished (a process that dies
+    leaves it so), and again at the end of the session (`pytest_sessionfinish`)."""
+    ledgers: Path | None = request.config.getoption("secrets_ledgers")
+    if ledgers is not None:
+        worker = getattr(request.config, "workerinput", {}).get("workerid", "main")
+        _Saved.file = ledgers.resolve() / f"{worker}-{os.getpid()}.json"
+        _Saved.basetemp = tmp_path_factory.getbasetemp()
+        LEDGER.save(_Saved.file, _Saved.basetemp, finished=False)
     handler = LEDGER.log_handler()
     root = logging.getLogger()
     with pytest.MonkeyPatch.context() as patch:
@@ -50,6 +83,31 @@ def _secrets_are_watched() -> Iterator[None]:
             yield
         finally:
             root.removeHandler(handler)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The ledger saved again, finished: every report of the session has been read."""
+    if _Saved.file is not None and _Saved.basetemp is not None:
+        LEDGER.save(_Saved.file, _Saved.basetemp, finished=True)
+
+
+@pytest.fixture
+def earlier_sessions(request: pytest.FixtureRequest) -> list[Path]:
+    """The base temp directory of each session whose ledger is in ``--secrets-ledgers`` (in
+    ``make test``, each worker of the parallel session), that ledger taken into `LEDGER`. Every
+    one of those sessions must have finished."""
+    ledgers: Path | None = request.config.getoption("secrets_ledgers")
+    if ledgers is None:
+        return []
+    found = []
+    for path in sorted(ledgers.resolve().glob("*.json")):
+        if path == _Saved.file:
+            continue
+        basetemp, finished = LEDGER.take_in(path)
+        assert finished, f"{path}: its session did not finish, so its ledger is not whole"
+        assert basetemp.is_dir(), f"{path}: its session's files are gone ({basetemp})"
+        found.append(basetemp)
+    return found
 
 
 #: A fixed moment for reproducible data: 2026-09-21 13:33:20 UTC.
