@@ -2,9 +2,10 @@
 session, a record of every secret handed out and a watch on where they land (`tests.leaks`),
 which the last test of the session (marked ``after_all``) reads.
 
-A session split over processes (pytest-xdist) has a ledger in each: with ``--secrets-ledgers``,
-each process saves its ledger in that directory, and a later session's scan takes in the ledgers
-of the sessions before it (`earlier_sessions`)."""
+``make test`` runs the suite in two sessions: most of it on two processes (pytest-xdist, whole
+modules to a process), then the tests marked ``serial`` and the secrets scan in a session of their
+own. Each process saves its ledger of secrets in the directory ``--secrets-ledgers`` names, and
+the scan takes in the ledgers of the sessions before it (`earlier_sessions`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ LEDGER = Ledger()
 #: Fixtures whose simulator holds a million funding entries: a test using one is slow.
 LARGE_SIMULATORS = frozenset({"large_sim", "too_large_sim"})
 
+TESTS = Path(__file__).parent
+#: Modules that measure time (request pacing): marked ``serial``, they need the machine to
+#: themselves; ``make test`` runs them in a session of their own, after the parallel one.
+SERIAL_MODULES = frozenset({TESTS / "whitebit" / "test_pacing.py"})
+#: The modules that take longest, mostly waiting (on the daemon's per-minute ticks, on runs
+#: launched from the browser). ``make test`` hands out whole modules to its workers
+#: (``--dist loadfile``) in collection order (``--no-loadscope-reorder``): these first, so that
+#: the shorter ones fill the other worker around them rather than leave it idle at the end.
+LONGEST_MODULES = (TESTS / "service" / "test_service.py", TESTS / "ui" / "test_dagster_ui.py")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -36,15 +47,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks ``slow`` the reliability suite (end to end through Dagster, processes killed) and
     every test on a large simulator, beside those marked by hand; ``make test-fast`` leaves them
-    out. Tests marked ``after_all`` run last, after everything else the session runs."""
+    out. Marks ``serial`` the tests of `SERIAL_MODULES`. Tests marked ``after_all`` run last,
+    after everything else the session runs. On a pytest-xdist worker, `LONGEST_MODULES` come
+    first (every worker orders its collection alike)."""
     for item in items:
         reliability = item.path.parent.name == "reliability"
         if reliability or LARGE_SIMULATORS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
+        if item.path in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+    first = LONGEST_MODULES if hasattr(config, "workerinput") else ()
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("after_all") is not None,
+            first.index(item.path) if item.path in first else len(first),
+        )
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a pytest-xdist worker, a test marked ``serial`` would share the machine, and one
+    marked ``after_all`` would be last on its worker only: both are refused there."""
+    if hasattr(item.config, "workerinput"):
+        for mark, why in (
+            ("serial", "it measures time, so needs the machine to itself"),
+            ("after_all", "it must run after every other test, in one process"),
+        ):
+            if item.get_closest_marker(mark) is not None:
+                pytest.fail(f"marked {mark}, {why}: run it without -n (make test does)")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
