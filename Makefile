@@ -15,12 +15,33 @@ bootstrap:
 demo: bootstrap
 	@$(RUN) whitebit-etl demo
 
-test: bootstrap browser postgres lint typecheck
-	$(RUN) pytest
+# The suite runs as two pytest sessions. First, on PYTEST_WORKERS processes (pytest-xdist; whole
+# modules to a worker, so module fixtures are set up once, the longest modules first; loadgroup
+# would split finer, but pytest-xdist 3.8 drops its groups under pytest 9.2, pytest-xdist#1386),
+# every test but those marked serial (they measure time) and the secrets scan (after_all); then
+# those, with the machine to themselves, the scan last. Each process saves its ledger of secrets
+# in one directory; the scan takes them all in and reads the files of both sessions
+# (tests/conftest.py). The sessions' files are removed when both pass, kept when one fails.
+PYTEST_WORKERS ?= 2
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# The quick loop: everything but the tests marked slow (end to end at scale) or browser.
+test: bootstrap browser postgres lint typecheck
+	@tmp="$$(mktemp -d -t whitebit-tests.XXXXXX)"; \
+	set -x; \
+	$(RUN) pytest $(PARALLEL) -m "not serial and not after_all" \
+		--basetemp="$$tmp/parallel" --secrets-ledgers="$$tmp/ledgers"; parallel=$$?; \
+	$(RUN) pytest -m "serial or after_all" \
+		--basetemp="$$tmp/serial" --secrets-ledgers="$$tmp/ledgers"; serial=$$?; \
+	{ set +x; } 2>/dev/null; \
+	if [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]; then rm -rf "$$tmp"; \
+	else echo "the sessions' files are kept in $$tmp"; exit 1; fi
+
+# The quick loop: everything but the tests marked slow (end to end at scale) or browser, in the
+# same two sessions (no secrets scan: it is slow).
 test-fast: bootstrap lint typecheck
-	$(RUN) pytest -m "not slow and not browser"
+	$(RUN) pytest $(PARALLEL) -m "not slow and not browser and not serial"; parallel=$$?; \
+	$(RUN) pytest -m "serial and not slow and not browser"; serial=$$?; \
+	exit $$((parallel || serial))
 
 # The Dagster UI test drives Debian's Chromium; installed here when missing.
 browser:

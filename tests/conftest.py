@@ -1,11 +1,18 @@
 """Fixtures shared by every test: simulators served over real loopback HTTP; and, for the whole
 session, a record of every secret handed out and a watch on where they land (`tests.leaks`),
-which the last test of the session (marked ``after_all``) reads."""
+which the last test of the session (marked ``after_all``) reads.
+
+``make test`` runs the suite in two sessions: most of it on two processes (pytest-xdist, whole
+modules to a process), then the tests marked ``serial`` and the secrets scan in a session of their
+own. Each process saves its ledger of secrets in the directory ``--secrets-ledgers`` names, and
+the scan takes in the ledgers of the sessions before it (`earlier_sessions`)."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,16 +26,58 @@ LEDGER = Ledger()
 #: Fixtures whose simulator holds a million funding entries: a test using one is slow.
 LARGE_SIMULATORS = frozenset({"large_sim", "too_large_sim"})
 
+TESTS = Path(__file__).parent
+#: Modules that measure time (request pacing): marked ``serial``, they need the machine to
+#: themselves; ``make test`` runs them in a session of their own, after the parallel one.
+SERIAL_MODULES = frozenset({TESTS / "whitebit" / "test_pacing.py"})
+#: The modules that take longest, mostly waiting (on the daemon's per-minute ticks, on runs
+#: launched from the browser). ``make test`` hands out whole modules to its workers
+#: (``--dist loadfile``) in collection order (``--no-loadscope-reorder``): these first, so that
+#: the shorter ones fill the other worker around them rather than leave it idle at the end.
+LONGEST_MODULES = (TESTS / "service" / "test_service.py", TESTS / "ui" / "test_dagster_ui.py")
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--secrets-ledgers",
+        metavar="DIR",
+        type=Path,
+        help="save each process's ledger of secrets in DIR; the secrets scan (after_all) takes in "
+        "the ledgers already there and reads the files of their sessions too",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks ``slow`` the reliability suite (end to end through Dagster, processes killed) and
     every test on a large simulator, beside those marked by hand; ``make test-fast`` leaves them
-    out. Tests marked ``after_all`` run last, after everything else the session runs."""
+    out. Marks ``serial`` the tests of `SERIAL_MODULES`. Tests marked ``after_all`` run last,
+    after everything else the session runs. On a pytest-xdist worker, `LONGEST_MODULES` come
+    first (every worker orders its collection alike)."""
     for item in items:
         reliability = item.path.parent.name == "reliability"
         if reliability or LARGE_SIMULATORS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)
+        if item.path in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+    first = LONGEST_MODULES if hasattr(config, "workerinput") else ()
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("after_all") is not None,
+            first.index(item.path) if item.path in first else len(first),
+        )
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a pytest-xdist worker, a test marked ``serial`` would share the machine, and one
+    marked ``after_all`` would be last on its worker only: both are refused there."""
+    if hasattr(item.config, "workerinput"):
+        for mark, why in (
+            ("serial", "it measures time, so needs the machine to itself"),
+            ("after_all", "it must run after every other test, in one process"),
+        ):
+            if item.get_closest_marker(mark) is not None:
+                pytest.fail(f"marked {mark}, {why}: run it without -n (make test does)")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -38,9 +87,26 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         LEDGER.look(f"{report.nodeid} ({report.when}) {section}", content)
 
 
+class _Saved:
+    """With ``--secrets-ledgers``: this process's ledger file and its base temp directory."""
+
+    file: Path | None = None
+    basetemp: Path | None = None
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _secrets_are_watched() -> Iterator[None]:
-    """From the first test on: record the secrets handed out, and read every log record."""
+def _secrets_are_watched(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """From the first test on: record the secrets handed out, and read every log record. With
+    ``--secrets-ledgers``, the ledger is saved at once, as unfinished (a process that dies
+    leaves it so), and again at the end of the session (`pytest_sessionfinish`)."""
+    ledgers: Path | None = request.config.getoption("secrets_ledgers")
+    if ledgers is not None:
+        worker = getattr(request.config, "workerinput", {}).get("workerid", "main")
+        _Saved.file = ledgers.resolve() / f"{worker}-{os.getpid()}.json"
+        _Saved.basetemp = tmp_path_factory.getbasetemp()
+        LEDGER.save(_Saved.file, _Saved.basetemp, finished=False)
     handler = LEDGER.log_handler()
     root = logging.getLogger()
     with pytest.MonkeyPatch.context() as patch:
@@ -50,6 +116,31 @@ def _secrets_are_watched() -> Iterator[None]:
             yield
         finally:
             root.removeHandler(handler)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The ledger saved again, finished: every report of the session has been read."""
+    if _Saved.file is not None and _Saved.basetemp is not None:
+        LEDGER.save(_Saved.file, _Saved.basetemp, finished=True)
+
+
+@pytest.fixture
+def earlier_sessions(request: pytest.FixtureRequest) -> list[Path]:
+    """The base temp directory of each session whose ledger is in ``--secrets-ledgers`` (in
+    ``make test``, each worker of the parallel session), that ledger taken into `LEDGER`. Every
+    one of those sessions must have finished."""
+    ledgers: Path | None = request.config.getoption("secrets_ledgers")
+    if ledgers is None:
+        return []
+    found = []
+    for path in sorted(ledgers.resolve().glob("*.json")):
+        if path == _Saved.file:
+            continue
+        basetemp, finished = LEDGER.take_in(path)
+        assert finished, f"{path}: its session did not finish, so its ledger is not whole"
+        assert basetemp.is_dir(), f"{path}: its session's files are gone ({basetemp})"
+        found.append(basetemp)
+    return found
 
 
 #: A fixed moment for reproducible data: 2026-09-21 13:33:20 UTC.

@@ -8,6 +8,10 @@ so every secret of the default seed and of each seed seen, after a few resets to
 Placeholders shorter than `MIN_SECRET_CHARS` ("x", "wrong") are words, not secrets, and are left
 out.
 
+`Ledger.save` writes a ledger to a file and `Ledger.take_in` adds a saved one to another: a session
+whose tests run in several processes (pytest-xdist workers) is scanned by a later session that
+takes in each worker's ledger and reads the files under each worker's base temp directory.
+
 `Ledger.look` finds them in text or bytes. `files_holding` looks in every file under a directory:
 raw bytes (logs, SQLite, DuckDB, anything), Parquet decoded (compression would hide a secret from
 a byte search), and DuckDB catalogs opened (view definitions and comments).
@@ -15,7 +19,9 @@ a byte search), and DuckDB catalogs opened (view definitions and comments).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -99,6 +105,35 @@ class Ledger:
         with self._lock:
             self.sightings += [(where, secret[:4] + "…") for secret in sorted(found)]
         return sorted(found)
+
+    def save(self, path: Path, basetemp: Path, *, finished: bool) -> None:
+        """Write the secrets recorded, the seeds seen and the sightings to ``path`` (replaced
+        whole, never seen half written), with the base temp directory of the session they come
+        from and whether that session has ``finished`` (written again at its end)."""
+        with self._lock:
+            state = {
+                "basetemp": str(basetemp),
+                "finished": finished,
+                "recorded": sorted(self._recorded),
+                "seeds": sorted(self._seeds),
+                "sightings": self.sightings,
+            }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(json.dumps(state), encoding="utf-8")
+        os.replace(partial, path)
+
+    def take_in(self, path: Path) -> tuple[Path, bool]:
+        """Add a saved ledger's secrets, seeds and sightings to this one: its session's base
+        temp directory, and whether that session had finished."""
+        state = json.loads(path.read_text(encoding="utf-8"))
+        for secret in state["recorded"]:
+            self.add(secret)
+        for seed in state["seeds"]:
+            self.add_seed(seed)
+        with self._lock:
+            self.sightings += [(where, secret) for where, secret in state["sightings"]]
+        return Path(state["basetemp"]), bool(state["finished"])
 
     def watch(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Record every secret handed out from now on (see the module's docstring)."""

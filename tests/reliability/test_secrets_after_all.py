@@ -11,6 +11,11 @@ failing (a key without B2B access: an error text), their output in log files. Th
 file under pytest's base temp directory: Parquet (values decoded), DuckDB catalogs (opened),
 Dagster's storage (SQLite) and event logs, the CLI children's output, anything else as bytes.
 
+``make test`` runs most of the suite in an earlier session, on several processes: each read its own
+log records and reports for the secrets it had recorded, and saved its ledger
+(`tests.conftest.earlier_sessions`). This scan takes in their secrets and sightings, and reads
+the files under their base temp directories too, for the secrets of all of them.
+
 Spawned simulators print their demo secret on their own console by design (``whitebit-etl
 simulator`` is the exchange's console, not a pipeline log): `pipeline.simulator.spawn` reads it
 from a pipe and keeps no copy, and no test writes it anywhere. Were one to write it to a file
@@ -34,7 +39,10 @@ pytestmark = pytest.mark.after_all
 
 
 def test_no_secret_anywhere_after_the_whole_session(
-    request: pytest.FixtureRequest, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    earlier_sessions: list[Path],
 ) -> None:
     assert request.session.items[-1] is request.node, "the scan must run after every other test"
     with Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as sim:
@@ -56,6 +64,8 @@ def test_no_secret_anywhere_after_the_whole_session(
     assert handed <= LEDGER.secrets()
 
     scanned = Counter(kind for _, kind in files_holding(LEDGER, tmp_path_factory.getbasetemp()))
+    for basetemp in earlier_sessions:
+        scanned.update(kind for _, kind in files_holding(LEDGER, basetemp))
     names = {path.name for path, _ in files_holding(LEDGER, tmp_path)}
     # What was read: the warehouse, its catalog, Dagster's storage and the CLI's own output.
     assert scanned["parquet"] >= 1, scanned
