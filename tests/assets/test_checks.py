@@ -156,7 +156,6 @@ def test_complete_fails_when_a_slice_is_out_of_reach(
             [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}],
             resources=resources_for(sim, root),
             instance=instance,
-            partition_key=datetime.now(UTC).date().isoformat(),
             raise_on_error=False,
         )
     evaluations = {
