@@ -440,11 +440,7 @@ def _replace_rejects(
     for partition in partitions:
         key = (table_name, partition)
         target = partition_path(root, REJECTS, key)
-        mine = (
-            rejects.filter(pc.equal(rejects["partition"], partition))
-            if len(partitions) > 1
-            else rejects
-        )
+        mine = rejects.filter(pc.equal(rejects["partition"], partition))
         if mine.num_rows:
             _write_atomically(target, _file_rows(schemas.REJECTS_TABLE, key, mine))
         elif target.exists():
