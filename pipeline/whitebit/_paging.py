@@ -9,7 +9,9 @@ are new to the walk, whatever arrived meanwhile and in whatever order the pages 
 - found at index ``i``: the records after it are new; those before it are repeats (or head
   arrivals) and are dropped;
 - not found, and the page holds only records the walk has already passed (a full page): more than
-  a page arrived at the head; move the offset on by a page;
+  a page arrived at the head; move the offset on by a page. A full page of records no time
+  places is judged so when it was fetched again, after the page that showed the last record:
+  entries only arrive at the head, so the last record can then only lie beyond it;
 - not found otherwise: the page was fetched before a shift the previous page saw (a gap); fetch
   it again.
 
@@ -147,7 +149,7 @@ class FundingCursor:
     records that share that record's funding time (keys, not the records themselves: a caller
     may change the records it was given)."""
 
-    __slots__ = ("_last_key", "_last_time", "_tie", "_tie_keys", "page_size")
+    __slots__ = ("_last_key", "_last_time", "_refetching", "_tie", "_tie_keys", "page_size")
 
     def __init__(self, page_size: int) -> None:
         if page_size < 2:
@@ -158,6 +160,9 @@ class FundingCursor:
         # Keys and times of the passed batches that hold the run sharing the last funding time.
         self._tie: list[tuple[list[FundingKey], Sequence[int | None]]] = []
         self._tie_keys: set[FundingKey] | None = None
+        # The offset of the page last answered "refetch": fetched again, it is answered after
+        # the page that showed the last record.
+        self._refetching: int | None = None
 
     @property
     def step(self) -> int:
@@ -194,11 +199,16 @@ class FundingCursor:
             found = self._find(records)
             if found is None:
                 placed = _placed(records)
-                if full and placed and all(self._passed(r, t) for r, t in placed):
+                # Entries arrive only at the head, so a full page answered after the one that
+                # showed the last record, yet without it, lies wholly before it: it was passed.
+                # A page of records no time places can only be judged that way.
+                refetched, self._refetching = self._refetching == offset, offset
+                if full and (all(self._passed(r, t) for r, t in placed) if placed else refetched):
                     return FundingStep("skip", offset + self.page_size, repeated=len(records))
                 return FundingStep("refetch", offset)
             start = found + 1
             self._check_passed(records[:found])
+        self._refetching = None
         fresh = records[start:]
         times = funding_times(fresh, self._last_time)
         self._advance(fresh, times)
