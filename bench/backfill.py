@@ -40,10 +40,10 @@ from assets.service import POSTGRES_URL_ENV
 from bench import Figure
 from bench.postgres import LocalPostgres
 from bench.warehouse import layout
-from pipeline.simulator import Scale, SpawnedSimulator, spawn
+from pipeline.simulator import EPOCH, Scale, SpawnedSimulator, spawn
 
 SECTION: Final = "backfill"
-FROZEN_AT: Final = 1_790_000_000  # 2026-09-21: the simulator's data clock
+FROZEN_AT: Final = EPOCH  # 2026-09-21: the simulator's data clock
 #: Days of the ~100,000-row backfill (the large scale funds ~753 payments a day).
 SMALL_DAYS: Final = 133
 

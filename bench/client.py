@@ -26,12 +26,12 @@ import orjson
 
 from bench import Figure
 from pipeline import spec
-from pipeline.simulator import SpawnedSimulator, spawn
+from pipeline.simulator import EPOCH, SpawnedSimulator, spawn
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkReport
 
 SECTION = "client"
 #: The simulator's data clock, frozen so every run reads the same pages.
-FROZEN_AT = 1_790_000_000
+FROZEN_AT = EPOCH
 #: Pages of the funding walks.
 FUNDING_PAGES = 1_000
 #: Unthrottled runs of each side, interleaved; the best of each is shown (this machine is a VM

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.simulator import Scale, SimClock, Simulator
+from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
 from tests.leaks import Ledger
 
 #: The session's secrets and where they were seen (log records, reports).
@@ -143,8 +143,8 @@ def earlier_sessions(request: pytest.FixtureRequest) -> list[Path]:
     return found
 
 
-#: A fixed moment for reproducible data: 2026-09-21 13:33:20 UTC.
-FROZEN_AT = 1_790_000_000
+#: The data clock of reproducible tests: the simulator's epoch, where its data is fixed.
+FROZEN_AT = EPOCH
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,10 @@
-"""The simulated account's data, deterministic from (seed, scale, clock).
+"""The simulated account's data, deterministic from the seed, the scale and a fixed epoch.
 
 Everything a response carries is generated here once and kept as serialized JSON bytes, so
 serving a page is slicing a list and joining bytes: a benchmark measures the client, not us.
-Funding history grows at its head as the clock passes each 8-hour funding time.
+The data is anchored at `EPOCH`, never at the clock: funding history starts ``scale.days`` before
+it and grows at its head as the clock passes each 8-hour funding time after it, so a day answers
+the same entries on every later day (a rerun of it is never refused for shrinking).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ._clock import SimClock
 
 FUNDING_INTERVAL_S = 8 * 3600
 DAY_S = 86_400
+#: The moment the data is anchored at (2026-09-21 14:13 UTC): investments and watcher links are
+#: made before it, the funding history's first ``scale.days`` end with the round it falls in.
+EPOCH = 1_790_000_000
 
 # Bases of the perpetual markets: real names first, then made-up ones as the scale asks.
 _KNOWN_BASES = ("BTC", "ETH", "PEPE", "SOL", "XRP", "DOGE", "TON", "ADA", "LTC", "SHIB", "LINK")
@@ -150,10 +155,10 @@ class FundingHistory:
     """Funding entries of every perpetual market, every 8 hours, kept oldest first as JSON bytes.
 
     One market (the first) has a long and a short entry per funding time once hedge mode was
-    switched on, half way through the history.
+    switched on, half way through the days before the epoch.
     """
 
-    def __init__(self, seed: int, scale: Scale, anchor: float, clock: SimClock) -> None:
+    def __init__(self, seed: int, scale: Scale, clock: SimClock) -> None:
         self._seed = seed
         self._clock = clock
         rng = _rng(seed, "markets")
@@ -173,7 +178,7 @@ class FundingHistory:
         self.markets: tuple[_Market, ...] = tuple(sorted(markets, key=lambda m: m.name))
         self.market_names: frozenset[str] = frozenset(m.name for m in self.markets)
         self.hedged_market = f"{bases[0]}_PERP"
-        last = int(anchor) // FUNDING_INTERVAL_S
+        last = EPOCH // FUNDING_INTERVAL_S
         self.first_round = last - scale.days * 3 + 1
         self.hedge_since_round = self.first_round + (scale.days * 3) // 2
         self._next_round = self.first_round
@@ -249,7 +254,7 @@ class FundingHistory:
 class Investments:
     """Fixed plans and the investments made in them, newest first, filterable as the API is."""
 
-    def __init__(self, seed: int, scale: Scale, anchor: float) -> None:
+    def __init__(self, seed: int, scale: Scale) -> None:
         rng = _rng(seed, "investments")
         self.tickers: tuple[str, ...] = _TICKERS[: scale.tickers]
         plans: list[dict[str, Any]] = []
@@ -277,10 +282,10 @@ class Investments:
                 )
         self.plans: tuple[dict[str, Any], ...] = tuple(plans)
         records: list[dict[str, Any]] = []
-        start = int(anchor) - 720 * DAY_S
+        start = EPOCH - 720 * DAY_S
         for _ in range(scale.investments):
             plan = plans[rng.randrange(len(plans))]
-            created = rng.randint(start, int(anchor) - 3600)
+            created = rng.randint(start, EPOCH - 3600)
             status = 1 if rng.random() < 0.6 else 2  # active, closed
             amount = (rng.randint(10**4, 10**12), rng.randint(0, 8))
             interest = (0, 0) if rng.random() < 0.1 else (rng.randint(1, 10**18), 18)
@@ -290,7 +295,7 @@ class Investments:
                     "plan": plan,
                     "status": status,
                     "created": created,
-                    "updated": min(int(anchor), created + rng.randint(0, 30 * DAY_S)),
+                    "updated": min(EPOCH, created + rng.randint(0, 30 * DAY_S)),
                     "paymentTime": created + plan["duration"] * 60,
                     "amount": decimal_text(*amount),
                     "interestPaid": decimal_text(*interest),
@@ -352,7 +357,7 @@ def _balances(seed: int, tickers: Sequence[str]) -> tuple[dict[str, Any], dict[s
     return main, trading
 
 
-def _watcher_links(seed: int, anchor: float) -> dict[str, list[dict[str, Any]]]:
+def _watcher_links(seed: int) -> dict[str, list[dict[str, Any]]]:
     rng = _rng(seed, "mining")
     accounts = ("demo-miner", "demo-miner-eu")
     out: dict[str, list[dict[str, Any]]] = {}
@@ -360,7 +365,7 @@ def _watcher_links(seed: int, anchor: float) -> dict[str, list[dict[str, Any]]]:
         links = []
         for i in range(2 + n):
             link_id = _uuid(rng)
-            created = int(anchor) - rng.randint(DAY_S, 300 * DAY_S)
+            created = EPOCH - rng.randint(DAY_S, 300 * DAY_S)
             links.append(
                 {
                     "id": link_id,
@@ -384,11 +389,10 @@ class Dataset:
         self.seed = seed
         self.scale = scale
         self.clock = clock
-        anchor = clock.now()
-        self.funding = FundingHistory(seed, scale, anchor, clock)
-        self.investments = Investments(seed, scale, anchor)
+        self.funding = FundingHistory(seed, scale, clock)
+        self.investments = Investments(seed, scale)
         self.main_balance, self.trading_balance = _balances(seed, self.investments.tickers)
-        self.watcher_links = _watcher_links(seed, anchor)
+        self.watcher_links = _watcher_links(seed)
 
     @property
     def hedge_mode(self) -> bool:

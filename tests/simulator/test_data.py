@@ -1,15 +1,17 @@
-"""The data: deterministic from (seed, scale, clock), growing at its head, large enough to bite."""
+"""The data: deterministic from the seed, the scale and a fixed epoch, growing at its head with
+the clock, large enough to bite."""
 
 from __future__ import annotations
 
 import pytest
 
 from pipeline import spec
-from pipeline.simulator import Dataset, Scale, SimClock, Simulator
+from pipeline.simulator import EPOCH, Dataset, Scale, SimClock, Simulator
 from tests.conftest import FROZEN_AT
 from tests.signing import post
 
 FUNDING = spec.FUNDING_HISTORY.path
+DAY_S = 86_400
 
 
 def _bodies(sim: Simulator) -> list[bytes]:
@@ -45,6 +47,30 @@ def test_new_funding_entries_appear_at_the_head(own_sim: Simulator) -> None:
     assert {int(r["fundingTime"]) for r in fresh} == {newest + 8 * 3600}
     # What was at the head moved down by exactly that many places.
     assert after[len(fresh) :] == before[: 100 - len(fresh)]
+
+
+def _day(data: Dataset, day_start: int) -> list[dict[str, str]]:
+    return [
+        e
+        for e in data.funding.newest_first()
+        if day_start <= int(e["fundingTime"]) < day_start + DAY_S
+    ]
+
+
+@pytest.mark.parametrize("later_days", [1, 30, 400])
+def test_a_day_answers_the_same_entries_on_every_later_day(later_days: int) -> None:
+    """What the clock has passed stays as it was: the hedge switch, the investments and the
+    links are fixed at the epoch, so a rerun of any day loads what the first run loaded."""
+    scale = Scale.small()
+    days = range(EPOCH // DAY_S - scale.days, EPOCH // DAY_S + 3)  # the hedge switch among them
+    then = Dataset(5, scale, SimClock(EPOCH + 3 * DAY_S))
+    later = Dataset(5, scale, SimClock(EPOCH + (3 + later_days) * DAY_S))
+    for day in days:
+        assert _day(later, day * DAY_S) == _day(then, day * DAY_S), day
+    assert later.funding.hedge_since_round == then.funding.hedge_since_round
+    assert later.investments.all() == then.investments.all()
+    assert later.watcher_links == then.watcher_links
+    assert len(later.funding) > len(then.funding)  # only the head grew
 
 
 def test_a_running_clock_moves_with_time() -> None:
