@@ -129,13 +129,16 @@ def _selected(names: tuple[str, ...]) -> list[str]:
     return chosen
 
 
-def _run(selection: list[str], first: date, last: date, console: Console) -> None:
+def _run(selection: list[str], first: date | None, last: date | None, console: Console) -> None:
+    """One run; no days: snapshots, taken for the day the run takes them."""
     from assets.runs import materialize
     from assets.snapshots import PastSnapshotRefused
 
     # A short title: the bar and its counters must fit a terminal's width.
     what = ", ".join(selection) if len(selection) <= 2 else f"{len(selection)} assets"
-    title = f"{what}: {first}" + (f" .. {last}" if last != first else "")
+    title = f"{what}: " + (
+        "today" if first is None else f"{first}" + (f" .. {last}" if last != first else "")
+    )
     try:
         outcome = materialize(selection, first, last, console=console, title=title)
     except PastSnapshotRefused as exc:
@@ -163,8 +166,9 @@ def materialize(
 ) -> None:
     """Materialize ASSETS (default: all) for a day or a range of days, in one Dagster run.
 
-    With no day: yesterday's funding history and today's snapshots. Funding history replaces
-    exactly the days given (a range is one walk); snapshots can only be taken for today.
+    With no day: yesterday's funding history and today's snapshots (of those named, or all).
+    Funding history replaces exactly the days given (a range is one walk); snapshots can only be
+    taken for today.
     """
     from assets.partitions import today
 
@@ -178,11 +182,12 @@ def materialize(
     elif first is not None and last is not None:
         start, end = first.date(), last.date()
     else:
-        if assets:
-            raise click.UsageError("name a day (--partition) or a range (--from and --to)")
+        selected = _selected(assets) if assets else _asset_names()
         now = today()
-        _run(["funding_history"], now - timedelta(days=1), now - timedelta(days=1), console)
-        _run(_snapshot_names(), now, now, console)
+        if "funding_history" in selected:
+            _run(["funding_history"], now - timedelta(days=1), now - timedelta(days=1), console)
+        if snapshots := [name for name in selected if name != "funding_history"]:
+            _run(snapshots, None, None, console)
         return
     if end < start:
         raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
@@ -212,7 +217,7 @@ def demo() -> None:
     )
     now = today()
     _run(["funding_history"], now - timedelta(days=DEMO_DAYS), now - timedelta(days=1), console)
-    _run(_snapshot_names(), now, now, console)
+    _run(_snapshot_names(), None, None, console)
 
     with catalog.connect() as con:
         console.print("\n[bold]Rows per table[/bold]")

@@ -246,8 +246,8 @@ def watched(instance: dg.DagsterInstance, run_id: str, console: Console) -> Iter
 
 def materialize(
     selection: Sequence[str],
-    first: date,
-    last: date,
+    first: date | None,
+    last: date | None,
     *,
     console: Console,
     title: str,
@@ -255,18 +255,25 @@ def materialize(
     """Materialize the selected assets for days ``first .. last`` (inclusive) in one run.
 
     Funding history replaces exactly these days, in the months that hold them; snapshots are
-    taken for today only, and any other day is refused before any request.
+    taken for today only, and any other day is refused before any request. With no days (only
+    snapshots), they are taken for the day the run takes them, so a run started just before
+    midnight is not refused just after it.
     """
     from assets.definitions import resources
 
-    days = day_range(first, date.fromordinal(last.toordinal() + 1))
-    if not days:
-        raise ValueError(f"empty range: {first} .. {last}")
-    refuse_past([name for name in selection if name != "funding_history"], first, last)
+    if first is None or last is None:
+        if "funding_history" in selection:
+            raise ValueError("funding history needs the days to replace")
+        days = []
+    else:
+        days = day_range(first, date.fromordinal(last.toordinal() + 1))
+        if not days:
+            raise ValueError(f"empty range: {first} .. {last}")
+        refuse_past([name for name in selection if name != "funding_history"], first, last)
     tags = {RUNNER_TAG: _runner()}
     run_config: dict[str, object] = dict(QUIET)
     partition_key: str | None = None
-    if "funding_history" in selection:
+    if "funding_history" in selection and first is not None and last is not None:
         funding = {"first_day": first.isoformat(), "last_day": last.isoformat()}
         run_config["ops"] = {"funding_history": {"config": funding}}
         partition_key = month_of(first)

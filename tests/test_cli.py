@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
@@ -92,7 +94,6 @@ def test_reset_key_of_an_unknown_key_says_so(own_sim: Simulator) -> None:
         (["--from", "2026-01-01"], "both --from and --to"),
         (["--from", "2026-01-05", "--to", "2026-01-01"], "is before"),
         (["nope", "--partition", "2026-01-01"], "unknown asset"),
-        (["funding_history"], "name a day"),
         (["--partition", "yesterday"], "Invalid value"),
     ],
 )
@@ -106,16 +107,31 @@ def test_materialize_explains_bad_arguments(args: list[str], message: str) -> No
 def test_a_past_snapshot_is_refused_before_any_request(
     own_sim: Simulator, tmp_path: Path, asset: str
 ) -> None:
-    yesterday = (today() - timedelta(days=1)).isoformat()
+    past = "2026-01-01"
     env = {**_exchange_env(own_sim), "WAREHOUSE_ROOT": str(tmp_path / "warehouse")}
-    result = CliRunner().invoke(main, ["materialize", asset, "--partition", yesterday], env=env)
+    result = CliRunner().invoke(main, ["materialize", asset, "--partition", past], env=env)
     assert result.exit_code == 1
     text = " ".join(result.output.split())
-    assert f"can be taken for today ({today().isoformat()}, UTC) only, not {yesterday}" in text
+    assert re.search(rf"can be taken for today \(\d{{4}}-\d\d-\d\d, UTC\) only, not {past}", text)
     assert "cannot tell what it was on a past day" in text
     # Refused at once: not even the ping, and no run.
     assert sum(own_sim.state.answered.values()) == 0
     assert not (tmp_path / "warehouse").exists()
+
+
+def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_path: Path) -> None:
+    """As the bare command does: no day means today's snapshots, with no day to name."""
+    env = {**_exchange_env(own_sim), "WAREHOUSE_ROOT": str(tmp_path / "warehouse")}
+    before = today()
+    result = CliRunner().invoke(main, ["materialize", "hedge_mode", "main_balances"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "hedge_mode, main_balances: today" in result.output
+    with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
+        for table in ("hedge_mode", "main_balances"):
+            query = f"SELECT DISTINCT snapshot_date FROM {table}"  # noqa: S608
+            ((day,),) = con.execute(query).fetchall()
+            assert before <= day <= today(), table
+        assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (0,)
 
 
 def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -128,27 +144,72 @@ def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
         }
 
 
+def _faked(at: str, args: list[str], warehouse: Path) -> str:
+    """``whitebit-etl ARGS`` with the wall clock set to ``at`` (UTC) and running on from it:
+    the CLI, Dagster and the embedded simulator in it all see that time. Returns its output."""
+    faketime = shutil.which("faketime")
+    assert faketime, "these tests need Debian's faketime: make test installs it"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
+    env |= {"WAREHOUSE_ROOT": str(warehouse), "TZ": "UTC"}
+    done = subprocess.run(
+        [faketime, at, sys.executable, "-m", "assets.cli", *args],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def _funding_by_day(rows: list[tuple[object, ...]]) -> dict[date, list[tuple[object, ...]]]:
+    """Funding rows by their funding_date (the last column)."""
+    days: dict[date, list[tuple[object, ...]]] = {}
+    for row in rows:
+        days.setdefault(row[-1], []).append(row)  # type: ignore[arg-type]
+    return days
+
+
 @pytest.mark.slow
 def test_demo_twice_changes_nothing_but_extracted_at(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
-    env["WAREHOUSE_ROOT"] = str(tmp_path / "data")
     runs = []
     for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-m", "assets.cli", "demo"],
-            env=env, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        said = _faked("2026-11-24 12:00:00", ["demo"], tmp_path / "data")
         runs.append(_warehouse_rows(tmp_path / "data"))
-        assert "Rows per table" in done.stdout
-        assert "daily_funding_by_market" in done.stdout
-        assert "make ui" in done.stdout
+        assert "Rows per table" in said
+        assert "daily_funding_by_market" in said
+        assert "make ui" in said
     first, second = runs
     assert first == second
     assert len(first["funding_history"]) > 500
     assert all(first[t] for t in schemas.TABLES if t != "_rejects")
     # The runs went through Dagster, into the instance `make ui` opens.
     assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()
+
+
+@pytest.mark.slow
+def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
+    tmp_path: Path,
+) -> None:
+    """Each demo starts seconds before UTC midnight and crosses it (its days are those of the
+    moment it asked, its snapshots those of the moment it took them); the next day, the first
+    demo's range is run again and the demo too: the simulator answers the days it answered
+    before, so nothing is refused for shrinking and every day both saw is the same."""
+    warehouse = tmp_path / "data"
+    _faked("2026-11-24 23:59:56", ["demo"], warehouse)
+    first = _warehouse_rows(warehouse)
+    first_days = _funding_by_day(first["funding_history"])
+    # The range ends the day before the one the demo began on (either side of midnight).
+    end = max(first_days)
+    assert end in (date(2026, 11, 23), date(2026, 11, 24))
+    assert sorted(first_days) == [end - timedelta(days=n) for n in range(29, -1, -1)]
+    assert {r[-1] for r in first["hedge_mode"]} <= {date(2026, 11, 24), date(2026, 11, 25)}
+
+    rerun = ["materialize", "funding_history", "--from", str(min(first_days)), "--to", str(end)]
+    said = _faked("2026-11-25 23:59:56", rerun, warehouse) + _faked(
+        "2026-11-25 23:59:56", ["demo"], warehouse
+    )
+    assert "refus" not in said
+    second = _funding_by_day(_warehouse_rows(warehouse)["funding_history"])
+    assert {day: second[day] for day in first_days} == first_days
+    assert max(second) > end  # the second demo's range went a day further
 
 
 def test_demo_refuses_to_run_with_real_credentials() -> None:

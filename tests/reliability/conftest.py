@@ -46,15 +46,22 @@ SNAPSHOT_TABLES = [key.to_user_string() for asset in SNAPSHOTS for key in asset.
 Rows = dict[str, list[tuple[Any, ...]]]
 
 
+#: Columns that say when a run ran, not what it read: runs compared may be minutes apart, on
+#: either side of midnight (a snapshot is taken for the day the run takes it).
+WHEN_COLUMNS = ("extracted_at", "snapshot_date")
+
+
 def warehouse_rows(root: Path) -> Rows:
-    """Every table of the warehouse, through its DuckDB catalog, row for row, in a fixed order."""
+    """Every table of the warehouse, through its DuckDB catalog, row for row, in a fixed order,
+    without `WHEN_COLUMNS`."""
+    rows: Rows = {}
     with catalog.connect(root) as con:
-        return {
-            table: con.execute(
-                f'SELECT * EXCLUDE (extracted_at) FROM "{table}" ORDER BY ALL'  # noqa: S608
-            ).fetchall()
-            for table in schemas.TABLES
-        }
+        for table in schemas.TABLES:
+            columns = [c for (c, *_) in con.execute(f'DESCRIBE "{table}"').fetchall()]
+            kept = ", ".join(f'"{c}"' for c in columns if c not in WHEN_COLUMNS)
+            query = f'SELECT {kept} FROM "{table}" ORDER BY ALL'  # noqa: S608
+            rows[table] = con.execute(query).fetchall()
+    return rows
 
 
 def nightly(

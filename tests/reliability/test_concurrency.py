@@ -18,7 +18,6 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.partitions import today
 from pipeline.simulator import SpawnedSimulator
 from tests.reliability.conftest import (
     FIRST,
@@ -44,7 +43,7 @@ def single_run(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFact
     for n, args in enumerate(
         [
             ["materialize", "funding_history", "--from", FIRST, "--to", LAST],
-            ["materialize", *SNAPSHOT_TABLES, "--partition", today().isoformat()],
+            ["materialize", *SNAPSHOT_TABLES],
         ]
     ):
         run = run_cli(args, env, base / "logs" / f"run-{n}")
@@ -70,7 +69,7 @@ CASES = {
     "funding-range-two-instances": Case(
         ["materialize", "funding_history", "--from", FIRST, "--to", LAST], FUNDING_DAYS, False
     ),
-    "snapshots-today": Case(["materialize", *SNAPSHOT_TABLES, "--partition", "TODAY"], [], True),
+    "snapshots-today": Case(["materialize", *SNAPSHOT_TABLES], [], True),
 }
 
 
@@ -90,13 +89,12 @@ def test_two_runs_at_once_leave_one_copy_of_each_row(
     exchange: SpawnedSimulator, single_run: Rows, tmp_path: Path, name: str
 ) -> None:
     case = CASES[name]
-    args = [today().isoformat() if a == "TODAY" else a for a in case.args]
     root = tmp_path / "warehouse"
     homes = (
         [tmp_path / "dagster"] * 2 if case.same_instance else [tmp_path / "ui", tmp_path / "cli"]
     )
     runs = [
-        Child.start("assets.cli", args, cli_env(exchange, root, home), tmp_path / f"run-{n}")
+        Child.start("assets.cli", case.args, cli_env(exchange, root, home), tmp_path / f"run-{n}")
         for n, home in enumerate(homes)
     ]
     for run in runs:

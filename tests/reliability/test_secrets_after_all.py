@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 
-from assets.partitions import today
 from pipeline.simulator import Scale, SimClock, Simulator
 from tests.conftest import FROZEN_AT, LEDGER
 from tests.leaks import files_holding
@@ -54,7 +53,7 @@ def test_no_secret_anywhere_after_the_whole_session(
         )
         assert ok.process.returncode == 0, ok.output
         refused = run_cli(
-            ["materialize", "investments", "--partition", today().isoformat()],
+            ["materialize", "investments"],
             cli_env(sim, root, home, credentials=sim.credentials_for("no_b2b")),
             tmp_path / "logs" / "refused",
         )

@@ -27,7 +27,6 @@ import dagster as dg
 import orjson
 import pytest
 
-from assets.partitions import today
 from pipeline import spec
 from pipeline.simulator import (
     Credentials,
@@ -323,10 +322,7 @@ def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
 # Each case: what the exchange does, the command, and what the terminal and the warehouse show.
 # A fault-free warehouse of the same commands, made once, is what "rows load unchanged" means.
 
-SNAPSHOTS = [
-    *("materialize", "investments", "main_balances", "hedge_mode"),
-    *("--partition", today().isoformat()),
-]
+SNAPSHOTS = ["materialize", "investments", "main_balances", "hedge_mode"]
 
 
 @pytest.fixture(scope="module")

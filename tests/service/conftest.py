@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -40,10 +39,10 @@ def postgres() -> Iterator[LocalPostgres]:
 
 @pytest.fixture(scope="session")
 def today_exchange() -> Iterator[SpawnedSimulator]:
-    """The simulated exchange with its data clock at the start of today (UTC): yesterday is a
-    whole day of its funding history, as a real account's is at night."""
-    day = 86_400
-    with spawn(seed=7, scale="small", frozen_at=time.time() // day * day) as sim:
+    """The simulated exchange with its data clock running with the wall clock: yesterday is a
+    whole day of its funding history, as a real account's is at night, whenever the tick
+    comes (its past days are fixed, so a session that crosses midnight sees the same)."""
+    with spawn(seed=7, scale="small") as sim:
         yield sim
 
 
@@ -206,7 +205,3 @@ def service_env(
         "WHITEBIT_ALERT_WEBHOOK_URL": webhook.url,
         "WHITEBIT_UI_URL": "http://dagster.example.test:3000/",
     }
-
-
-def utc_today() -> str:
-    return datetime.now(UTC).date().isoformat()

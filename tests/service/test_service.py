@@ -9,8 +9,8 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
-from datetime import date, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,9 +27,9 @@ from tests.service.conftest import (
     Service,
     Webhook,
     service_env,
-    utc_today,
     webhook_receiver,
 )
+from warehouse import catalog
 from warehouse.schemas import month_of
 
 pytestmark = pytest.mark.slow
@@ -80,6 +80,8 @@ class Night:
     webhook: Webhook
     database: str
     base: Path
+    #: The UTC day the service was launched on.
+    started: date = field(default_factory=lambda: datetime.now(UTC).date())
 
 
 WRONG_SECRET = "not-the-secret-" + "x" * 16
@@ -147,21 +149,23 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
     url = postgres.url(night.database, driver="")
     first = _wait("a tick's two runs", _tick_done(served, 0), RUNS_TIMEOUT_S, served)
 
-    today = date.fromisoformat(utc_today())
+    # In the warehouse: the month's funding so far, yesterday's included; today's snapshots
+    # (today: the day the tick took them, whichever side of midnight the session is on).
+    rows = warehouse_rows(tmp_path / "warehouse")
+    with catalog.connect(tmp_path / "warehouse") as con:
+        ((today,),) = con.execute("SELECT DISTINCT snapshot_date FROM main_balances").fetchall()
+    assert today in (night.started, datetime.now(UTC).date())
     yesterday = today - timedelta(days=1)
+    funding_days = {row[-1] for row in rows["funding_history"]}
+    assert yesterday in funding_days
+    assert {month_of(day) for day in funding_days} == {month_of(yesterday)}
+    assert max(funding_days) <= today
     with served.instance() as instance:
         runs = [instance.get_run_by_id(run_id) for run_id in first.run_ids]
     # The month that holds yesterday; the snapshots are not partitioned.
     assert sorted(str(r.tags.get("dagster/partition")) for r in runs if r is not None) == sorted(
         [month_of(yesterday), "None"]
     )
-    # In the warehouse: the month's funding so far, yesterday's included; today's snapshots.
-    rows = warehouse_rows(tmp_path / "warehouse")
-    funding_days = {row[-1] for row in rows["funding_history"]}
-    assert yesterday in funding_days
-    assert {month_of(day) for day in funding_days} == {month_of(yesterday)}
-    assert max(funding_days) <= today
-    assert {row[-1] for row in rows["main_balances"]} == {today}
     # In PostgreSQL's run history, not in a file beside it.
     assert set(first.run_ids) <= {run_id for (run_id,) in _sql(url, "SELECT run_id FROM runs")}
     assert not list(Path(served.home).glob("**/*.db"))
