@@ -182,9 +182,10 @@ class UnreadableResponseError(ResponseFormatError):
 
 class ContractError(ResponseFormatError):
     """A 2xx answer that breaks the contract where the walk relies on it: not JSON at all (an HTML
-    page), the envelope (``records`` not a list, a field of it missing), an offset or a limit
-    other than asked, more records than the limit, a ticker listed twice. Tried once more at
-    once, never later."""
+    page), whole yet refused by the JSON parser (invalid UTF-8, nesting too deep: its byte
+    offset is the ``field``), the envelope (``records`` not a list, a field of it missing), an
+    offset or a limit other than asked, more records than the limit, a ticker listed twice.
+    Tried once more at once, never later."""
 
 
 class WalkError(WhiteBITError):

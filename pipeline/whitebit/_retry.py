@@ -3,8 +3,10 @@
 Retried: the gateway's 429, a rejected nonce, 5xx, a dropped or refused connection, a timeout,
 and an answer cut short (JSON that breaks off, or nothing), each a bounded number of times with a
 backoff, and each re-signed with a fresh nonce. An answer that is JSON but breaks the contract,
-or a success that is not JSON at all (an HTML page), is a `ContractError`: tried once more, at
-once, since the same answer twice is the exchange's and waiting would only delay the error.
+a success that is not JSON at all (an HTML page), or a whole answer the JSON parser refuses
+(invalid UTF-8, nesting too deep, a wrong character before the end) is a `ContractError`: tried
+once more, at once, since no network fault makes it, the same answer twice is the exchange's,
+and waiting would only delay the error.
 Everything else raises at once.
 
 An operation that changes state (the sub-account key reset) is retried only on the two answers that

@@ -34,7 +34,13 @@ import orjson
 from pipeline import spec
 
 from ._config import EXCERPT_CHARS
-from ._errors import ContractError, UnreadableResponseError, excerpt, is_error_body
+from ._errors import (
+    ContractError,
+    ResponseFormatError,
+    UnreadableResponseError,
+    excerpt,
+    is_error_body,
+)
 
 #: Fields the spec does not name, seen in answers: path -> one example value as JSON text.
 Unknown = dict[str, str]
@@ -326,6 +332,49 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+def _unparsed(
+    operation: spec.Operation, content: bytes, exc: orjson.JSONDecodeError
+) -> ResponseFormatError:
+    """Why the parser refused an answer: cut short on the way (`UnreadableResponseError`,
+    waited for and tried again), or whole yet not JSON the parser takes (`ContractError`: no
+    network fault makes invalid UTF-8, nesting too deep or a wrong character before the end, so
+    the same answer would come again)."""
+    start = content.lstrip()[:1]
+    if start and start not in b"{[":
+        # Not JSON from its first character (an HTML page, plain text).
+        return ContractError(
+            operation=operation,
+            field="(the whole answer)",
+            reason="a success answer that is not JSON at all",
+            body_excerpt=excerpt(content),
+        )
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        at, why = bad.start, f"not valid UTF-8 ({bad.reason})"
+        broke_off = bad.end == len(content) and bad.reason == "unexpected end of data"
+    else:
+        # The parser counts characters; the offset a reader can seek to is in bytes.
+        at, why = len(text[: exc.pos].encode()), exc.msg
+        broke_off = exc.pos >= len(text.rstrip())  # it ran out of input
+    if broke_off:
+        # JSON that breaks off was cut short, usually at its end, so quote the end.
+        tail = content.decode("utf-8", "replace")[-EXCERPT_CHARS:]
+        return UnreadableResponseError(
+            operation=operation,
+            field="(the whole answer)",
+            reason=f"not valid JSON ({exc})",
+            body_excerpt="the answer ending " + excerpt("…" + tail),
+        )
+    near = content[max(0, at - EXCERPT_CHARS // 2) : at + EXCERPT_CHARS // 2]
+    return ContractError(
+        operation=operation,
+        field=f"byte {at} of {len(content)}",
+        reason=f"a whole answer the JSON parser refuses: {why}",
+        body_excerpt=f"around byte {at}: " + excerpt(near),
+    )
+
+
 def parse(
     operation: spec.Operation, content: bytes, unknown: Unknown, params: Mapping[str, Any]
 ) -> Any:
@@ -335,24 +384,7 @@ def parse(
     try:
         doc = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
-        start = content.lstrip()[:1]
-        if start and start not in b"{[":
-            # Not JSON from its first character (an HTML page, plain text): no network fault
-            # makes that, so it would come again.
-            raise ContractError(
-                operation=operation,
-                field="(the whole answer)",
-                reason="a success answer that is not JSON at all",
-                body_excerpt=excerpt(content),
-            ) from None
-        # JSON that breaks off was cut short, usually at its end, so quote the end.
-        tail = content.decode("utf-8", "replace")[-EXCERPT_CHARS:]
-        raise UnreadableResponseError(
-            operation=operation,
-            field="(the whole answer)",
-            reason=f"not valid JSON ({exc})",
-            body_excerpt="the answer ending " + excerpt("…" + tail),
-        ) from None
+        raise _unparsed(operation, content, exc) from None
     shape = SHAPES[operation.name]
     try:
         if not shape.ok(doc):

@@ -413,6 +413,27 @@ CASES = {
         ("failed step funding_history:", "not JSON at all"),
         failed=("funding_history",),
     ),
+    # Whole answers the JSON parser refuses: no network fault makes them, so they fail at once.
+    "a byte that is not UTF-8 in a market name": Case(
+        _tamper(FUNDING, lambda p, body: body.replace(b'"market":"', b'"market":"\xff', 1)),
+        RANGE,
+        1,
+        (
+            "failed step funding_history:",
+            "the JSON parser refuses: not valid UTF-8 (invalid start byte)",
+        ),
+        failed=("funding_history",),
+    ),
+    "a hedge-mode answer nested 100,000 arrays deep": Case(
+        _tamper(spec.HEDGE_MODE.path, lambda p, body: b"[" * 100_000 + b"]" * 100_000),
+        SNAPSHOTS,
+        1,
+        (
+            "failed step hedge_mode:",
+            "at byte 1025 of 200000: a whole answer the JSON parser refuses: depth limit exceeded",
+        ),
+        failed=("hedge_mode",),
+    ),
     "pages capped at 50": Case(_cap, RANGE, 0, ()),
     "a new field in the funding envelope": Case(
         _tamper(FUNDING, new_field("cursor", "abc", "top")),

@@ -32,6 +32,7 @@ from pipeline.whitebit import (
     ValidationError,
     WalkReport,
 )
+from pipeline.whitebit._shapes import parse
 from tests.whitebit.conftest import FAST_RETRIES, Watching, client, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
@@ -251,6 +252,46 @@ def test_an_answer_cut_short_gets_the_whole_retry_budget(own_sim: Simulator) -> 
 
     asyncio.run(main())
     assert own_sim.faults.injected[Fault.TRUNCATED_JSON] == FAST_RETRIES.max_retries + 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "where", "why"),
+    [
+        (b'{"hedgeMode":"\xfftrue"}', "byte 14 of 21", "not valid UTF-8 (invalid start byte)"),
+        (b"[" * 100_000 + b"]" * 100_000, "byte 1025 of 200000", "depth limit exceeded"),
+        (b'{"hedgeMode":true}}', "byte 18 of 19", "unexpected content after document"),
+        ('{"hedgeMode":"é",}'.encode(), "byte 17 of 19", "trailing comma is not allowed"),
+    ],
+)
+def test_a_whole_answer_the_parser_refuses_fails_after_one_quick_retry(
+    own_sim: Simulator, answer: bytes, where: str, why: str
+) -> None:
+    """No network fault makes invalid UTF-8 or nesting too deep: the same answer would come
+    again, so it is not waited for; the error says where the body went wrong."""
+    own_sim.faults.tamper(spec.HEDGE_MODE.path, lambda p, body: answer)
+
+    async def main() -> None:
+        async with client(own_sim) as c:  # the default budget: 8 retries
+            with raises(ContractError) as info:
+                await c.hedge_mode()
+        assert info.value.attempts == 2
+        assert info.value.field == where
+        assert why in info.value.reason
+        assert "hedge_mode" in str(info.value)
+
+    asyncio.run(main())
+    assert own_sim.state.answered[(spec.HEDGE_MODE.path, 200)] == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"", b"  \n", b'{"hedgeMode":tr', b'{"hedgeMode":"\xc3', b'{"records":[{"a":"b"},'],
+)
+def test_an_answer_that_breaks_off_is_cut_short_not_refused(answer: bytes) -> None:
+    """The parser ran out of input (or out of a character): the rest may come on another try."""
+    with pytest.raises(UnreadableResponseError) as info:
+        parse(spec.HEDGE_MODE, answer, {}, {})
+    assert info.value.retryable
 
 
 def _reset(sim: Simulator, faults: list[Fault | None]) -> tuple[Any, int]:
