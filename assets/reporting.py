@@ -32,7 +32,7 @@ API_RETRY: Final = dg.RetryPolicy(
     max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
 #: Progress of a run, one record per day written: the CLI shows it as a progress bar.
-PROGRESS_LOGGER: Final = "pipeline.progress"
+PROGRESS_LOGGER: Final = "assets.progress"
 PREVIEW_ROWS: Final = 5
 
 

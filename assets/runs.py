@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
 import socket
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Final
@@ -50,6 +50,7 @@ from assets.outcomes import RunOutcome, error_text, outcome
 from assets.partitions import day_range
 from assets.reporting import PROGRESS_LOGGER
 from assets.snapshots import refuse_past
+from pipeline.whitebit import RETRY_WAIT_FIELD
 from warehouse.parquet import exclusive_lock
 from warehouse.schemas import month_of
 from warehouse.settings import warehouse_root
@@ -140,10 +141,9 @@ CLIENT_WAIT_SHOWN_S: Final = 1.0
 #: The job Dagster gives runs that materialize assets outside the location's jobs (the one
 #: `dg.materialize` runs), so the UI lists CLI runs as it lists those.
 ASSET_RUN_JOB: Final = "__ephemeral_asset_job__"
-#: The logger of `pipeline.whitebit`'s client, which logs each retry at INFO before waiting.
+#: The logger of `pipeline.whitebit`'s client, which logs each retry at INFO before waiting,
+#: the wait in seconds as the record's `RETRY_WAIT_FIELD`.
 CLIENT_LOGGER: Final = "pipeline.whitebit"
-#: The client's retry message ends with its wait (`pipeline.whitebit` logs it before each retry).
-_CLIENT_WAIT: Final = re.compile(r"retrying in (\d+(?:\.\d+)?) s$")
 
 
 class _ProgressHandler(logging.Handler):
@@ -157,8 +157,15 @@ class _ProgressHandler(logging.Handler):
         self._progress.update(self._task, advance=1, description=record.getMessage())
 
 
+@dataclass
+class _Ending:
+    """How a progress bar ends: failed, unless the run is said to have succeeded."""
+
+    succeeded: bool = False
+
+
 @contextmanager
-def progress_bar(console: Console, total: int, title: str) -> Iterator[None]:
+def progress_bar(console: Console, total: int, title: str) -> Iterator[_Ending]:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -167,9 +174,13 @@ def progress_bar(console: Console, total: int, title: str) -> Iterator[None]:
     )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(title, total=total)
-        with _listening(PROGRESS_LOGGER, _ProgressHandler(progress, task)):
-            yield
-        progress.update(task, description=f"{title}: done")
+        ending = _Ending()
+        try:
+            with _listening(PROGRESS_LOGGER, _ProgressHandler(progress, task)):
+                yield ending
+        finally:
+            ended = "done" if ending.succeeded else "failed"
+            progress.update(task, description=f"{title}: {ended}")
 
 
 @contextmanager
@@ -230,8 +241,8 @@ class _Watch(logging.Handler):
         if record.levelno >= logging.WARNING:  # the client's own warnings, as it logs them
             self._say(where + message, "red" if record.levelno >= logging.ERROR else "yellow")
             return
-        found = _CLIENT_WAIT.search(message)
-        if found is not None and float(found[1]) >= CLIENT_WAIT_SHOWN_S:
+        wait = getattr(record, RETRY_WAIT_FIELD, None)
+        if isinstance(wait, float) and wait >= CLIENT_WAIT_SHOWN_S:
             self._say(f"{where}waiting for the exchange: {message}", "yellow")
 
 
@@ -300,7 +311,7 @@ def materialize(
     total = sum(len(days) if name == "funding_history" else 1 for name in selection)
     with (
         _stop_promptly(dagster, run_id),
-        progress_bar(console, total, title),
+        progress_bar(console, total, title) as bar,
         watched(dagster, run_id, console),
     ):
         result = job.execute_in_process(
@@ -311,6 +322,7 @@ def materialize(
             run_id=run_id,
             tags=tags,
         )
+        bar.succeeded = result.success
     return outcome(dagster, run_id, success=result.success)
 
 

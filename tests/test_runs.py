@@ -19,10 +19,10 @@ import pytest
 from rich.console import Console
 
 from assets import outcomes, runs
-from assets.reporting import API_POOL
+from assets.reporting import API_POOL, PROGRESS_LOGGER
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
-from pipeline.whitebit import AsyncWhiteBIT, RetryPolicy
+from pipeline.whitebit import RETRY_WAIT_FIELD, AsyncWhiteBIT, RetryPolicy
 
 # A run like the CLI's: tagged with its process, holding the API pool's slot when it is killed.
 _KILLED_IN_THE_POOL = f"""
@@ -265,3 +265,31 @@ def test_client_retry_waits_from_a_second_on_and_client_warnings_are_said(
     assert said[0].startswith("pinged: waiting for the exchange: ping: attempt 1 of 2 failed")
     assert "HTTP 503" in said[0]
     assert float(said[0].split("retrying in ")[1].removesuffix(" s")) >= 1.0
+
+
+@pytest.mark.parametrize("succeeded", [True, False])
+def test_a_progress_bar_ends_as_its_run_did(succeeded: bool) -> None:
+    console, out = _console()
+    with runs.progress_bar(console, 3, "funding_history: 2026-09-01") as bar:
+        logging.getLogger(PROGRESS_LOGGER).info("funding_history 2026-09-01: 5 rows, 0 rejected")
+        bar.succeeded = succeeded
+    ended = "done" if succeeded else "failed"
+    assert f"funding_history: 2026-09-01: {ended} " in out.getvalue()
+    assert "1/3" in out.getvalue()
+
+
+def test_a_progress_bar_left_by_an_error_ends_failed() -> None:
+    console, out = _console()
+    with pytest.raises(KeyboardInterrupt), runs.progress_bar(console, 1, "hedge_mode: today"):
+        raise KeyboardInterrupt
+    assert "hedge_mode: today: failed " in out.getvalue()
+
+
+def test_a_retry_wait_is_read_from_its_record_not_its_text() -> None:
+    console, out = _console()
+    client = logging.getLogger(runs.CLIENT_LOGGER)
+    with dg.instance_for_test() as instance, runs.watched(instance, "no-run", console):
+        client.info("ping: attempt 1 of 2 failed; retrying in 9.00 s")  # no field: a blip
+        client.info("ping: attempt 1 of 2 failed", extra={RETRY_WAIT_FIELD: 3.0})
+    said = [line for line in out.getvalue().splitlines() if "waiting for the exchange" in line]
+    assert said == ["waiting for the exchange: ping: attempt 1 of 2 failed"]

@@ -6,7 +6,7 @@ there is (`walk_funding`, `walk_investments`) or say why they could not. Failure
 """
 
 from ._auth import Credentials
-from ._client import AsyncWhiteBIT
+from ._client import RETRY_WAIT_FIELD, AsyncWhiteBIT
 from ._errors import (
     APIError,
     APIStatusError,
@@ -46,6 +46,7 @@ from ._walks import FundingWalk, InvestmentsWalk
 
 __all__ = [
     "NO_RETRIES",
+    "RETRY_WAIT_FIELD",
     "APIError",
     "APIStatusError",
     "AsyncWhiteBIT",

@@ -49,6 +49,9 @@ from ._types import (
 from ._walks import FundingWalk, InvestmentsWalk
 
 log = logging.getLogger("pipeline.whitebit")
+#: The attribute of a retry's log record that holds its wait in seconds (a float), for a
+#: console to show long waits by.
+RETRY_WAIT_FIELD = "retry_wait_s"
 
 _LOOPBACK_NAMES = frozenset({"localhost"})
 
@@ -350,6 +353,7 @@ class AsyncWhiteBIT:
             type(error).__name__,
             getattr(error, "detail", error),
             delay,
+            extra={RETRY_WAIT_FIELD: delay},
         )
 
     async def _attempt(

@@ -487,6 +487,8 @@ def test_each_bad_answer_ends_in_time_saying_what_it_was(
         assert any(fragment in line for line in lines), (fragment, ran.output)
     assert "Traceback" not in ran.output
     assert "tries it again" not in ran.output  # nothing here can change by waiting
+    if case.failed:  # its progress bar ends as the run did
+        assert any(re.search(r": failed\b.* \d+/\d+", line) for line in lines), ran.output
     catalog = tmp_path / "warehouse" / "warehouse.duckdb"
     rows = warehouse_rows(tmp_path / "warehouse") if catalog.exists() else empty
     for table in FILLS[tuple(case.args)]:
