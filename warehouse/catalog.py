@@ -45,7 +45,6 @@ from warehouse.parquet import (
     lock_path,
     partition_files,
     table_path,
-    upgrade_to_months,
 )
 from warehouse.schemas import TableSchema
 from warehouse.settings import is_local, warehouse_root
@@ -81,8 +80,6 @@ def refresh(root: Root = None) -> CatalogRefresh:
     """Rebuild the catalog's views beside it and swap it in; idempotent."""
     target = catalog_path(root)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # A warehouse written before funding history had month files: one layout per view.
-    upgrade_to_months(root)
     with exclusive_lock(lock_path(root, CATALOG_FILE)):
         for killed in target.parent.glob(f".{target.name}.*.tmp*"):
             killed.unlink(missing_ok=True)

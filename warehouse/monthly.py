@@ -156,8 +156,6 @@ class MonthlyFunding:
         if not days:
             raise ValueError("no day to load")
         self._root = warehouse_root(root)
-        # Day files a warehouse written before month partitions holds become month files first.
-        parquet.upgrade_to_months(self._root)
         self._days = sorted(set(days))
         self._months: dict[str, list[date]] = {}
         for day in self._days:

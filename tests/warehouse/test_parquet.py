@@ -216,37 +216,3 @@ def test_a_month_write_replaces_the_days_it_covers_and_keeps_the_others(root: Pa
         (DAY, "BTC_PERP"), (second, "ETH_PERP"), (date(2024, 3, 3), "BTC_PERP")
     ]  # fmt: skip
     assert not rejects_file.exists()  # the covered day's rejects went with its rows
-
-
-def _old_day_file(root: Path, day: date, records: list[object]) -> Path:
-    """A day file as warehouses wrote them before funding months: the day in the path only."""
-    rows = funding_batch(records, day).rows.drop_columns(["funding_date"])
-    path = root / "parquet" / "funding_history" / f"funding_date={day}" / "data.parquet"
-    path.parent.mkdir(parents=True)
-    pq.write_table(rows, path)
-    return path
-
-
-def test_an_old_warehouse_of_day_files_is_converted_to_month_files(root: Path) -> None:
-    from warehouse import catalog
-
-    feb29, mar1 = date(2024, 2, 29), DAY
-    _old_day_file(root, feb29, [funding_record(fundingTime=str(DAY_START - 3600))])
-    _old_day_file(root, mar1, [funding_record(), funding_record(market="ETH_PERP")])
-    # A kill after March's file was written left one of its day files behind.
-    parquet.replace_partition(
-        root, "funding_history", "2024-03", funding_batch([funding_record()]).rows, covers=[mar1]
-    )
-    _old_day_file(root, date(2024, 3, 2), [funding_record(fundingTime=str(DAY_START + 86400))])
-
-    catalog.refresh(root)
-    files = parquet.partition_files(root, "funding_history")
-    assert [f.parent.name for f in files] == ["funding_month=2024-02", "funding_month=2024-03"]
-    assert not list((root / "parquet" / "funding_history").glob("funding_date=*"))
-    with catalog.connect(root) as con:
-        rows = con.execute(
-            "SELECT funding_date, market FROM funding_history ORDER BY ALL"
-        ).fetchall()
-    # February came from its day file; March's file was whole already and is kept as it was.
-    assert rows == [(feb29, "BTC_PERP"), (mar1, "BTC_PERP")]
-    assert parquet.upgrade_to_months(root) == []  # once converted, nothing more to do
