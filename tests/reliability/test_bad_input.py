@@ -337,15 +337,16 @@ CASES = [
         "100 pages in a row",
         "the same entries whatever the offset",
     ),
-    # JSON cut short (another try may get it whole: the whole budget), or not JSON at all (the
-    # same page on the next try: one quick retry).
+    # JSON cut short (another try may get it whole: the whole budget), or a whole answer that is
+    # not JSON at all or that the parser refuses before its end (the same page on the next try:
+    # one quick retry).
     _funding_fails("funding-html-with-200", _body(HTML), "not JSON at all", "Maintenance", TWICE),
     _funding_fails(
         "funding-invalid-utf8",
         lambda params, body: body.replace(b'_PERP"', b'_PERP\xff\xfe"', 1),
-        "not valid JSON",
-        "UTF-8",
-        WHOLE_BUDGET,
+        "the JSON parser refuses: not valid UTF-8",
+        "byte 54 of",
+        TWICE,
     ),
     _funding_fails(
         "funding-truncated-json",
@@ -357,8 +358,9 @@ CASES = [
     _funding_fails(
         "funding-bare-nan",
         lambda params, body: re.sub(rb'"fundingRate":"[^"]*"', b'"fundingRate":NaN', body, count=1),
-        "not valid JSON",
-        WHOLE_BUDGET,
+        "the JSON parser refuses: unexpected character",
+        "byte 97 of",
+        TWICE,
     ),
     _funding_fails(
         "funding-top-level-array",
