@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, WalkReport
 from warehouse import catalog, normalize
 from warehouse.normalize import Batch
@@ -202,34 +201,26 @@ def _single_snapshot(
     return snapshot
 
 
-# Through `call`, which takes the report the typed methods do not.
 async def _main_balance(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
-    return await client.call(spec.MAIN_BALANCE, {}, report=report)
+    return await client.main_balance(report=report)
 
 
 async def _trading_balance(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
-    return await client.call(spec.TRADING_BALANCE, {}, report=report)
+    return await client.trading_balance(report=report)
 
 
 async def _hedge_mode(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
-    return await client.call(spec.HEDGE_MODE, {}, report=report)
+    return await client.hedge_mode(report=report)
 
 
 async def _watcher_links(client: AsyncWhiteBIT, exchange: Exchange, report: WalkReport) -> Any:
-    if not exchange.mining_accounts:
+    accounts = exchange.mining_accounts
+    if not accounts:
         logging.getLogger(__name__).warning(
             "no mining accounts configured (WHITEBIT_MINING_ACCOUNTS): no watcher link to list"
         )
-    answers = await asyncio.gather(
-        *(
-            client.call(spec.WATCHER_LINKS, {"account": account}, report=report)
-            for account in exchange.mining_accounts
-        )
-    )
-    return {
-        account: answer["data"]
-        for account, answer in zip(exchange.mining_accounts, answers, strict=True)
-    }
+    links = await asyncio.gather(*(client.watcher_links(a, report=report) for a in accounts))
+    return dict(zip(accounts, links, strict=True))
 
 
 main_balances = _single_snapshot(
