@@ -71,7 +71,7 @@ bench: bootstrap
 
 # The Dagster instance the CLI and the demo use (WAREHOUSE_ROOT/dagster unless DAGSTER_HOME says).
 ui: bootstrap
-	DAGSTER_HOME="$$($(RUN) python -c 'from assets.runs import dagster_home; print(dagster_home())')" \
+	DAGSTER_HOME="$$($(RUN) python -c 'from assets.instance import dagster_home; print(dagster_home())')" \
 		$(RUN) dagster dev -w workspace.yaml
 
 # The nightly service: webserver, daemon and code location server (whitebit-etl serve).

@@ -272,12 +272,12 @@ def serve(host: str, port: int) -> None:
     SQLite instance by default; PostgreSQL when DAGSTER_POSTGRES_URL is set. Failed runs are
     posted to WHITEBIT_ALERT_WEBHOOK_URL when set. Stops cleanly on SIGTERM or Ctrl-C.
     """
-    from assets.service import ServiceError
+    from assets.instance import InstanceError
     from assets.service import serve as run_service
 
     try:
         run_service(_console(), host, port)
-    except ServiceError as exc:
+    except InstanceError as exc:
         raise click.ClickException(str(exc)) from exc
 
 

@@ -1,15 +1,14 @@
 """The nightly service as production runs it: a code location server, the daemon (schedules,
 sensors, the run queue) and the webserver, started and stopped together by ``whitebit-etl serve``.
 
-The instance is the CLI's SQLite one (``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``) unless
-``DAGSTER_POSTGRES_URL`` is set: then ``deploy/dagster.yaml`` (PostgreSQL storage, its URL read
-from that variable) goes into ``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster-postgres``, a home
-of its own, so a SQLite instance's history is never taken for a PostgreSQL one.
+Its instance is the CLI's (SQLite) unless ``DAGSTER_POSTGRES_URL`` is set: then PostgreSQL, in a
+home of its own (`assets.instance.instance_home`).
 
 On SIGTERM or SIGINT the runs in progress are terminated and marked canceled with that reason
 (queued runs stay queued for the next start), then the processes are stopped, each given a few
 seconds before SIGKILL. Schedules, run history and partitions live in the instance's storage, so
-a restart finds them all; a tick the daemon was evaluating is resumed, not repeated.
+a restart finds them all; a tick the daemon was evaluating is resumed, not repeated; runs a killed
+service left are marked failed as it starts again (`assets.instance.release_dead_runs`).
 """
 
 from __future__ import annotations
@@ -29,17 +28,10 @@ from typing import Final
 
 import dagster as dg
 import psutil
-import yaml
 from rich.console import Console
 
-from assets.runs import RUNNER_TAG, dagster_home, process_alive
-from warehouse.settings import warehouse_root
+from assets.instance import RUNNER_TAG, InstanceError, instance_home, release_dead_runs
 
-POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
-#: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
-#: dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare ``postgresql://`` as psycopg 3.
-POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
-PRODUCTION_CONFIG: Final = Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml"
 #: The code location's name: the one `make ui` gives it, so both see the same schedule state.
 LOCATION: Final = "assets.definitions"
 WORKSPACE_FILE: Final = "workspace.yaml"
@@ -48,43 +40,8 @@ STOP_GRACE_S: Final = 5.0
 _STARTUP_S: Final = 180.0
 
 
-class ServiceError(Exception):
+class ServiceError(InstanceError):
     """The service cannot start as configured; the message says what to change."""
-
-
-def _uses_postgres(config: Path) -> bool:
-    loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    return bool("postgres" in (loaded.get("storage") or {}))
-
-
-def instance_home() -> tuple[Path, str]:
-    """The instance's home, made ready for the storage the environment asks for; and its name."""
-    url = os.environ.get(POSTGRES_URL_ENV)
-    if not url:
-        home = dagster_home()
-        if _uses_postgres(home / "dagster.yaml"):
-            raise ServiceError(
-                f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
-            )
-        return home, "SQLite"
-    if not url.startswith(POSTGRES_SCHEME):
-        # The URL holds a password: only its scheme may be named.
-        raise ServiceError(
-            f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
-            f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
-        )
-    home = Path(os.environ.get("DAGSTER_HOME") or Path(warehouse_root().path) / "dagster-postgres")
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        shutil.copyfile(PRODUCTION_CONFIG, config)
-    elif not _uses_postgres(config):
-        raise ServiceError(
-            f"{config} stores the instance in SQLite under {home}: give the PostgreSQL instance a "
-            f"DAGSTER_HOME of its own (or unset {POSTGRES_URL_ENV})"
-        )
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home, "PostgreSQL"
 
 
 def free_port() -> int:
@@ -217,33 +174,13 @@ def cancel_runs_in_progress(reason: str) -> list[str]:
         return [run.run_id for run in running]
 
 
-def release_killed_runs() -> list[str]:
-    """Mark failed the runs left in progress by a service that was killed (its run workers gone
-    with it), and free their API pool slots, which would otherwise block every later run; their
-    ids. Runs of a CLI process are left to the CLI (`assets.runs.release_abandoned_runs`)."""
-    released = []
-    with dg.DagsterInstance.get() as instance:
-        for run in _unfinished_service_runs(instance):
-            started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
-            pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
-            if pids and process_alive(pids[-1]):
-                continue
-            instance.report_run_failed(
-                run,
-                message="the service stopped without ending this run (it was killed); marked "
-                "failed when it started again, which freed the run's API pool slot",
-            )
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-            released.append(run.run_id)
-    return released
-
-
 def serve(console: Console, host: str, port: int) -> None:
     """Start the code location server, the daemon and the webserver; stop them on SIGTERM or
     SIGINT (or when one of them exits)."""
     home, storage = instance_home()
-    for run_id in release_killed_runs():
-        console.print(f"run {run_id} was left unfinished by a killed service: marked failed")
+    with dg.DagsterInstance.get() as instance:
+        for run_id in release_dead_runs(instance, service_stopped=True):
+            console.print(f"run {run_id} was left unfinished by a killed process: marked failed")
     code_port = free_port()
     workspace = _workspace(home, code_port)
     env = dict(os.environ)

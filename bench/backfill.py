@@ -36,7 +36,7 @@ from pathlib import Path
 from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from typing import Any, Final
 
-from assets.service import POSTGRES_URL_ENV
+from assets.instance import POSTGRES_URL_ENV
 from bench import Figure
 from bench.postgres import LocalPostgres
 from bench.warehouse import layout

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -19,6 +17,9 @@ import pytest
 from rich.console import Console
 
 from assets import outcomes, runs
+from assets.console import CLIENT_LOGGER, progress_bar, watched
+from assets.instance import instance as open_instance
+from assets.instance import release_dead_runs, runner_tag
 from assets.reporting import API_POOL, PROGRESS_LOGGER
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
@@ -28,14 +29,13 @@ from pipeline.whitebit import RETRY_WAIT_FIELD, AsyncWhiteBIT, RetryPolicy
 _KILLED_IN_THE_POOL = f"""
 import os, signal, socket
 import dagster as dg
-from assets import runs
+from assets.instance import instance, runner_tag
 
 @dg.asset(pool={API_POOL!r})
 def doomed() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
-dg.materialize([doomed], instance=runs.instance(),
-               tags={{runs.RUNNER_TAG: f"{{socket.gethostname()}}:{{os.getpid()}}"}})
+dg.materialize([doomed], instance=instance(), tags=runner_tag())
 """
 
 
@@ -52,45 +52,44 @@ def test_a_killed_run_is_marked_failed_and_its_pool_slot_freed(
         [sys.executable, "-c", _KILLED_IN_THE_POOL], capture_output=True, text=True, timeout=120
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
-    instance = runs.instance()
+    instance = open_instance()
     (run,) = instance.get_runs()
     assert run.status == dg.DagsterRunStatus.STARTED  # as the killed process left it
     assert _claimed(instance) == [run.run_id]
 
-    assert runs.release_abandoned_runs(instance) == [run.run_id]
+    assert release_dead_runs(instance, service_stopped=False) == [run.run_id]
     assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
     assert _claimed(instance) == []
-    assert runs.release_abandoned_runs(instance) == []  # once is enough
+    assert release_dead_runs(instance, service_stopped=False) == []  # once is enough
 
 
 def test_a_run_whose_process_lives_is_left_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    instance = runs.instance()
+    instance = open_instance()
     seen: list[dg.DagsterRunStatus] = []
 
     # Unannotated: a postponed annotation is text here, which Dagster refuses for ``context``.
     @dg.asset(pool=API_POOL)
     def running(context) -> None:  # type: ignore[no-untyped-def]
         # Another CLI run starting now finds this one alive and leaves it be.
-        assert runs.release_abandoned_runs(instance) == []
+        assert release_dead_runs(instance, service_stopped=False) == []
         seen.append(instance.get_run_by_id(context.run.run_id).status)  # type: ignore[union-attr]
 
-    tags = {runs.RUNNER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
-    assert dg.materialize([running], instance=instance, tags=tags).success
+    assert dg.materialize([running], instance=instance, tags=runner_tag()).success
     assert seen == [dg.DagsterRunStatus.STARTED]
 
 
 # Say it is ready, wait for the parent's signal, then open the instance of a new DAGSTER_HOME.
 _OPEN_AT_ONCE = """
 import pathlib, sys, time
-from assets import runs
+from assets.instance import instance
 print("ready", flush=True)
 go = pathlib.Path(sys.argv[1])
 while not go.exists():
     time.sleep(0.001)
-runs.instance()
+instance()
 """
 
 
@@ -135,7 +134,7 @@ def _run(
         assets=list(assets), jobs=[dg.define_asset_job(runs.ASSET_RUN_JOB)]
     ).resolve_job_def(runs.ASSET_RUN_JOB)
     run_id = str(uuid.uuid4())
-    with runs.watched(instance, run_id, console):
+    with watched(instance, run_id, console):
         return job.execute_in_process(
             instance=instance, run_id=run_id, run_config=runs.QUIET, raise_on_error=False
         )
@@ -255,7 +254,7 @@ def test_client_retry_waits_from_a_second_on_and_client_warnings_are_said(
     def pinged() -> None:
         asyncio.run(ping(0.05))  # a blip: retried unsaid
         asyncio.run(ping(1.4))  # waits 1.05 to 1.4 s (jitter takes off up to a quarter)
-        logging.getLogger(runs.CLIENT_LOGGER).warning("the answer has %s", "a new field")
+        logging.getLogger(CLIENT_LOGGER).warning("the answer has %s", "a new field")
 
     with dg.instance_for_test() as instance:
         assert _run(instance, console, pinged).success
@@ -270,7 +269,7 @@ def test_client_retry_waits_from_a_second_on_and_client_warnings_are_said(
 @pytest.mark.parametrize("succeeded", [True, False])
 def test_a_progress_bar_ends_as_its_run_did(succeeded: bool) -> None:
     console, out = _console()
-    with runs.progress_bar(console, 3, "funding_history: 2026-09-01") as bar:
+    with progress_bar(console, 3, "funding_history: 2026-09-01") as bar:
         logging.getLogger(PROGRESS_LOGGER).info("funding_history 2026-09-01: 5 rows, 0 rejected")
         bar.succeeded = succeeded
     ended = "done" if succeeded else "failed"
@@ -280,15 +279,15 @@ def test_a_progress_bar_ends_as_its_run_did(succeeded: bool) -> None:
 
 def test_a_progress_bar_left_by_an_error_ends_failed() -> None:
     console, out = _console()
-    with pytest.raises(KeyboardInterrupt), runs.progress_bar(console, 1, "hedge_mode: today"):
+    with pytest.raises(KeyboardInterrupt), progress_bar(console, 1, "hedge_mode: today"):
         raise KeyboardInterrupt
     assert "hedge_mode: today: failed " in out.getvalue()
 
 
 def test_a_retry_wait_is_read_from_its_record_not_its_text() -> None:
     console, out = _console()
-    client = logging.getLogger(runs.CLIENT_LOGGER)
-    with dg.instance_for_test() as instance, runs.watched(instance, "no-run", console):
+    client = logging.getLogger(CLIENT_LOGGER)
+    with dg.instance_for_test() as instance, watched(instance, "no-run", console):
         client.info("ping: attempt 1 of 2 failed; retrying in 9.00 s")  # no field: a blip
         client.info("ping: attempt 1 of 2 failed", extra={RETRY_WAIT_FIELD: 3.0})
     said = [line for line in out.getvalue().splitlines() if "waiting for the exchange" in line]

@@ -1,14 +1,15 @@
-"""Which instance `serve` opens: SQLite by default, PostgreSQL (deploy/dagster.yaml) with its URL,
-never one taken for the other, and a URL's password never in a message."""
+"""Which instance `serve` opens: SQLite by default, PostgreSQL with its URL, never one taken for
+the other, and a URL's password never in a message or a file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import yaml
 
-from assets import service
-from assets.runs import INSTANCE_CONFIG
+from assets import instance as service
+from assets.instance import instance_config
 
 
 @pytest.fixture
@@ -24,7 +25,8 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
 def test_sqlite_by_default(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     home, storage = service.instance_home()
     assert (home, storage) == (tmp_path / "warehouse" / "dagster", "SQLite")
-    assert (home / "dagster.yaml").read_text() == INSTANCE_CONFIG
+    assert yaml.safe_load((home / "dagster.yaml").read_text()) == instance_config(postgres=False)
+    assert "storage" not in instance_config(postgres=False)
 
 
 def test_postgres_with_its_url_in_a_home_of_its_own(
@@ -34,12 +36,15 @@ def test_postgres_with_its_url_in_a_home_of_its_own(
     home, storage = service.instance_home()
     assert (home, storage) == (tmp_path / "warehouse" / "dagster-postgres", "PostgreSQL")
     written = (home / "dagster.yaml").read_text()
-    assert written == service.PRODUCTION_CONFIG.read_text()
+    assert yaml.safe_load(written) == instance_config(postgres=True)
+    assert yaml.safe_load(written)["storage"] == {
+        "postgres": {"postgres_url": {"env": service.POSTGRES_URL_ENV}}
+    }
     assert "pw-789" not in written
     # That home is PostgreSQL's: without the URL it is refused, not opened as SQLite.
     env.setenv("DAGSTER_HOME", str(home))
     env.delenv(service.POSTGRES_URL_ENV)
-    with pytest.raises(service.ServiceError, match=service.POSTGRES_URL_ENV):
+    with pytest.raises(service.InstanceError, match=service.POSTGRES_URL_ENV):
         service.instance_home()
 
 
@@ -47,7 +52,7 @@ def test_a_sqlite_home_is_not_taken_for_postgres(env: pytest.MonkeyPatch) -> Non
     home, _ = service.instance_home()
     env.setenv("DAGSTER_HOME", str(home))
     env.setenv(service.POSTGRES_URL_ENV, "postgresql+psycopg2://u:pw-789@db:5432/dagster")
-    with pytest.raises(service.ServiceError, match="SQLite") as refused:
+    with pytest.raises(service.InstanceError, match="SQLite") as refused:
         service.instance_home()
     assert "pw-789" not in str(refused.value)
 
@@ -56,6 +61,35 @@ def test_a_url_without_the_driver_is_refused_without_its_password(
     env: pytest.MonkeyPatch,
 ) -> None:
     env.setenv(service.POSTGRES_URL_ENV, "postgresql://u:pw-789@db:5432/dagster")
-    with pytest.raises(service.ServiceError, match=r"postgresql\+psycopg2://") as refused:
+    with pytest.raises(service.InstanceError, match=r"postgresql\+psycopg2://") as refused:
         service.instance_home()
     assert "pw-789" not in str(refused.value)
+
+
+def test_the_instance_configuration_ships_inside_the_package() -> None:
+    """`serve` from an installed wheel finds it: package data, not a file of the checkout."""
+    from importlib import resources
+
+    shipped = resources.files("assets").joinpath("dagster.yaml")
+    assert shipped.is_file()
+    assert yaml.safe_load(shipped.read_text())["concurrency"]["pools"] == {"default_limit": 1}
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_instance_configuration(tmp_path: Path) -> None:
+    """Built as a user would install it: `serve` needs no checkout beside the package."""
+    import os
+    import shutil
+    import subprocess
+    import zipfile
+
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "make test runs under uv, which names itself in UV"
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        [uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(root)],
+        check=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as built:
+        assert "assets/dagster.yaml" in built.namelist()

@@ -17,8 +17,8 @@ from typing import TypeVar
 import dagster as dg
 import psycopg2
 import pytest
-from dagster._core.scheduler.instigation import InstigatorTick, InstigatorType
 
+from assets.dagster_private import InstigatorTick, InstigatorType
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.reliability.conftest import warehouse_rows

@@ -1,0 +1,144 @@
+"""What a CLI run says on the terminal as it happens, in place of Dagster's console log: a
+progress bar of the days written, warnings and errors the steps log, each step Dagster will retry
+(in how long, and why), each client retry that waits long enough to notice."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Final
+
+import dagster as dg
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from assets.outcomes import error_text
+from assets.reporting import PROGRESS_LOGGER
+from pipeline.whitebit import RETRY_WAIT_FIELD
+
+#: Client retry waits from this long on are shown as they begin. Shorter ones pass unshown: a
+#: healthy exchange's blip costs a fraction of a second (the run's metadata counts it), while
+#: a wait of a second or more, and the doubling waits after it, are long enough to wonder about.
+CLIENT_WAIT_SHOWN_S: Final = 1.0
+#: The logger of `pipeline.whitebit`'s client, which logs each retry at INFO before waiting,
+#: the wait in seconds as the record's `RETRY_WAIT_FIELD`.
+CLIENT_LOGGER: Final = "pipeline.whitebit"
+
+
+class _ProgressHandler(logging.Handler):
+    """Advances a progress bar for every day a run writes."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        super().__init__(logging.INFO)
+        self._progress, self._task = progress, task
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._progress.update(self._task, advance=1, description=record.getMessage())
+
+
+@dataclass
+class _Ending:
+    """How a progress bar ends: failed, unless the run is said to have succeeded."""
+
+    succeeded: bool = False
+
+
+@contextmanager
+def progress_bar(console: Console, total: int, title: str) -> Iterator[_Ending]:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(title, total=total)
+        ending = _Ending()
+        try:
+            with _listening(PROGRESS_LOGGER, _ProgressHandler(progress, task)):
+                yield ending
+        finally:
+            ended = "done" if ending.succeeded else "failed"
+            progress.update(task, description=f"{title}: {ended}")
+
+
+@contextmanager
+def _listening(name: str, handler: logging.Handler) -> Iterator[None]:
+    """``handler`` gets the INFO records of logger ``name`` while the block runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+class _Watch(logging.Handler):
+    """Says on the console what happens in a run as it happens, in place of Dagster's console
+    log: what the steps and the client log at WARNING and above, each step that Dagster retries
+    later (which, in how long, why), and each client call retried after a wait long enough to
+    notice; failures are summed up once the run ends (`outcome`), without their stacks.
+
+    Dagster's events arrive through the instance's listener for the run (`event`), each just
+    after it is written; the client's retries are records of its logger (`emit`)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self._console = console
+        self._step = ""
+        # What the steps warned of: each step of a run may warn the same (the simulator's).
+        self._warned: set[str] = set()
+
+    def _say(self, text: str, style: str) -> None:
+        self._console.print(f"[{style}]{escape(text)}[/{style}]", soft_wrap=True)
+
+    def event(self, entry: dg.EventLogEntry) -> None:
+        event = entry.dagster_event
+        if event is None:
+            level = entry.level if isinstance(entry.level, int) else logging.INFO
+            if level >= logging.WARNING and entry.user_message not in self._warned:
+                self._warned.add(entry.user_message)
+                where = f"{entry.step_key}: " if entry.step_key else ""
+                self._say(where + entry.user_message, "red" if level >= logging.ERROR else "yellow")
+        elif event.event_type == dg.DagsterEventType.STEP_START and event.step_key:
+            self._step = event.step_key
+        elif event.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY:
+            data = event.step_retry_data
+            reason = error_text(data.error).splitlines()[0]
+            self._say(
+                f"{event.step_key} failed; Dagster tries it again in "
+                f"{data.seconds_to_wait or 0:.1f} s. Why: {reason}",
+                "yellow",
+            )
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        where = f"{self._step}: " if self._step else ""
+        if record.levelno >= logging.WARNING:  # the client's own warnings, as it logs them
+            self._say(where + message, "red" if record.levelno >= logging.ERROR else "yellow")
+            return
+        wait = getattr(record, RETRY_WAIT_FIELD, None)
+        if isinstance(wait, float) and wait >= CLIENT_WAIT_SHOWN_S:
+            self._say(f"{where}waiting for the exchange: {message}", "yellow")
+
+
+@contextmanager
+def watched(instance: dg.DagsterInstance, run_id: str, console: Console) -> Iterator[None]:
+    """While the block runs, ``console`` says what happens in run ``run_id`` (see `_Watch`)."""
+    watch = _Watch(console)
+    instance.add_event_listener(run_id, watch.event)
+    with _listening(CLIENT_LOGGER, watch):
+        yield

@@ -1,0 +1,171 @@
+"""The Dagster instance the CLI's runs, `make ui` and the nightly service share, and the
+recovery of runs whose process is gone.
+
+Its home is ``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``; its configuration is this
+package's ``dagster.yaml``, written there when the home has none. With ``DAGSTER_POSTGRES_URL``
+set, the service's instance stores runs, event logs and schedules in PostgreSQL, read from that
+variable, in a home of its own (``WAREHOUSE_ROOT/dagster-postgres`` unless ``DAGSTER_HOME`` says),
+so a SQLite instance's history is never taken for a PostgreSQL one.
+
+A run executes in a process of its own (a CLI process, or a run worker of the service); nothing
+outside it ends the run if that process is killed: the run would stay "started" and keep its slot
+of the API pool (limit 1) forever, and every later run of an API asset would wait for that slot.
+`release_dead_runs` marks such runs failed and frees their slots: a CLI run before it starts
+another, `serve` as it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+
+import dagster as dg
+import yaml
+from upath import UPath
+
+from warehouse.parquet import exclusive_lock
+from warehouse.settings import warehouse_root
+
+POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
+#: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
+#: dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare ``postgresql://`` as psycopg 3.
+POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
+#: Lock file in DAGSTER_HOME under which processes open the instance.
+INSTANCE_LOCK: Final = ".whitebit-etl.lock"
+#: Tag of every CLI run: ``<host>:<pid>`` of the process executing it.
+RUNNER_TAG: Final = "whitebit-etl/runner"
+_UNFINISHED: Final = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+class InstanceError(Exception):
+    """The instance cannot be used as configured; the message says what to change."""
+
+
+def instance_config(*, postgres: bool) -> dict[str, Any]:
+    """The instance's configuration (this package's ``dagster.yaml``), with PostgreSQL storage
+    read from `POSTGRES_URL_ENV` when asked."""
+    text = resources.files("assets").joinpath("dagster.yaml").read_text(encoding="utf-8")
+    config: dict[str, Any] = yaml.safe_load(text)
+    if postgres:
+        config["storage"] = {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}
+    return config
+
+
+def _uses_postgres(config: Path) -> bool:
+    loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    return bool("postgres" in (loaded.get("storage") or {}))
+
+
+def _home(default: Path, *, postgres: bool) -> Path:
+    """``$DAGSTER_HOME``, else ``default``; created with its dagster.yaml, and made the home of
+    this process's instance."""
+    home = Path(os.environ.get("DAGSTER_HOME") or default)
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        # Whole or not at all: another process may be reading it already.
+        temp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+        text = yaml.safe_dump(instance_config(postgres=postgres), sort_keys=False)
+        temp.write_text("# Written by whitebit-etl (see assets/dagster.yaml).\n" + text)
+        os.replace(temp, config)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def dagster_home() -> Path:
+    """The instance home of the CLI and `make ui`: ``$DAGSTER_HOME``, else
+    ``WAREHOUSE_ROOT/dagster``."""
+    return _home(Path(warehouse_root().path) / "dagster", postgres=False)
+
+
+def instance_home() -> tuple[Path, str]:
+    """The service's instance home, made ready for the storage the environment asks for; and
+    the storage's name."""
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if not url:
+        home = dagster_home()
+        if _uses_postgres(home / "dagster.yaml"):
+            raise InstanceError(
+                f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
+            )
+        return home, "SQLite"
+    if not url.startswith(POSTGRES_SCHEME):
+        # The URL holds a password: only its scheme may be named.
+        raise InstanceError(
+            f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
+            f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
+        )
+    home = _home(Path(warehouse_root().path) / "dagster-postgres", postgres=True)
+    if not _uses_postgres(home / "dagster.yaml"):
+        raise InstanceError(
+            f"{home / 'dagster.yaml'} stores the instance in SQLite under {home}: give the "
+            f"PostgreSQL instance a DAGSTER_HOME of its own (or unset {POSTGRES_URL_ENV})"
+        )
+    return home, "PostgreSQL"
+
+
+def instance() -> dg.DagsterInstance:
+    """The CLI's persistent instance. Two runs starting at once on a new home would both create
+    its storage, and one would fail on the other's half-made schema: they take turns opening it."""
+    home = dagster_home()
+    with exclusive_lock(UPath(home / INSTANCE_LOCK)):
+        return dg.DagsterInstance.get()
+
+
+def runner_tag() -> dict[str, str]:
+    """The tag that ties a CLI run to this process."""
+    return {RUNNER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
+
+
+def _dead(instance: dg.DagsterInstance, run: dg.DagsterRun, *, service_stopped: bool) -> str:
+    """Whose process ``run`` lost (a CLI process, the service's run worker), or "" when it may
+    still run."""
+    if RUNNER_TAG in run.tags:
+        where, _, pid = run.tags[RUNNER_TAG].rpartition(":")
+        if where != socket.gethostname() or not pid.isdigit() or process_alive(int(pid)):
+            return ""
+        return f"whitebit-etl process {pid}"
+    if not service_stopped or run.status == dg.DagsterRunStatus.NOT_STARTED:
+        return ""
+    started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
+    pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
+    return "" if pids and process_alive(pids[-1]) else "the service"
+
+
+def release_dead_runs(instance: dg.DagsterInstance, *, service_stopped: bool) -> list[str]:
+    """Mark failed each unfinished run whose process is gone, and free the API pool slot it
+    holds; their ids. A CLI run is judged by its process (`RUNNER_TAG`, this host only); a
+    service run by its run worker, only when the service is known to be stopped
+    (``service_stopped``: `serve` starting), since a worker may be starting it. A reused pid
+    keeps a run as it is: the safe side."""
+    released = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=_UNFINISHED)):
+        who = _dead(instance, run, service_stopped=service_stopped)
+        if not who:
+            continue
+        instance.report_run_failed(
+            run,
+            message=f"{who} ended before this run did (it was killed); marked failed, which "
+            "freed the run's API pool slot",
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
