@@ -1,0 +1,52 @@
+"""The README and the pages of docs/ hold together: every link leads somewhere, every `make`
+target they name exists, and every page is reachable from the README's map."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: A make command in code: after a backtick, or at the start of a line of a code block.
+_MAKE = re.compile(r"(?:`|^)make ([a-z][a-z-]*)", re.MULTILINE)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    return {_slug(line.lstrip("#")) for line in lines if line.startswith("#")}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_to_a_file_and_heading(page: Path) -> None:
+    for target in _LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue  # an address outside the repository
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name}: {target} leads nowhere"
+        if anchor:
+            assert anchor in _anchors(linked), f"{page.name}: no heading for #{anchor}"
+
+
+def test_every_make_target_named_exists() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, flags=re.MULTILINE))
+    for page in PAGES:
+        named = set(_MAKE.findall(page.read_text(encoding="utf-8")))
+        assert named <= targets, f"{page.name}: make {sorted(named - targets)} does not exist"
+
+
+def test_every_page_of_docs_is_on_the_readme_map() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    linked = {Path(target.partition("#")[0]).name for target in _LINK.findall(readme)}
+    assert {page.name for page in PAGES[1:]} <= linked
