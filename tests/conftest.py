@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
-from tests.leaks import Ledger
-
-#: The session's secrets and where they were seen (log records, reports).
-LEDGER = Ledger()
-
+from pipeline.simulator import Scale, SimClock, Simulator
+from tests.support.leaks import LEDGER
+from tests.support.simulated import FROZEN_AT
 
 #: Fixtures whose simulator holds a million funding entries: a test using one is slow.
 LARGE_SIMULATORS = frozenset({"large_sim", "too_large_sim"})
@@ -141,10 +138,6 @@ def earlier_sessions(request: pytest.FixtureRequest) -> list[Path]:
         assert basetemp.is_dir(), f"{path}: its session's files are gone ({basetemp})"
         found.append(basetemp)
     return found
-
-
-#: The data clock of reproducible tests: the simulator's epoch, where its data is fixed.
-FROZEN_AT = EPOCH
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ from assets.cli import main
 from assets.loading import Written
 from assets.snapshots import SNAPSHOTS
 from pipeline.simulator import Scale, SimClock, Simulator
-from tests.assets.conftest import resources_for
-from tests.conftest import FROZEN_AT
+from tests.support.dagster_runs import resources_for
+from tests.support.simulated import FROZEN_AT
 from warehouse import catalog, normalize, parquet
 from warehouse.monthly import DayWrite
 

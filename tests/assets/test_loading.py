@@ -11,7 +11,7 @@ import pytest
 
 from assets import funding_history, loading
 from pipeline.simulator import Simulator
-from tests.assets.conftest import resources_for
+from tests.support.dagster_runs import resources_for
 from warehouse import catalog
 
 DAYS = [date(2026, 9, 12) + timedelta(days=n) for n in range(4)]

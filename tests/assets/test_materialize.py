@@ -22,7 +22,7 @@ from assets.partitions import today
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import AsyncWhiteBIT
-from tests.assets.conftest import funding_run, resources_for, without_step_retries
+from tests.support.dagster_runs import funding_run, resources_for, without_step_retries
 from warehouse import catalog, parquet
 
 # The session simulator's data clock stands at 2026-09-21: its funding history lies before that.

@@ -7,90 +7,15 @@ a few days inside its history (one range run, as a backfill is) and today's snap
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import date, timedelta
-from pathlib import Path
-from typing import Any
 
-import dagster as dg
 import pytest
 
-from assets import SNAPSHOTS, funding_history
 from pipeline.simulator import (
-    Credentials,
-    Dataset,
-    Scale,
-    SimClock,
-    Simulator,
     SpawnedSimulator,
     spawn,
 )
-from tests.assets.conftest import funding_run, resources_for
-from tests.conftest import FROZEN_AT
-from warehouse import catalog, schemas
-
-REPO = Path(__file__).resolve().parents[2]
-#: A CLI run is a few seconds; this bounds one on a machine busy with other work.
-CLI_TIMEOUT_S = 300
-
-#: Funding days of the nightly workload: inside the simulator's history (it ends 2026-09-21).
-FUNDING_DAYS = [date(2026, 9, 10) + timedelta(days=n) for n in range(4)]
-FIRST, LAST = FUNDING_DAYS[0].isoformat(), FUNDING_DAYS[-1].isoformat()
-SNAPSHOT_TABLES = [key.to_user_string() for asset in SNAPSHOTS for key in asset.keys]
-
-#: A table's rows as the warehouse holds them, without the one column a rerun changes.
-Rows = dict[str, list[tuple[Any, ...]]]
-
-
-#: Columns that say when a run ran, not what it read: runs compared may be minutes apart, on
-#: either side of midnight (a snapshot is taken for the day the run takes it).
-WHEN_COLUMNS = ("extracted_at", "snapshot_date")
-
-
-def warehouse_rows(root: Path) -> Rows:
-    """Every table of the warehouse, through its DuckDB catalog, row for row, in a fixed order,
-    without `WHEN_COLUMNS`."""
-    rows: Rows = {}
-    with catalog.connect(root) as con:
-        for table in schemas.TABLES:
-            columns = [c for (c, *_) in con.execute(f'DESCRIBE "{table}"').fetchall()]
-            kept = ", ".join(f'"{c}"' for c in columns if c not in WHEN_COLUMNS)
-            query = f'SELECT {kept} FROM "{table}" ORDER BY ALL'  # noqa: S608
-            rows[table] = con.execute(query).fetchall()
-    return rows
-
-
-def nightly(
-    sim: Simulator, root: Path, **whitebit: Any
-) -> tuple[dg.ExecuteInProcessResult, dg.ExecuteInProcessResult]:
-    """Funding history for `FUNDING_DAYS` and today's snapshots, in-process, real resources."""
-    resources = resources_for(sim, root, **whitebit)
-    funding = dg.materialize(
-        [funding_history],
-        resources=resources,
-        raise_on_error=False,
-        **funding_run(FUNDING_DAYS[0], FUNDING_DAYS[-1]),
-    )
-    snapshots = dg.materialize(list(SNAPSHOTS), resources=resources, raise_on_error=False)
-    return funding, snapshots
-
-
-def failures(result: dg.ExecuteInProcessResult) -> list[str]:
-    """Each failed step's text, and each failed check, for an assertion message."""
-    found = [str(e.step_failure_data) for e in result.all_events if e.is_step_failure]
-    found += [
-        f"check {e.asset_key.to_user_string()}.{e.check_name} failed"
-        for e in result.get_asset_check_evaluations()
-        if not e.passed
-    ]
-    return found
-
-
-# --- The CLI as a child process ----------------------------------------------------------------
+from tests.support.simulated import FROZEN_AT
 
 
 @pytest.fixture(scope="package")
@@ -99,68 +24,3 @@ def exchange() -> Iterator[SpawnedSimulator]:
     by design, is read by `spawn` and goes to no file)."""
     with spawn(seed=7, scale="small", frozen_at=FROZEN_AT) as sim:
         yield sim
-
-
-def cli_env(
-    exchange: SpawnedSimulator | Simulator,
-    root: Path,
-    home: Path,
-    credentials: Credentials | None = None,
-) -> dict[str, str]:
-    """The environment a user sets for `whitebit-etl`, for this exchange (its demo key, unless
-    ``credentials`` are given) and warehouse."""
-    creds = credentials or exchange.credentials
-    mining = Dataset(7, Scale.small(), SimClock(FROZEN_AT)).mining_accounts
-    inherited = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("WHITEBIT_") and name not in ("WAREHOUSE_ROOT", "DAGSTER_HOME")
-    }
-    return inherited | {
-        "WHITEBIT_API_KEY": creds.api_key,
-        "WHITEBIT_API_SECRET": creds.api_secret,
-        "WHITEBIT_BASE_URL": exchange.url,
-        "WHITEBIT_MINING_ACCOUNTS": ",".join(mining),
-        "WAREHOUSE_ROOT": str(root),
-        "DAGSTER_HOME": str(home),
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-@dataclass
-class Child:
-    """A child process whose output goes to ``<log>.out`` and ``<log>.err`` (files the secrets
-    scan reads at the end of the session)."""
-
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @classmethod
-    def start(cls, module: str, args: list[str], env: dict[str, str], log: Path) -> Child:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.with_suffix(".out").open("wb") as out, log.with_suffix(".err").open("wb") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=out, stderr=err
-            )
-        return cls(process, log)
-
-    def wait(self) -> int:
-        try:
-            return self.process.wait(timeout=CLI_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise
-
-    @property
-    def output(self) -> str:
-        return "".join(
-            self.log.with_suffix(suffix).read_text(errors="replace") for suffix in (".out", ".err")
-        )
-
-
-def run_cli(args: list[str], env: dict[str, str], log: Path) -> Child:
-    """``whitebit-etl ARGS``, to its end."""
-    child = Child.start("assets.cli", args, env, log)
-    child.wait()
-    return child

@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from pipeline.simulator import SpawnedSimulator
-from tests.reliability.conftest import (
+from tests.support.cli_runs import (
     FIRST,
     FUNDING_DAYS,
     LAST,

@@ -24,8 +24,8 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import Fault, Scale, SimClock, Simulator
-from tests.conftest import FROZEN_AT
-from tests.reliability.conftest import FUNDING_DAYS, Rows, failures, nightly, warehouse_rows
+from tests.support.cli_runs import FUNDING_DAYS, Rows, failures, nightly, warehouse_rows
+from tests.support.simulated import FROZEN_AT
 
 #: Share of requests faulted in the single-kind cases: often enough that nearly every walk meets
 #: its fault, rarely enough that the client's 8 retries never run out (0.3**9: 2 in 100,000).

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.simulator import SpawnedSimulator
-from tests.reliability.conftest import Child, Rows, cli_env, run_cli, warehouse_rows
+from tests.support.cli_runs import Child, Rows, cli_env, run_cli, warehouse_rows
 from warehouse import catalog, parquet
 from warehouse.schemas import month_of
 

@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.simulator import Scale, SimClock, Simulator
-from tests.conftest import FROZEN_AT, LEDGER
-from tests.leaks import files_holding
-from tests.reliability.conftest import cli_env, run_cli
+from tests.support.cli_runs import cli_env, run_cli
+from tests.support.leaks import LEDGER, files_holding
+from tests.support.simulated import FROZEN_AT
 
 pytestmark = pytest.mark.after_all
 

@@ -2,9 +2,9 @@
 
 End to end: the real CLI in a child process, against a simulator over loopback (in this process,
 so each test makes it misbehave in one way), with a warehouse and a Dagster instance of the test's
-own. Each test states what the terminal must show and how long the run may take: the issue asks
-that a bad answer end, with a clear message or with rows and `_rejects`, within 30 s of the run's
-start (read from the run's record in the instance; the command's own time is printed beside it).
+own. Each test states what the terminal must show and how long the run may take: a bad answer
+ends, with a clear message or with rows and `_rejects`, within 30 s of the run's start (read from
+the run's record in the instance; the command's own time is printed beside it).
 
 The child's output goes to files under the test's temp directory, which the session's last test
 scans for secrets.
@@ -37,10 +37,10 @@ from pipeline.simulator import (
     new_field,
     repeated_key,
 )
-from tests.conftest import FROZEN_AT
-from tests.reliability.conftest import CLI_TIMEOUT_S, REPO, cli_env, warehouse_rows
+from tests.support.cli_runs import CLI_TIMEOUT_S, REPO, cli_env, warehouse_rows
+from tests.support.simulated import FROZEN_AT
 
-#: What the issue allows a bad answer, from the run's start to its end.
+#: How long a bad answer may hold a run, from the run's start to its end.
 RUN_LIMIT_S = 30.0
 #: What a command may take beyond its run: starting Python and Dagster, on a busy machine.
 STARTUP_S = 30.0
@@ -318,7 +318,7 @@ def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     assert metadata["unknown_fields"].value == {"records[].newField": '"x"'}
 
 
-# --- Every other bad answer of the issue, one command each ---------------------------------------
+# --- Every other kind of bad answer, one command each -------------------------------------------
 # Each case: what the exchange does, the command, and what the terminal and the warehouse show.
 # A fault-free warehouse of the same commands, made once, is what "rows load unchanged" means.
 

@@ -21,8 +21,8 @@ import pytest
 from assets.dagster_private import InstigatorTick, InstigatorType
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
-from tests.reliability.conftest import warehouse_rows
-from tests.service.conftest import (
+from tests.support.cli_runs import warehouse_rows
+from tests.support.service import (
     Received,
     Service,
     Webhook,

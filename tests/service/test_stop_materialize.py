@@ -12,8 +12,8 @@ import dagster as dg
 import pytest
 
 from pipeline.simulator import spawn
-from tests.conftest import FROZEN_AT
-from tests.reliability.conftest import Child, cli_env, run_cli, warehouse_rows
+from tests.support.cli_runs import Child, cli_env, run_cli, warehouse_rows
+from tests.support.simulated import FROZEN_AT
 
 pytestmark = pytest.mark.slow
 

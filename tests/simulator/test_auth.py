@@ -14,7 +14,7 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import Credentials, Simulator
-from tests.signing import fresh_nonce, post, sign
+from tests.support.signing import fresh_nonce, post, sign
 
 BALANCE = spec.MAIN_BALANCE.path
 

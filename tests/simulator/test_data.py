@@ -7,8 +7,8 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import EPOCH, Dataset, Scale, SimClock, Simulator
-from tests.conftest import FROZEN_AT
-from tests.signing import post
+from tests.support.signing import post
+from tests.support.simulated import FROZEN_AT
 
 FUNDING = spec.FUNDING_HISTORY.path
 DAY_S = 86_400

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator, new_field, repeated_key
-from tests.signing import post
+from tests.support.signing import post
 
 FUNDING = spec.FUNDING_HISTORY.path
 

@@ -8,7 +8,7 @@ import httpx
 
 from pipeline import spec
 from pipeline.simulator import Simulator
-from tests.signing import post
+from tests.support.signing import post
 
 
 def test_budgets_come_from_the_spec(own_sim: Simulator) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import Simulator
-from tests.signing import post
+from tests.support.signing import post
 
 DECIMAL = re.compile(r"^-?\d+(\.\d{1,18})?$")
 

@@ -9,8 +9,8 @@ import httpx
 
 from pipeline import spec
 from pipeline.simulator import spawn
-from tests.conftest import FROZEN_AT
-from tests.signing import post
+from tests.support.signing import post
+from tests.support.simulated import FROZEN_AT
 
 
 def test_spawned_simulator_prints_its_url_and_demo_credentials() -> None:

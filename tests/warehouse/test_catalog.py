@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import warehouse
-from tests.warehouse.conftest import (
+from tests.support.records import (
     DAY,
     DAY_START,
     EXTRACTED_AT,

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from assets.cli import main
-from tests.warehouse.conftest import DAY, EXTRACTED_AT
+from tests.support.records import DAY, EXTRACTED_AT
 from warehouse import normalize, parquet, schemas
 
 TINY = "0.000000000000000001"

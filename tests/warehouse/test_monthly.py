@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.warehouse.conftest import D1, D2, D3, D4, EXTRACTED_AT, at, markets
+from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse.monthly import DayOrderError, FewerRowsRefused, LoadAbandoned, MonthlyFunding
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.warehouse.conftest import (
+from tests.support.records import (
     DAY,
     DAY_START,
     EXTRACTED_AT,

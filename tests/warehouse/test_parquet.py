@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.records import DAY, DAY_START, EXTRACTED_AT, funding_record
 from tests.warehouse.children import large_funding_table
-from tests.warehouse.conftest import DAY, DAY_START, EXTRACTED_AT, funding_record
 from warehouse import normalize, parquet, schemas
 from warehouse.parquet import InvalidPartitionValue, SchemaMismatch
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.warehouse.conftest import D1, D2, D3, D4, EXTRACTED_AT, at, markets
+from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse import parquet
 from warehouse import writer as funding
 from warehouse.monthly import FewerRowsRefused, MonthlyFunding, Progress

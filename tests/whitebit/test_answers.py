@@ -17,7 +17,7 @@ import pytest
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator, new_field, repeated_key
 from pipeline.whitebit import NO_RETRIES, ContractError, WalkReport
-from tests.whitebit.conftest import Watching, client, collect, raises
+from tests.support.client import Watching, client, collect, raises
 
 FUNDING, INVESTMENTS = spec.FUNDING_HISTORY.path, spec.INVESTMENTS_HISTORY.path
 MAIN, TRADING = spec.MAIN_BALANCE.path, spec.TRADING_BALANCE.path

@@ -21,7 +21,7 @@ from pipeline.whitebit import (
     TradingBalance,
     WatcherLink,
 )
-from tests.whitebit.conftest import Watching, client, collect
+from tests.support.client import Watching, client, collect
 
 
 def test_every_operation(sim: Simulator) -> None:

@@ -34,7 +34,7 @@ from pipeline.whitebit import (
     ValidationError,
 )
 from pipeline.whitebit import _auth as auth
-from tests.whitebit.conftest import Watching, client, creds, raises
+from tests.support.client import Watching, client, creds, raises
 
 HTML_429 = b"<html><head><title>429 Too Many Requests</title></head></html>"
 HTML_503 = b"<html><head><title>503 Service Unavailable</title></head></html>"

@@ -19,7 +19,7 @@ from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError
 from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
 from pipeline.whitebit._paging import FundingCursor, funding_times
-from tests.whitebit.conftest import Watching, client, collect, raises
+from tests.support.client import Watching, client, collect, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
 ROUND_S = 8 * 3600

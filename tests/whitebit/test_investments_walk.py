@@ -11,7 +11,7 @@ import pytest
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import OffsetWindowExceeded
-from tests.whitebit.conftest import client, collect, raises
+from tests.support.client import client, collect, raises
 
 REACHABLE = 10_100  # offsets 0..10000 of pages of 100
 

@@ -15,8 +15,8 @@ from pipeline.simulator import DEFAULT_SEED, Dataset, Scale, SimClock, Simulator
 from pipeline.whitebit import Pacer, RateLimitError, WalkReport
 from pipeline.whitebit._auth import NonceSource
 from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
-from tests.conftest import FROZEN_AT
-from tests.whitebit.conftest import FAST_RETRIES, Watching, client, collect
+from tests.support.client import FAST_RETRIES, Watching, client, collect
+from tests.support.simulated import FROZEN_AT
 
 FUNDING_GROUP = spec.FUNDING_HISTORY.budget.group
 

@@ -33,7 +33,7 @@ from pipeline.whitebit import (
     WalkReport,
 )
 from pipeline.whitebit._shapes import parse
-from tests.whitebit.conftest import FAST_RETRIES, Watching, client, raises
+from tests.support.client import FAST_RETRIES, Watching, client, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
 #: Faults retried with a backoff: all but a slow answer (see its own test) and the drift of a

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import ServerError
-from tests.whitebit.conftest import Watching, client, raises
+from tests.support.client import Watching, client, raises
 
 
 def test_debug_logs_redact_the_signing_headers(

@@ -218,3 +218,7 @@ def files_holding(ledger: Ledger, directory: Path) -> Iterator[tuple[Path, str]]
             yield path, "duckdb"
         else:
             yield path, "bytes"
+
+
+#: The session's secrets and where they were seen (log records, reports).
+LEDGER = Ledger()

@@ -1,0 +1,1 @@
+"""Helpers the tests share: simulators, clients, CLI runs, records, the secrets ledger."""

@@ -1,0 +1,54 @@
+"""Materializing the assets in-process against a simulator, with real resources."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from assets import WarehouseResource, WhiteBITResource
+from pipeline.simulator import Simulator
+from warehouse.schemas import month_of
+
+
+def resources_for(sim: Simulator, root: Path, **whitebit: Any) -> dict[str, object]:
+    """The code location's resources, pointed at this simulator as if it were the exchange
+    (``whitebit``: more settings of its resource, e.g. ``max_retries``)."""
+    creds = sim.credentials
+    return {
+        "whitebit": WhiteBITResource(
+            api_key=creds.api_key,
+            api_secret=creds.api_secret,
+            base_url=sim.url,
+            mining_accounts=",".join(sim.dataset.mining_accounts),
+            **whitebit,
+        ),
+        "warehouse": WarehouseResource(root=str(root)),
+    }
+
+
+def without_step_retries(monkeypatch: pytest.MonkeyPatch, *assets: dg.AssetsDefinition) -> None:
+    """Take Dagster's step retry policy off these assets for one test.
+
+    The policy waits 30 s and more before trying a failed step again, and `dg.materialize`
+    cannot switch it off (it ignores executor config); tests of how a step fails need the
+    failure at once. The client's own retries stay as the resource configures them."""
+    for asset in assets:
+        monkeypatch.setattr(asset.op, "_retry_policy", None)
+
+
+def funding_run(first: date, last: date) -> dict[str, Any]:
+    """`dg.materialize` arguments for a funding run of the days ``first .. last``: the months
+    that hold them, narrowed to those days (what ``whitebit-etl materialize`` asks for)."""
+    narrowed = {"first_day": first.isoformat(), "last_day": last.isoformat()}
+    config = {"ops": {"funding_history": {"config": narrowed}}}
+    if month_of(first) == month_of(last):
+        return {"partition_key": month_of(first), "run_config": config}
+    months = {
+        "dagster/asset_partition_range_start": month_of(first),
+        "dagster/asset_partition_range_end": month_of(last),
+    }
+    return {"tags": months, "run_config": config}

@@ -1,0 +1,189 @@
+"""The nightly service in processes of its own, a webhook receiver standing in for Slack, and
+their settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+
+from assets.service import free_port
+from pipeline.simulator import SpawnedSimulator
+from tests.support.cli_runs import REPO
+
+#: Starting the three processes, and one run, on a machine busy with other work.
+START_TIMEOUT_S = 120
+
+
+@dataclass
+class Received:
+    at: float
+    text: str
+
+
+@dataclass
+class Webhook:
+    """A loopback HTTP receiver standing in for Slack's incoming webhook."""
+
+    url: str
+    received: list[Received] = field(default_factory=list)
+
+
+@contextmanager
+def webhook_receiver() -> Iterator[Webhook]:
+    hook = Webhook(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            hook.received.append(Received(time.time(), json.loads(body)["text"]))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    hook.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/T000/B000/s3cr3t-path"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield hook
+    server.shutdown()
+    server.server_close()
+
+
+@dataclass
+class Service:
+    """``whitebit-etl serve`` in a process group of its own; output to ``<log>-N.log``."""
+
+    env: dict[str, str]
+    log: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def home(self) -> str:
+        return self.env["DAGSTER_HOME"]
+
+    def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        self.starts += 1
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.with_name(f"{self.log.name}-{self.starts}.log").open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "assets.cli", "serve", "--port", str(self.port)],
+                cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if httpx.get(self.url + "/server_info", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            assert self.process.poll() is None, self.output()
+            assert time.monotonic() < deadline, "the service did not start:\n" + self.output()
+            time.sleep(1)
+
+    def output(self) -> str:
+        return "".join(
+            p.read_text(errors="replace")
+            for p in sorted(self.log.parent.glob(f"{self.log.name}-*"))
+        )
+
+    def group_alive(self) -> bool:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def group_ends(self, within: float = 10) -> bool:
+        """Whether every process of the service has ended within ``within`` seconds (Dagster's
+        log helpers notice their parent is gone on their own next poll)."""
+        deadline = time.monotonic() + within
+        while self.group_alive():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL every process of the service at once."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.group_ends(30)
+
+    def terminate(self) -> tuple[int, float]:
+        """SIGTERM to the service's command alone, as a service manager sends it: its exit
+        code and how long it took to end."""
+        assert self.process is not None
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=60)
+        return code, time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.process is not None and self.group_alive():
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    @contextmanager
+    def instance(self) -> Iterator[dg.DagsterInstance]:
+        """The service's instance, opened as its processes open it (its URL from the
+        environment)."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("DAGSTER_POSTGRES_URL", self.env["DAGSTER_POSTGRES_URL"])
+            with dg.DagsterInstance.from_config(self.home) as instance:
+                yield instance
+
+
+def service_env(
+    exchange: SpawnedSimulator,
+    base: Path,
+    postgres_url: str,
+    webhook: Webhook,
+    *,
+    secret: str | None = None,
+) -> dict[str, str]:
+    """What an operator sets: the account, the warehouse, the instance's database, the alert
+    webhook and the UI's address; and a schedule that fires every minute."""
+    from tests.support.cli_runs import cli_env
+
+    env = cli_env(exchange, base / "warehouse", base / "dagster")
+    if secret is not None:
+        env["WHITEBIT_API_SECRET"] = secret
+    return env | {
+        "DAGSTER_POSTGRES_URL": postgres_url,
+        "WHITEBIT_NIGHTLY_CRON": "* * * * *",
+        "WHITEBIT_ALERT_WEBHOOK_URL": webhook.url,
+        "WHITEBIT_UI_URL": "http://dagster.example.test:3000/",
+    }
