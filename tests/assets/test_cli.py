@@ -7,9 +7,10 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pytest
 from click.testing import CliRunner
@@ -167,16 +168,35 @@ def _funding_by_day(rows: list[tuple[object, ...]]) -> dict[date, list[tuple[obj
     return days
 
 
+def _demo_across_midnight(base: Path, midnight: datetime) -> tuple[Path, str]:
+    """The demo, started seconds before ``midnight`` so that midnight passes while its runs go
+    (between the funding run's start and the snapshot run's end, as Dagster recorded them). How
+    long Python takes to start varies, so the start is moved until it does."""
+    lead = 6.0  # seconds before midnight
+    for attempt in range(6):
+        warehouse = base / f"attempt-{attempt}"
+        start = midnight - timedelta(seconds=lead)
+        said = _faked(f"{start:%Y-%m-%d %H:%M:%S}", ["demo"], warehouse)
+        with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
+            records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
+        began, ended = records[0].start_time or 0.0, records[-1].end_time or 0.0
+        if began < midnight.timestamp() < ended:
+            return warehouse, said
+        lead = (began + ended) / 2 - start.timestamp()  # midnight half way through the runs
+    raise AssertionError(f"midnight never fell while the demo's runs went (lead {lead:.1f} s)")
+
+
 @pytest.mark.slow
 def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     tmp_path: Path,
 ) -> None:
-    """Each demo starts seconds before UTC midnight and crosses it (its days are those of the
-    moment it asked, its snapshots those of the moment it took them); the next day, the first
-    demo's range is run again and the demo too: the simulator answers the days it answered
-    before, so nothing is refused for shrinking, and a rerun changes nothing but extracted_at."""
-    warehouse = tmp_path / "data"
-    said = _faked("2026-11-24 23:59:56", ["demo"], warehouse)
+    """A demo whose runs go while UTC midnight passes: its days are those of the moment it
+    asked, its snapshots those of the moment it took them, and nothing is refused. The next day,
+    the first demo's range is run again and the demo too: the simulator answers the days it
+    answered before, so nothing is refused for shrinking, and a rerun changes nothing but
+    extracted_at."""
+    first_midnight = datetime(2026, 11, 25, tzinfo=UTC)
+    warehouse, said = _demo_across_midnight(tmp_path / "first", first_midnight)
     assert "Rows per table" in said
     assert "daily_funding_by_market" in said
     assert "make ui" in said
@@ -186,11 +206,13 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     # The runs went through Dagster, into the instance `make ui` opens.
     assert (warehouse / "dagster" / "dagster.yaml").exists()
     first_days = _funding_by_day(first["funding_history"])
-    # The range ends the day before the one the demo began on (either side of midnight).
+    # The range ends the day before the one the demo asked on (either side of midnight); the
+    # snapshots are of the day they were taken, never before it.
     end = max(first_days)
     assert end in (date(2026, 11, 23), date(2026, 11, 24))
     assert sorted(first_days) == [end - timedelta(days=n) for n in range(29, -1, -1)]
-    assert {r[-1] for r in first["hedge_mode"]} <= {date(2026, 11, 24), date(2026, 11, 25)}
+    ((taken,),) = {(r[-1],) for r in first["hedge_mode"]}
+    assert end < taken <= date(2026, 11, 25)
 
     rerun = ["materialize", "funding_history", "--from", str(min(first_days)), "--to", str(end)]
     said = _faked("2026-11-25 23:59:56", rerun, warehouse)
