@@ -1,9 +1,6 @@
-"""What the reliability tests share: the nightly workload, the warehouse read back whole, and
-the real CLI run as a child process against a simulator running as its own process.
-
-The nightly job here is what the schedule asks for, on the simulator's data: funding history for
-a few days inside its history (one range run, as a backfill is) and today's snapshots (one run).
-"""
+"""The reliability tests' simulator, running as its own process for the whole package. The
+nightly workload, the warehouse read back whole and the CLI run as a child process are in
+`tests/support/cli_runs.py`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The CLI as a user runs it, in a process of its own, and the warehouse it leaves, row for row."""
+"""What the reliability tests share: the nightly workload (funding history for a few days inside
+the simulator's history, as one range run, and today's snapshots), the real CLI run as a child
+process, and the warehouse read back whole, row for row."""
 
 from __future__ import annotations
 
