@@ -3,30 +3,37 @@
 It implements the contract of `docs/api.md` as strictly as the real service (filled in by its
 section on how the real service behaves where the contract is silent): signed requests, nonces,
 rate budgets, validation, deterministic data from the seed, the scale and a fixed epoch (growing
-at its head with the clock), and switchable faults.
+at its head with the clock), and switchable faults. One simulator stands for one region's
+service and serves a main account and its sub-accounts, each key answered from its own account.
 It imports `pipeline.spec` and nothing else of the client.
 """
 
+from ._accounts import account_dataset, account_seed
 from ._cli import simulator_command
 from ._clock import SimClock
-from ._data import EPOCH, Dataset, Scale, decimal_text
+from ._data import EPOCH, Dataset, Profile, Scale, decimal_text
 from ._faults import Fault, FaultInjector, Tamper, new_field, repeated_key
-from ._keys import Credentials, KeyStore
+from ._keys import MAIN, REGIONS, Credentials, KeyStore
 from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, serve, spawn
 
 __all__ = [
     "DEFAULT_SEED",
     "EPOCH",
+    "MAIN",
+    "REGIONS",
     "Credentials",
     "Dataset",
     "Fault",
     "FaultInjector",
     "KeyStore",
+    "Profile",
     "Scale",
     "SimClock",
     "Simulator",
     "SpawnedSimulator",
     "Tamper",
+    "account_dataset",
+    "account_seed",
     "decimal_text",
     "new_field",
     "repeated_key",

@@ -3,6 +3,7 @@
 Checks run in the order a request meets them at the real service: the gateway's rate budget and
 its faults first, then the API key, the signature over the Base64 payload, the payload against
 the body, ``request`` against the path, the nonce, the key's permissions, and the parameters.
+Parameters are checked against, and answers drawn from, the account of the key that signed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from pipeline import spec
 
 from . import _answers as answers
+from ._accounts import Account, Accounts
 from ._answers import Answer, json_answer
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
@@ -61,8 +63,8 @@ class _DroppingResponse(Response):
 class SimulatorState:
     """Everything the handlers read and the tests steer."""
 
-    def __init__(self, dataset: Dataset, keys: KeyStore) -> None:
-        self.dataset = dataset
+    def __init__(self, accounts: Accounts, keys: KeyStore) -> None:
+        self.accounts = accounts
         self.keys = keys
         self.limits = RateLimiter()
         self.faults = FaultInjector()
@@ -70,15 +72,23 @@ class SimulatorState:
         #: pages answers ``limit`` as its cap, with that many records (None: no cap).
         self.page_cap: int | None = None
         self.answered: Counter[tuple[str, int]] = Counter()
-        self.hedge_body = orjson.dumps({"hedgeMode": dataset.hedge_mode})
-        self.main_body = orjson.dumps(dataset.main_balance)
-        trading = {
-            t: b
-            for t, b in dataset.trading_balance.items()
-            if b != {"available": "0", "freeze": "0"}
-        }
-        self.trading_body = orjson.dumps(trading)
-        self.links_bodies = {a: orjson.dumps({"data": v}) for a, v in dataset.watcher_links.items()}
+
+    def account(self, key: ApiKey) -> Account:
+        """The account the key acts for (its data built now if nobody asked for it before)."""
+        return self.accounts[key.account]
+
+    # The main account's, as tests that know of one account read them.
+    @property
+    def dataset(self) -> Dataset:
+        return self.accounts.main.dataset
+
+    @property
+    def main_body(self) -> bytes:
+        return self.accounts.main.main_body
+
+    @property
+    def trading_body(self) -> bytes:
+        return self.accounts.main.trading_body
 
     def count(self, path: str, status: int) -> None:
         self.answered[(path, status)] += 1
@@ -87,7 +97,7 @@ class SimulatorState:
         return sum(n for (_, s), n in self.answered.items() if s == status)
 
 
-# --- Handlers: (state, validated parameters, key) -> answer ---------------------------------
+# --- Handlers: (state, the signing key's account, validated parameters, key) -> answer ---------
 
 
 def _page(offset: int, limit: int, records: list[bytes]) -> bytes:
@@ -100,19 +110,20 @@ def _limit(state: SimulatorState, p: dict[str, Any]) -> int:
     return asked if cap is None else min(asked, cap)
 
 
-def _investments(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+def _investments(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
     if not key.b2b:
         return answers.NO_B2B_ACCESS
-    found = state.dataset.investments.select(id=p["id"], ticker=p["ticker"], status=p["status"])
+    investments = account.dataset.investments
+    found = investments.select(id=p["id"], ticker=p["ticker"], status=p["status"])
     offset, limit = p["offset"], _limit(state, p)
     return Answer(200, _page(offset, limit, found[offset : offset + limit]))
 
 
-def _hedge_mode(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
-    return Answer(200, state.hedge_body)
+def _hedge_mode(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    return Answer(200, account.hedge_body)
 
 
-def _reset_key(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+def _reset_key(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
     if not key.can_reset_keys or key.subaccount:
         return answers.NOT_PERMITTED
     target = state.keys.subaccount(p["apiKeyId"])
@@ -123,39 +134,46 @@ def _reset_key(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
     return Answer(200, b"{}")
 
 
-def _funding(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+def _funding(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
     offset, limit = p["offset"], _limit(state, p)
-    return Answer(200, _page(offset, limit, state.dataset.funding.page(p["market"], offset, limit)))
+    records = account.dataset.funding.page(p["market"], offset, limit)
+    return Answer(200, _page(offset, limit, records))
 
 
-def _main_balance(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+def _main_balance(
+    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
+) -> Answer:
     ticker = p["ticker"]
     if ticker is None:
-        return Answer(200, state.main_body)
+        return Answer(200, account.main_body)
     # An unknown ticker is a zero balance, not an error.
-    balance = state.dataset.main_balance.get(ticker, {"main_balance": "0"})
+    balance = account.dataset.main_balance.get(ticker, {"main_balance": "0"})
     return json_answer(200, {ticker: balance})
 
 
-def _trading_balance(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
+def _trading_balance(
+    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
+) -> Answer:
     ticker = p["ticker"]
     if ticker is None:
-        return Answer(200, state.trading_body)
-    balance = state.dataset.trading_balance.get(ticker, {"available": "0", "freeze": "0"})
+        return Answer(200, account.trading_body)
+    balance = account.dataset.trading_balance.get(ticker, {"available": "0", "freeze": "0"})
     return json_answer(200, {ticker: balance})
 
 
-def _watcher_links(state: SimulatorState, p: dict[str, Any], key: ApiKey) -> Answer:
-    account = p["account"]
-    body = state.links_bodies.get(account)
+def _watcher_links(
+    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
+) -> Answer:
+    name = p["account"]
+    body = account.links_bodies.get(name)
     if body is None:
         return answers.private_error(
-            400, 0, "Validation failed", {"user": [f"Mining pool account '{account}' not found"]}
+            400, 0, "Validation failed", {"user": [f"Mining pool account '{name}' not found"]}
         )
     return Answer(200, body)
 
 
-Handler = Callable[[SimulatorState, dict[str, Any], ApiKey], Answer]
+Handler = Callable[[SimulatorState, Account, dict[str, Any], ApiKey], Answer]
 
 HANDLERS: dict[str, Handler] = {
     spec.INVESTMENTS_HISTORY.path: _investments,
@@ -166,22 +184,6 @@ HANDLERS: dict[str, Handler] = {
     spec.TRADING_BALANCE.path: _trading_balance,
     spec.WATCHER_LINKS.path: _watcher_links,
 }
-
-
-def _exists(state: SimulatorState) -> Callable[[spec.Param, Any], bool]:
-    data = state.dataset
-
-    def exists(p: spec.Param, value: Any) -> bool:
-        if p.name == "ticker":
-            return value in data.investments.tickers
-        if p.name == "id":
-            return value in data.investments.ids
-        if p.name == "market":
-            return value in data.funding.market_names
-        # apiKeyId and account are looked up by their handlers, which answer in their own way.
-        return True
-
-    return exists
 
 
 # --- Authentication (docs/api.md, "Signing a private request") -------------------------------
@@ -323,7 +325,6 @@ async def _faulted(
 
 def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Request], Any]:
     handler = HANDLERS[op.path]
-    exists = _exists(state)
 
     async def endpoint(request: Request) -> Response:
         host = request.client.host if request.client else "?"
@@ -344,12 +345,13 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
             if isinstance(authenticated, Answer):
                 return authenticated
             key, signed = authenticated
+            account = state.account(key)
             try:
                 fields = {k: v for k, v in signed.items() if k not in SIGNING_FIELDS}
-                params.update(validate(op, fields, exists))
+                params.update(validate(op, fields, account.exists))
             except Invalid as invalid:
                 return invalid.answer
-            return handler(state, params, key)
+            return handler(state, account, params, key)
 
         return await _faulted(state, op.path, run, params)
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import click
 
 from ._data import Scale
+from ._keys import DEFAULT_SUBACCOUNTS, REGIONS
 from ._server import DEFAULT_SEED, serve
 
 
 @click.command("simulator")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, help="Port; 0 picks a free one.")
-@click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Seed of the account's data.")
+@click.option("--seed", default=DEFAULT_SEED, show_default=True, help="Seed of keys and data.")
 @click.option(
     "--scale",
     default="small",
@@ -35,12 +36,43 @@ from ._server import DEFAULT_SEED, serve
     help="Answer at most this many records per page (its limit says so), as an exchange that "
     "caps its pages does; default: as many as asked.",
 )
+@click.option(
+    "--subaccounts",
+    type=click.IntRange(min=0),
+    default=DEFAULT_SUBACCOUNTS,
+    show_default=True,
+    help="Sub-accounts beside the main account, each with its own key (sub_1 ..) and data.",
+)
+@click.option(
+    "--region",
+    type=click.Choice(REGIONS),
+    default="global",
+    show_default=True,
+    help="The service it stands for: its keys and data differ between regions.",
+)
 def simulator_command(
-    host: str, port: int, seed: int, scale: str, frozen_at: float | None, page_cap: int | None
+    host: str,
+    port: int,
+    seed: int,
+    scale: str,
+    frozen_at: float | None,
+    page_cap: int | None,
+    subaccounts: int,
+    region: str,
 ) -> None:
-    """Serve the simulated WhiteBIT exchange and print its URL and demo credentials."""
+    """Serve the simulated WhiteBIT exchange and print its URL and demo credentials (and each
+    sub-account's)."""
     try:
         parsed = Scale.parse(scale)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--scale") from exc
-    serve(host=host, port=port, seed=seed, scale=parsed, frozen_at=frozen_at, page_cap=page_cap)
+    serve(
+        host=host,
+        port=port,
+        seed=seed,
+        scale=parsed,
+        frozen_at=frozen_at,
+        page_cap=page_cap,
+        subaccounts=subaccounts,
+        region=region,
+    )

@@ -1,10 +1,12 @@
-"""The simulated account's data, deterministic from the seed, the scale and a fixed epoch.
+"""A simulated account's data, deterministic from the seed, the scale and a fixed epoch.
 
 Everything a response carries is generated here once and kept as serialized JSON bytes, so
 serving a page is slicing a list and joining bytes: a benchmark measures the client, not us.
 The data is anchored at `EPOCH`, never at the clock: funding history starts ``scale.days`` before
 it and grows at its head as the clock passes each 8-hour funding time after it, so a day answers
 the same entries on every later day (a rerun of it is never refused for shrinking).
+Beside the seed, a `Profile` tells one account's data from another's in what a seed cannot draw:
+its mining accounts' names, whether hedge mode is on, which markets it trades.
 """
 
 from __future__ import annotations
@@ -46,6 +48,21 @@ _MARKET_SHAPES: dict[str, tuple[int, int, int, int]] = {
     "LINK": (14_523, 3, 755, 1),
 }
 _TICKERS = ("USDT", "BTC", "ETH", "USDC", "TRX", "SOL", "TON", "DOGE", "XRP", "LTC", "ADA", "DOT")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What sets an account's data apart beside its seed; the default is the main account's of
+    the global region, whose data tests and benchmarks compare with."""
+
+    #: Its mining accounts are ``{miner}-miner`` and ``{miner}-miner-eu``.
+    miner: str = "demo"
+    #: Whether hedge mode is on (its funding then has a long and a short entry in one market).
+    hedge_mode: bool = True
+    #: Markets drawn from the known bases by the seed, rather than the first ones in order.
+    mixed_markets: bool = False
+    #: The site its watcher links point at.
+    site: str = GLOBAL_BASE_URL
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +171,21 @@ class _Market:
 class FundingHistory:
     """Funding entries of every perpetual market, every 8 hours, kept oldest first as JSON bytes.
 
-    One market (the first) has a long and a short entry per funding time once hedge mode was
-    switched on, half way through the days before the epoch.
+    With hedge mode on, one market (the first) has a long and a short entry per funding time
+    once hedge mode was switched on, half way through the days before the epoch.
     """
 
-    def __init__(self, seed: int, scale: Scale, clock: SimClock) -> None:
+    def __init__(
+        self, seed: int, scale: Scale, clock: SimClock, profile: Profile = Profile()
+    ) -> None:
         self._seed = seed
         self._clock = clock
+        self._hedge_mode = profile.hedge_mode
         rng = _rng(seed, "markets")
-        bases = list(_KNOWN_BASES[: scale.markets])
+        known = list(_KNOWN_BASES)
+        if profile.mixed_markets:
+            _rng(seed, "market-mix").shuffle(known)
+        bases = known[: scale.markets]
         while len(bases) < scale.markets:
             bases.append(f"ALT{len(bases):04d}")
         markets = []
@@ -177,7 +200,8 @@ class FundingHistory:
             markets.append(_Market(f"{base}_PERP", (pm, ps), (qm, qs)))
         self.markets: tuple[_Market, ...] = tuple(sorted(markets, key=lambda m: m.name))
         self.market_names: frozenset[str] = frozenset(m.name for m in self.markets)
-        self.hedged_market = f"{bases[0]}_PERP"
+        #: The market with a long and a short entry once hedge mode is on; None when it is off.
+        self.hedged_market = f"{bases[0]}_PERP" if profile.hedge_mode else None
         last = EPOCH // FUNDING_INTERVAL_S
         self.first_round = last - scale.days * 3 + 1
         self.hedge_since_round = self.first_round + (scale.days * 3) // 2
@@ -187,7 +211,7 @@ class FundingHistory:
 
     @property
     def hedge_mode(self) -> bool:
-        return True
+        return self._hedge_mode
 
     def _round_entries(self, k: int) -> list[tuple[str, bytes]]:
         """(market, entry) of funding round ``k`` in the order the API lists them."""
@@ -357,9 +381,9 @@ def _balances(seed: int, tickers: Sequence[str]) -> tuple[dict[str, Any], dict[s
     return main, trading
 
 
-def _watcher_links(seed: int) -> dict[str, list[dict[str, Any]]]:
+def _watcher_links(seed: int, profile: Profile) -> dict[str, list[dict[str, Any]]]:
     rng = _rng(seed, "mining")
-    accounts = ("demo-miner", "demo-miner-eu")
+    accounts = (f"{profile.miner}-miner", f"{profile.miner}-miner-eu")
     out: dict[str, list[dict[str, Any]]] = {}
     for n, account in enumerate(accounts):
         links = []
@@ -371,7 +395,7 @@ def _watcher_links(seed: int) -> dict[str, list[dict[str, Any]]]:
                     "id": link_id,
                     "accounts": [account] if i else list(accounts),
                     "name": f"{account} watcher {i + 1}",
-                    "link": f"{GLOBAL_BASE_URL}/mining-pool/watcher-link/{link_id}",
+                    "link": f"{profile.site}/mining-pool/watcher-link/{link_id}",
                     "permissions": ["dashboard", "workers", "payouts"][: i + 1],
                     # One link never expires.
                     "liveUntil": None if i == 0 else created + 365 * DAY_S,
@@ -383,16 +407,19 @@ def _watcher_links(seed: int) -> dict[str, list[dict[str, Any]]]:
 
 
 class Dataset:
-    """Everything the simulated account holds."""
+    """Everything one simulated account holds."""
 
-    def __init__(self, seed: int, scale: Scale, clock: SimClock) -> None:
+    def __init__(
+        self, seed: int, scale: Scale, clock: SimClock, profile: Profile = Profile()
+    ) -> None:
         self.seed = seed
         self.scale = scale
         self.clock = clock
-        self.funding = FundingHistory(seed, scale, clock)
+        self.profile = profile
+        self.funding = FundingHistory(seed, scale, clock, profile)
         self.investments = Investments(seed, scale)
         self.main_balance, self.trading_balance = _balances(seed, self.investments.tickers)
-        self.watcher_links = _watcher_links(seed)
+        self.watcher_links = _watcher_links(seed, profile)
 
     @property
     def hedge_mode(self) -> bool:

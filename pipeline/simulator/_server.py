@@ -3,6 +3,10 @@
 `Simulator` is the handle tests hold: its URL and credentials, and the switches they steer
 (faults, tampers, clock, rate budgets, page cap). The same switches are reachable over HTTP under
 ``/_simulator/`` for a simulator running in another process (`spawn`).
+
+One simulator stands for one base URL: the global service or the EU one (``region``), each with
+its own keys, data and per-address budgets, as the two real services have. It serves the main
+account and its sub-accounts at once, each key answered from its own account's data.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
@@ -25,11 +29,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ._accounts import Accounts
 from ._app import DroppedConnection, SimulatorState, build_app
 from ._clock import SimClock
 from ._data import Dataset, Scale
 from ._faults import Fault, named_tamper
-from ._keys import Credentials, KeyStore
+from ._keys import DEFAULT_SUBACCOUNTS, Credentials, KeyStore, check_region, subaccount_role
 
 DEFAULT_SEED = 7
 CONTROL_PREFIX = "/_simulator"
@@ -65,7 +70,7 @@ def _control_routes(state: SimulatorState) -> list[Route]:
 
     async def clock(request: Request) -> Response:
         body = orjson.loads(await request.body() or b"{}")
-        now = state.dataset.clock.advance(float(body.get("advance", 0)))
+        now = state.accounts.clock.advance(float(body.get("advance", 0)))
         return Response(orjson.dumps({"now": now}), media_type="application/json")
 
     async def limits(request: Request) -> Response:
@@ -110,8 +115,8 @@ def _page_cap(value: Any) -> int | None:
 class Simulator:
     """The simulated exchange, served on loopback from a background thread.
 
-    >>> with Simulator(seed=7) as sim:
-    ...     sim.url, sim.credentials.api_key
+    >>> with Simulator(seed=7, subaccounts=4, region="eu") as sim:
+    ...     sim.url, sim.credentials.api_key, sim.credentials_for("sub_4")
     """
 
     def __init__(
@@ -124,11 +129,18 @@ class Simulator:
         port: int = 0,
         rate_limits: bool = True,
         page_cap: int | None = None,
+        subaccounts: int = DEFAULT_SUBACCOUNTS,
+        region: str = "global",
     ) -> None:
         self.clock = clock or SimClock()
-        self.dataset = Dataset(seed, scale or Scale.small(), self.clock)
-        self.keys = KeyStore(seed)
-        self.state = SimulatorState(self.dataset, self.keys)
+        self.region = check_region(region)
+        self.keys = KeyStore(seed, subaccounts=subaccounts, region=region)
+        self.accounts = Accounts(
+            seed, scale or Scale.small(), self.clock, region=region, names=self.keys.accounts
+        )
+        #: The main account's data (`dataset_for` gives any key's account's).
+        self.dataset = self.accounts.main.dataset
+        self.state = SimulatorState(self.accounts, self.keys)
         self.state.limits.enabled = rate_limits
         self.page_cap = page_cap
         self.app = build_app(self.state, _control_routes(self.state))
@@ -163,6 +175,20 @@ class Simulator:
     def credentials_for(self, role: str) -> Credentials:
         """Credentials of another key: ``no_b2b``, ``read_only``, ``disabled``, ``sub_1``..."""
         return self.keys[role].credentials
+
+    @property
+    def roles(self) -> list[str]:
+        """Every key's role: the main account's first, then ``sub_1`` .. ``sub_N``."""
+        return self.keys.roles
+
+    @property
+    def subaccount_roles(self) -> list[str]:
+        """The roles of the sub-accounts' keys, ``sub_1`` .. ``sub_N``."""
+        return [role for role in self.keys.roles if self.keys[role].subaccount]
+
+    def dataset_for(self, role: str) -> Dataset:
+        """The data of the account the key of that role acts for (built now if not yet)."""
+        return self.accounts[self.keys[role].account].dataset
 
     @property
     def url(self) -> str:
@@ -230,25 +256,48 @@ def serve(
     scale: Scale,
     frozen_at: float | None,
     page_cap: int | None = None,
+    subaccounts: int = DEFAULT_SUBACCOUNTS,
+    region: str = "global",
 ) -> None:
     """Run the simulator in the foreground until interrupted (the CLI's ``simulator``)."""
     clock = SimClock(frozen_at) if frozen_at is not None else SimClock.running()
-    sim = Simulator(seed=seed, scale=scale, clock=clock, host=host, port=port, page_cap=page_cap)
-    len(sim.dataset.funding)  # generate the history before announcing readiness
+    sim = Simulator(
+        seed=seed,
+        scale=scale,
+        clock=clock,
+        host=host,
+        port=port,
+        page_cap=page_cap,
+        subaccounts=subaccounts,
+        region=region,
+    )
+    # Generate the main account's history before announcing readiness; a sub-account's is
+    # generated when first asked for.
+    len(sim.dataset.funding)
     with sim:
         creds = sim.credentials
         print(f"WhiteBIT simulator listening on {sim.url}", flush=True)
         capped = f", pages capped at {page_cap} records" if page_cap else ""
-        print(f"  seed {seed}, scale {scale}{capped}", flush=True)
+        accounts = f"region {region}, {subaccounts} sub-accounts"
+        print(f"  seed {seed}, scale {scale}, {accounts}{capped}", flush=True)
         print(f"  WHITEBIT_BASE_URL={sim.url}", flush=True)
         print(f"  WHITEBIT_API_KEY={creds.api_key}", flush=True)
         print(f"  WHITEBIT_API_SECRET={creds.api_secret}  (simulator demo key)", flush=True)
+        for role in sim.subaccount_roles:
+            sub = sim.credentials_for(role)
+            print(f"  {_variable(role, 'API_KEY')}={sub.api_key}", flush=True)
+            print(f"  {_variable(role, 'API_SECRET')}={sub.api_secret}  ({role})", flush=True)
         print("Press Ctrl+C to stop.", flush=True)
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
             pass
+
+
+def _variable(role: str, what: str) -> str:
+    """The name a sub-account key's line carries: ``WHITEBIT_SUB_1_API_KEY``."""
+    return f"WHITEBIT_{role.upper()}_{what}"
 
 
 @dataclass
@@ -258,6 +307,23 @@ class SpawnedSimulator:
     process: subprocess.Popen[str]
     url: str
     credentials: Credentials
+    #: The sub-accounts' keys by role (``sub_1`` ..), as the process printed them.
+    subaccounts: dict[str, Credentials] = field(default_factory=dict)
+
+    def credentials_for(self, role: str) -> Credentials:
+        """The demo key (``partner``) or a sub-account's key (``sub_1`` ..); the main account's
+        other keys are not printed, so not known here."""
+        if role == "partner":
+            return self.credentials
+        try:
+            return self.subaccounts[role]
+        except KeyError:
+            known = ", ".join(["partner", *self.subaccounts])
+            raise KeyError(f"no key {role!r} printed by the simulator; known: {known}") from None
+
+    @property
+    def roles(self) -> list[str]:
+        return ["partner", *self.subaccounts]
 
     def control(self, what: str, **body: Any) -> Any:
         import httpx
@@ -294,6 +360,8 @@ def spawn(
     cpu: int | None = None,
     timeout_s: float = 120,
     page_cap: int | None = None,
+    subaccounts: int = DEFAULT_SUBACCOUNTS,
+    region: str = "global",
 ) -> SpawnedSimulator:
     """Start ``python -m pipeline.simulator`` as a child process and wait until it serves."""
     cmd = [
@@ -306,6 +374,10 @@ def spawn(
         str(seed),
         "--scale",
         scale,
+        "--subaccounts",
+        str(subaccounts),
+        "--region",
+        region,
     ]
     if frozen_at is not None:
         cmd += ["--frozen-at", str(frozen_at)]
@@ -316,10 +388,13 @@ def spawn(
     )
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(process.pid, {cpu})
+    subs = [subaccount_role(n) for n in range(1, subaccounts + 1)]
+    needed = {"WHITEBIT_BASE_URL", "WHITEBIT_API_KEY", "WHITEBIT_API_SECRET"}
+    needed |= {_variable(role, what) for role in subs for what in ("API_KEY", "API_SECRET")}
     lines: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
     assert process.stdout is not None
-    while "WHITEBIT_API_SECRET" not in lines:
+    while not needed <= lines.keys():
         line = process.stdout.readline()
         if not line or time.monotonic() > deadline:
             process.kill()
@@ -333,4 +408,9 @@ def spawn(
         process,
         lines["WHITEBIT_BASE_URL"],
         Credentials(lines["WHITEBIT_API_KEY"], lines["WHITEBIT_API_SECRET"]),
+        {role: _printed(lines, role) for role in subs},
     )
+
+
+def _printed(lines: dict[str, str], role: str) -> Credentials:
+    return Credentials(lines[_variable(role, "API_KEY")], lines[_variable(role, "API_SECRET")])
