@@ -1,29 +1,78 @@
-"""Request pacing to the exchange's rate budgets, shared by every request of the process.
+"""Request pacing to the exchange's rate budgets, shared by every process of the machine.
 
 The exchange counts requests per budget group in any sliding 10-second span, per API key and per
 client address, and refuses (never queues) what is over. A pacer lets a small burst through, then
 a steady rate a little under the budget, so that the burst plus the rate times the period stays
 below the budget whatever span the exchange looks at: it never causes a 429 itself.
+
+Several runs (one process per account) extract from one machine at once, and the exchange counts
+them all against the machine's address: so a pacer for an exchange address keeps its state in a
+small file, one per address (and set of budgets), that every process of the machine's user shares.
+Runs together share each budget; a run alone has all of it.
+
+The algorithm is GCRA (the generic cell rate algorithm) in its reserving form. Per budget group
+the file holds one "theoretical arrival time" (TAT), a `time.monotonic` reading (CLOCK_MONOTONIC
+on Linux: one clock for every process of the machine). With the emission interval T = 1 / rate
+and the tolerance tau = (burst - 1) * T, a request takes the file's lock, reads the TAT, makes it
+at least now, stores TAT + T, lets the lock go and waits until TAT - tau. So `burst` requests pass
+at once, then one per T, in the order they asked, whichever process asked. Reserving (rather than
+waiting, then trying again) costs one locked read and write per request however many wait, wakes
+no waiter that another then beats to the slot, and serves the processes in turn; a waiter that is
+cancelled leaves its slot unused, which errs on the safe side.
+
+No library fits: pyrate-limiter's SQLite bucket writes (and counts) a row per request, its
+multiprocess bucket needs one parent process to hold it, and `limits` shares state only through a
+server (Redis, Memcached, MongoDB).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
+import os
+import stat
+import struct
+import tempfile
+import threading
+import time
 import weakref
 from collections.abc import Iterable
-
-from aiolimiter import AsyncLimiter
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from pipeline import spec
 
-from ._config import PACING_BURST, PACING_HEADROOM
+from ._config import PACING_BURST, PACING_DIR_VARIABLE, PACING_HEADROOM
+
+#: One TAT: a float64 in the machine's byte order, at 8 * the group's place in sorted order.
+_TAT = struct.Struct("=d")
+#: Changes whenever the file's layout or meaning does, so that an old file is never misread.
+_FORMAT = "gcra-1"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Seconds between looks at whether the file is still in its directory.
+_LOOK_AGAIN_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Cell:
+    """One budget group's place in the file and its GCRA parameters, in seconds."""
+
+    offset: int
+    interval: float  # T: one request per this, once the burst is spent
+    tolerance: float  # tau: how far ahead of now the TAT may be for a request to pass at once
+    stale_after: float  # a TAT further ahead than this is not one this machine's requests made
 
 
 class Pacer:
     """Paces requests to each budget group of `spec` (or the budgets given instead).
 
-    All clients that share a pacer share its budgets: by default every client of the process
-    that talks to the same exchange address shares one (`Pacer.shared`).
+    All clients that share a pacer share its budgets. A pacer made with an ``origin`` (an exchange
+    address) shares them with every pacer of the machine's user for the same origin and the same
+    budgets, headroom and burst, in any process, through a file in ``directory`` (by default
+    ``$WHITEBIT_PACING_DIR``, else ``whitebit-pacing-<uid>`` in the system's temporary directory);
+    without one, the pacer is its own. `Pacer.shared` is the one every client of an address uses.
     """
 
     def __init__(
@@ -32,6 +81,8 @@ class Pacer:
         *,
         headroom: float = PACING_HEADROOM,
         burst: int = PACING_BURST,
+        origin: str | None = None,
+        directory: str | os.PathLike[str] | None = None,
     ) -> None:
         if not 0 < headroom <= 1:
             raise ValueError(f"pacing headroom must be within (0, 1], not {headroom}")
@@ -41,7 +92,22 @@ class Pacer:
         self._budgets.update({b.group: b for b in budgets})
         self.headroom = headroom
         self.burst = burst
-        self._limiters: dict[str, AsyncLimiter] = {}
+        self._cells = {
+            group: self._cell(place, self._budgets[group])
+            for place, group in enumerate(sorted(self._budgets))
+        }
+        #: The exchange address whose budgets this pacer shares, as ``scheme://host:port``.
+        self.origin = None if origin is None else canonical_origin(origin)
+        #: The file that holds the shared state; None for a pacer of its own.
+        self.path: Path | None = None
+        self._named_directory = directory is not None or bool(os.environ.get(PACING_DIR_VARIABLE))
+        if self.origin is not None:
+            self.path = pacing_directory(directory) / self._file_name(self.origin)
+        self._lock = threading.Lock()  # the file lock is the process's: threads need their own
+        self._fd = -1
+        self._forks = -1  # `_forks` when the file was opened: a forked child opens its own
+        self._look_again_at = 0.0  # when to see whether the file is still the directory's
+        self._closer: weakref.finalize[[int], Pacer] | None = None
 
     def budget(self, operation: spec.Operation) -> spec.RateBudget:
         """The budget this pacer holds the operation to."""
@@ -49,46 +115,154 @@ class Pacer:
 
     def burst_of(self, operation: spec.Operation) -> int:
         """The burst, smaller for a small budget: at most half of what the headroom leaves."""
-        spare = self.budget(operation).requests * (1 - self.headroom) / 2
-        return max(1, min(self.burst, int(spare)))
+        return self._burst(self.budget(operation))
 
     def rate(self, operation: spec.Operation) -> float:
         """Requests per second once the burst is spent: the headroom's share of what the burst
         leaves, so that burst + rate * period stays under the budget with room for requests
         that arrive later than they left."""
-        budget = self.budget(operation)
-        return self.headroom * max(budget.requests - self.burst_of(operation), 1) / budget.period_s
+        return self._rate(self.budget(operation))
 
     async def acquire(self, operation: spec.Operation) -> None:
         """Wait until the operation's budget group allows one more request."""
-        group = operation.budget.group
-        limiter = self._limiters.get(group)
-        if limiter is None:
-            # aiolimiter's leaky bucket: capacity of the burst, drained at the paced rate.
-            burst = self.burst_of(operation)
-            limiter = AsyncLimiter(burst, burst / self.rate(operation))
-            self._limiters[group] = limiter
-        await limiter.acquire()
+        wait = self._reserve(self._cells[operation.budget.group])
+        if wait > 0:
+            await asyncio.sleep(wait)
 
     def __repr__(self) -> str:
         return (
-            f"Pacer(headroom={self.headroom}, burst={self.burst}, groups={sorted(self._budgets)})"
+            f"Pacer(origin={self.origin!r}, headroom={self.headroom}, burst={self.burst}, "
+            f"groups={sorted(self._budgets)})"
         )
 
     @classmethod
     def shared(cls, origin: str) -> Pacer:
-        """The process's pacer for one exchange address, with the spec's budgets.
-
-        One per event loop: asyncio primitives cannot be shared across loops, and a process
-        normally runs one.
-        """
-        per_origin = _SHARED.setdefault(asyncio.get_running_loop(), {})
-        pacer = per_origin.get(origin)
+        """The pacer for one exchange address, with the spec's budgets: one per process (and
+        pacing directory), and its budgets shared with every process of the machine."""
+        key = (origin, os.environ.get(PACING_DIR_VARIABLE, ""))
+        pacer = _SHARED.get(key)
         if pacer is None:
-            pacer = per_origin[origin] = cls()
+            pacer = _SHARED[key] = cls(origin=origin)
         return pacer
 
+    # --- the budgets' arithmetic -------------------------------------------------------------
 
-_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Pacer]] = (
-    weakref.WeakKeyDictionary()
-)
+    def _burst(self, budget: spec.RateBudget) -> int:
+        spare = budget.requests * (1 - self.headroom) / 2
+        return max(1, min(self.burst, int(spare)))
+
+    def _rate(self, budget: spec.RateBudget) -> float:
+        return self.headroom * max(budget.requests - self._burst(budget), 1) / budget.period_s
+
+    def _cell(self, place: int, budget: spec.RateBudget) -> _Cell:
+        interval = 1 / self._rate(budget)
+        tolerance = (self._burst(budget) - 1) * interval
+        # Only more waiters than a whole budget's worth could reserve further ahead: such a
+        # TAT was stored before the machine restarted (the clock starts again) or is not one.
+        return _Cell(_TAT.size * place, interval, tolerance, tolerance + interval + budget.period_s)
+
+    def _file_name(self, origin: str) -> str:
+        """The origin's hash, then the budgets': pacers of other budgets never share a file."""
+        budgets = ";".join(
+            f"{b.group}={b.requests}/{b.period_s!r}" for _, b in sorted(self._budgets.items())
+        )
+        terms = f"{_FORMAT}|{origin}|{self.headroom!r}|{self.burst}|{budgets}"
+        return f"{_digest(origin)[:16]}-{_digest(terms)[:12]}.pacing"
+
+    # --- the shared state --------------------------------------------------------------------
+
+    def _reserve(self, cell: _Cell) -> float:
+        """Take the next slot of the cell's group; how long to wait for it, in seconds."""
+        with self._lock:
+            fd = self._fd
+            if self._forks != _forks or time.monotonic() >= self._look_again_at:
+                fd = self._current_file()
+            # Held for a few microseconds (a read and a write), so a blocking lock is fine even
+            # in async code: the event loop waits no longer than for any other system call.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                now = time.monotonic()
+                stored = os.pread(fd, _TAT.size, cell.offset)
+                tat = _TAT.unpack(stored)[0] if len(stored) == _TAT.size else now
+                if not now <= tat <= now + cell.stale_after:  # behind, stale, or not a number
+                    tat = now
+                os.pwrite(fd, _TAT.pack(tat + cell.interval), cell.offset)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        return tat - cell.tolerance - now
+
+    def _current_file(self) -> int:
+        """The file, opened again when this process was forked from the one that opened it (the
+        child's copy shares the parent's lock), or when it is no longer in its directory (the
+        temporary directory's cleaner took it, or a person did): the other processes have moved
+        on to a new one."""
+        self._look_again_at = time.monotonic() + _LOOK_AGAIN_S
+        if self._forks == _forks and (self.path is None or os.fstat(self._fd).st_nlink > 0):
+            return self._fd
+        return self._open()
+
+    def _open(self) -> int:
+        if self._closer is not None:
+            self._closer()  # the parent's, or a file no longer there (one of its own: afresh)
+        if self.path is None:
+            fd, name = tempfile.mkstemp(prefix="whitebit-pacing-")
+            os.unlink(name)
+        else:
+            _make_directory(self.path.parent, check_owner=not self._named_directory)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.path, flags, 0o600)
+        self._fd, self._forks = fd, _forks
+        self._closer = weakref.finalize(self, os.close, fd)
+        return fd
+
+
+def pacing_directory(directory: str | os.PathLike[str] | None = None) -> Path:
+    """Where shared pacers keep their files: ``directory``, else ``$WHITEBIT_PACING_DIR``, else
+    ``whitebit-pacing-<uid>`` in the system's temporary directory (one per user, so that no user
+    paces, or can stall, another's)."""
+    if directory is not None:
+        return Path(directory)
+    configured = os.environ.get(PACING_DIR_VARIABLE)
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / f"whitebit-pacing-{os.getuid()}"
+
+
+def canonical_origin(origin: str) -> str:
+    """``scheme://host:port`` of an address, the port spelled out: one file per exchange."""
+    parts = urlsplit(origin)
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if not scheme or not host:
+        raise ValueError(f"not an exchange address (scheme://host[:port]): {origin!r}")
+    port = parts.port or _DEFAULT_PORTS.get(scheme)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}"
+
+
+def _make_directory(directory: Path, *, check_owner: bool) -> None:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if check_owner:
+        # In a temporary directory anyone may have made it first, to stall or misdirect us.
+        status = os.lstat(directory)
+        if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
+            raise PermissionError(
+                f"{directory} is not a directory of this user's; "
+                f"set {PACING_DIR_VARIABLE} to one that is"
+            )
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_forks = 0
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+_SHARED: dict[tuple[str, str], Pacer] = {}

@@ -3,22 +3,46 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import math
+import multiprocessing
+import os
+import struct
+import tempfile
 import threading
 import time
+from collections.abc import AsyncGenerator
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any, NamedTuple, cast
 
 import httpx
 import pytest
 
 from pipeline import spec
-from pipeline.simulator import DEFAULT_SEED, Dataset, Scale, SimClock, Simulator, spawn
-from pipeline.whitebit import Pacer, RateLimitError, WalkReport
+from pipeline.simulator import (
+    DEFAULT_SEED,
+    Dataset,
+    Scale,
+    SimClock,
+    Simulator,
+    SpawnedSimulator,
+    spawn,
+)
+from pipeline.simulator._keys import KeyStore
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, RateLimitError, WalkReport, _pacing
 from pipeline.whitebit._auth import NonceSource
-from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
+from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST, PACING_DIR_VARIABLE
 from tests.support.client import FAST_RETRIES, Watching, client, collect
 from tests.support.simulated import FROZEN_AT
 
 FUNDING_GROUP = spec.FUNDING_HISTORY.budget.group
+#: A budget small enough that a walk outlasts its window many times over.
+SMALL_BUDGET = spec.RateBudget(FUNDING_GROUP, 400, 2.0)
+#: The walks' data: 54,900 funding entries, some 550 pages.
+WALK_SCALE = "markets=30,days=600"
 
 
 def _rate_limited(sim: Simulator) -> int:
@@ -31,13 +55,13 @@ def test_a_paced_walk_runs_near_the_budget_and_never_over_it() -> None:
 
     A pacer cannot make up for time this process loses (a stall on a busy machine), so the walk
     runs up to three times and the best rate counts; every run must be free of 429s."""
-    scale = "markets=30,days=600"
-    truth = Dataset(DEFAULT_SEED, Scale.parse(scale), SimClock(FROZEN_AT)).funding.newest_first()
-    with spawn(scale=scale, frozen_at=FROZEN_AT) as s:
+    dataset = Dataset(DEFAULT_SEED, Scale.parse(WALK_SCALE), SimClock(FROZEN_AT))
+    truth = dataset.funding.newest_first()
+    with spawn(scale=WALK_SCALE, frozen_at=FROZEN_AT) as s:
         s.control("limits", budgets={FUNDING_GROUP: [400, 2.0]})
 
         async def main() -> WalkReport:
-            pacer = Pacer([spec.RateBudget(FUNDING_GROUP, 400, 2.0)])
+            pacer = Pacer([SMALL_BUDGET])
             async with client(s, pacing=pacer) as c:
                 walk = c.walk_funding()
                 assert await collect(walk) == truth
@@ -111,6 +135,221 @@ def test_small_budgets_get_a_small_burst() -> None:
         assert most_in_a_window < budget
         if budget >= 100:
             assert most_in_a_window <= budget * 0.985
+
+
+# --- one budget for every process of the machine ------------------------------------------------
+
+
+class _Run(NamedTuple):
+    """What one run in a process of its own did; times by `time.monotonic`, the machine's."""
+
+    began: float
+    ended: float
+    pages: int
+    rows: int
+    rate_limited: int
+
+
+def _walk_elsewhere(
+    url: str,
+    role: str,
+    pacing_dir: str,
+    seconds: float | None,
+    start: Barrier,
+    results: Queue[_Run],
+) -> None:
+    """One run of the machine, in a process of its own: walks funding history with the key of
+    ``role``, paced to `SMALL_BUDGET` through the files of ``pacing_dir``, for ``seconds`` or to
+    the end."""
+    os.environ[PACING_DIR_VARIABLE] = pacing_dir
+    key = KeyStore(DEFAULT_SEED)[role].credentials
+
+    async def main() -> _Run:
+        credentials = Credentials(key.api_key, key.api_secret)
+        pacer = Pacer([SMALL_BUDGET], origin=url)
+        async with AsyncWhiteBIT(credentials, base_url=url, pacing=pacer, retry=FAST_RETRIES) as c:
+            walk = c.walk_funding()
+            start.wait()  # before the walk's first request: the other run is ready too
+            began = time.monotonic()
+            with contextlib.suppress(RateLimitError):  # retries spent: counted all the same
+                async with contextlib.aclosing(
+                    cast(AsyncGenerator[Any, None], aiter(walk))
+                ) as pages:
+                    async for _ in pages:
+                        if seconds is not None and time.monotonic() - began > seconds:
+                            break
+            report = walk.report
+            return _Run(began, time.monotonic(), report.pages, report.rows, report.rate_limited)
+
+    results.put(asyncio.run(main()))
+
+
+def _runs_at_once(
+    s: SpawnedSimulator, pacing_dirs: list[Path], seconds: float | None = None
+) -> list[_Run]:
+    """A run per pacing directory, each in a process of its own and with a key of its own
+    (two accounts), all from this machine's address, started together."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(len(pacing_dirs))
+    results: Queue[_Run] = context.Queue()
+    runs = [
+        context.Process(
+            target=_walk_elsewhere,
+            args=(s.url, role, str(directory), seconds, start, results),
+        )
+        for role, directory in zip(("partner", "read_only"), pacing_dirs, strict=False)
+    ]
+    for run in runs:
+        run.start()
+    try:
+        done = [results.get(timeout=60) for _ in runs]
+    finally:
+        for run in runs:
+            run.join(timeout=10)
+            if run.is_alive():
+                run.kill()
+    assert [run.exitcode for run in runs] == [0] * len(runs)
+    return done
+
+
+def test_runs_in_separate_processes_share_the_budget_and_use_most_of_it(tmp_path: Path) -> None:
+    """Two runs of two accounts at once, from one address: together never over the budget, and
+    together near it (the rate a run alone gets, shared)."""
+    dataset = Dataset(DEFAULT_SEED, Scale.parse(WALK_SCALE), SimClock(FROZEN_AT))
+    entries = len(dataset.funding.newest_first())
+    with spawn(scale=WALK_SCALE, frozen_at=FROZEN_AT) as s:
+        s.control("limits", budgets={FUNDING_GROUP: [SMALL_BUDGET.requests, SMALL_BUDGET.period_s]})
+        runs = _runs_at_once(s, [tmp_path, tmp_path])
+        answered = s.stats()["answered"]
+    assert not [what for what in answered if what.endswith(" 429")]
+    assert [(run.rows, run.rate_limited) for run in runs] == [(entries, 0)] * 2
+    pages = sum(run.pages for run in runs)
+    assert pages > 2 * SMALL_BUDGET.requests  # the window is what is tested, not the burst
+    elapsed = max(run.ended for run in runs) - min(run.began for run in runs)
+    budget_rate = 0.98 * SMALL_BUDGET.per_second
+    assert pages / elapsed >= 0.85 * budget_rate, (pages / elapsed, runs)
+
+
+def test_runs_that_do_not_share_a_pacing_directory_exceed_the_budget(tmp_path: Path) -> None:
+    """The check on the test above: apart, each run takes the whole budget, and the exchange
+    refuses what is over."""
+    with spawn(scale=WALK_SCALE, frozen_at=FROZEN_AT) as s:
+        s.control("limits", budgets={FUNDING_GROUP: [SMALL_BUDGET.requests, SMALL_BUDGET.period_s]})
+        runs = _runs_at_once(s, [tmp_path / "a", tmp_path / "b"], seconds=2.5)
+        answered = s.stats()["answered"]
+    assert sum(n for what, n in answered.items() if what.endswith(" 429")) > 0
+    assert sum(run.rate_limited for run in runs) > 0
+
+
+def test_pacers_of_one_address_and_budgets_share_one_file(tmp_path: Path) -> None:
+    def path(*budgets: spec.RateBudget, origin: str | None = "https://whitebit.com") -> Path | None:
+        return Pacer(budgets, origin=origin, directory=tmp_path).path
+
+    assert path() == path(origin="HTTPS://WhiteBIT.com:443/api") is not None
+    assert path() != path(origin="http://whitebit.com")
+    assert path() != path(origin="https://whitebit.com:8443")
+    # Budgets overridden (tests) pace apart from the exchange's own.
+    assert path() != path(SMALL_BUDGET)
+    assert path(SMALL_BUDGET) == path(SMALL_BUDGET)
+    assert path(origin=None) is None  # a pacer of its own
+    with pytest.raises(ValueError, match="exchange address"):
+        Pacer(origin="whitebit.com")
+
+
+def test_the_pacing_directory_is_the_users_unless_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(PACING_DIR_VARIABLE, raising=False)
+    path = Pacer(origin="https://whitebit.com").path
+    assert path is not None
+    assert path.parent == Path(tempfile.gettempdir()) / f"whitebit-pacing-{os.getuid()}"
+    monkeypatch.setenv(PACING_DIR_VARIABLE, str(tmp_path))
+    path = Pacer(origin="https://whitebit.com").path
+    assert path is not None
+    assert path.parent == tmp_path
+    assert Pacer.shared("https://whitebit.com").path == path
+
+
+def test_two_pacers_of_one_file_take_turns(tmp_path: Path) -> None:
+    """As two processes would: what one takes, the other waits for."""
+    budget = spec.RateBudget(FUNDING_GROUP, 10, 1.0)  # a burst of 1, then one per 0.113 s
+    op = spec.FUNDING_HISTORY
+    one, other = (Pacer([budget], origin="http://127.0.0.1:1", directory=tmp_path) for _ in "12")
+    alone = Pacer([budget])
+    interval = 1 / one.rate(op)
+
+    async def waited(pacer: Pacer) -> float:
+        started = time.monotonic()
+        await pacer.acquire(op)
+        return time.monotonic() - started
+
+    async def main() -> list[float]:
+        return [await waited(one), await waited(other), await waited(alone)]
+
+    first, second, apart = asyncio.run(main())
+    assert first < 0.05
+    assert interval * 0.9 <= second < interval * 2
+    assert apart < 0.05  # a pacer of its own shares nothing
+
+
+def test_a_file_taken_from_its_directory_is_made_again_and_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary directory's cleaner may take a file no request touched for days: a process
+    that still holds it opens the new one, and shares it with the others again."""
+    monkeypatch.setattr(_pacing, "_LOOK_AGAIN_S", 0.0)  # look before every request
+    budget = spec.RateBudget(FUNDING_GROUP, 10, 1.0)
+    op = spec.FUNDING_HISTORY
+    one, other = (Pacer([budget], origin="http://127.0.0.1:1", directory=tmp_path) for _ in "12")
+    assert one.path is not None
+    interval = 1 / one.rate(op)
+
+    async def waited(pacer: Pacer) -> float:
+        started = time.monotonic()
+        await pacer.acquire(op)
+        return time.monotonic() - started
+
+    async def main() -> None:
+        await waited(one)
+        await waited(other)  # both have the file open
+        assert one.path is not None
+        one.path.unlink()
+        await asyncio.sleep(2 * interval)  # what the old file holds is past
+        assert await waited(one) < 0.05
+        assert one.path.exists()  # made again
+        assert interval * 0.9 <= await waited(other)  # waits for what `one` took from it
+
+    asyncio.run(main())
+
+
+def test_a_time_stored_before_a_restart_is_forgotten(tmp_path: Path) -> None:
+    """A stored arrival time further ahead than any waiters could have pushed it (the machine
+    restarted and its monotonic clock began again, or the file holds garbage) is reset to now;
+    one merely ahead is waited for."""
+    budget = spec.RateBudget(FUNDING_GROUP, 10, 1.0)
+    op = spec.FUNDING_HISTORY
+    pacer = Pacer([budget], origin="http://127.0.0.1:1", directory=tmp_path)
+    assert pacer.path is not None
+
+    def store(tat: float) -> None:
+        assert pacer.path is not None
+        # Every group's slot, and more: the layout is the pacer's own business.
+        pacer.path.write_bytes(struct.pack("=d", tat) * 64)
+
+    async def waited() -> float:
+        started = time.monotonic()
+        await asyncio.wait_for(pacer.acquire(op), 2.0)  # not an hour
+        return time.monotonic() - started
+
+    async def main() -> None:
+        await pacer.acquire(op)  # makes the file
+        for garbage in (time.monotonic() + 3_600, math.inf, math.nan, -1.0):
+            store(garbage)
+            assert await waited() < 0.05
+        store(time.monotonic() + 0.3)  # the waiters of a busy machine: honoured
+        assert 0.25 <= await waited() < 0.6
+
+    asyncio.run(main())
 
 
 def test_concurrency_is_bounded(sim: Simulator) -> None:
