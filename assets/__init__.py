@@ -1,51 +1,39 @@
-"""The Dagster application: assets, partitions, checks, jobs, schedules and resources, the code
-location (`definitions`) and the `whitebit-etl` command (`cli`, `runs`).
+"""The Dagster application: every account's assets, partitions, checks, jobs, schedules and
+resources, the code location (`definitions`) and the `whitebit-etl` command (`cli`, `runs`).
 
 It sits on top of the libraries: assets are thin, each says which API walk fills which table
-partition (`loading` does the work) and reports what happened as run metadata and checks
-(`reporting`, `checks`).
+partition of its account (`loading` does the work) and reports what happened as run metadata and
+checks (`reporting`, `checks`). The accounts come from `accounts`; `jobs` builds an asset set
+for each.
 """
 
-from .funding import funding_history
-from .jobs import (
-    FRESHNESS_CHECKS,
-    freshness_job,
-    freshness_schedule,
-    funding_history_job,
-    nightly_job,
-    nightly_schedule,
-    snapshots_job,
-)
+from .accounts import Account
+from .jobs import SINGLE, AccountAssets, Jobs, build, jobs
 from .partitions import MONTHLY
 from .resources import WarehouseResource, WhiteBITResource
-from .snapshots import (
-    SNAPSHOTS,
-    hedge_mode,
-    investments,
-    main_balances,
-    trading_balances,
-    watcher_links,
-)
 
-ALL_ASSETS = (funding_history, *SNAPSHOTS)
+#: The assets of the single account (no accounts file): unprefixed keys, as before accounts.
+funding_history = SINGLE.funding
+SNAPSHOTS = SINGLE.snapshots
+investments, main_balances, trading_balances, hedge_mode, watcher_links = SNAPSHOTS
+ALL_ASSETS = SINGLE.assets
 
 __all__ = [
     "ALL_ASSETS",
-    "FRESHNESS_CHECKS",
     "MONTHLY",
+    "SINGLE",
     "SNAPSHOTS",
+    "Account",
+    "AccountAssets",
+    "Jobs",
     "WarehouseResource",
     "WhiteBITResource",
-    "freshness_job",
-    "freshness_schedule",
+    "build",
     "funding_history",
-    "funding_history_job",
     "hedge_mode",
     "investments",
+    "jobs",
     "main_balances",
-    "nightly_job",
-    "nightly_schedule",
-    "snapshots_job",
     "trading_balances",
     "watcher_links",
 ]

@@ -19,6 +19,7 @@ import dagster as dg
 import httpx
 
 from assets.outcomes import outcome
+from assets.reporting import ACCOUNT_TAG
 
 WEBHOOK_ENV: Final = "WHITEBIT_ALERT_WEBHOOK_URL"
 UI_URL_ENV: Final = "WHITEBIT_UI_URL"
@@ -69,9 +70,11 @@ def _failed_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dg.As
 
 def message(instance: dg.DagsterInstance, run: dg.DagsterRun, fallback: str = "") -> str:
     """The alert for a run: job, partition(s), what failed and why, and a link."""
+    account = run.tags.get(ACCOUNT_TAG)
     lines = [
         f"whitebit-etl: run of job {run.job_name} failed "
-        f"({_partitions(run)}status {run.status.value})"
+        f"({f'account {account}, ' if account else ''}{_partitions(run)}"
+        f"status {run.status.value})"
     ]
     # What failed, as the command line says it after a run: one account of a run's failures.
     said = outcome(instance, run.run_id, success=False).said

@@ -10,8 +10,9 @@
 - ``nightly_partition_fresh``: the partition the nightly run owes is on disk and was extracted
   after its day ended (funding: yesterday; snapshots: today).
 
-Each check is a plain function of the warehouse root and the partitions, so tests run them on
-data made to break them.
+Each check is a plain function of the warehouse root and an account's partitions, so tests run
+them on data made to break them; ``key`` is the asset key the result belongs to (the account's
+table).
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,7 @@ SCHEMA_DRIFT: Final = "schema_drift"
 FIRST_REASONS: Final = 5
 
 
-def specs(asset: str, *, blocking_complete: bool = False) -> list[dg.AssetCheckSpec]:
+def specs(asset: dg.AssetKey, *, blocking_complete: bool = False) -> list[dg.AssetCheckSpec]:
     """The checks every table asset carries."""
     out = [
         dg.AssetCheckSpec(UNIQUE_KEYS, asset=asset, description="No two rows share the key"),
@@ -80,7 +81,7 @@ def _read(files: Sequence[str]) -> str:
     return f"read_parquet([{listed}], hive_partitioning = true)"
 
 
-def _files(root: Root, table: str, partitions: Sequence[date | tuple[str, str]]) -> list[str]:
+def _files(root: Root, table: str, partitions: Sequence[parquet.Partition]) -> list[str]:
     """The files holding these partitions of ``table`` now (a partition may have none; the days
     of a month share its file)."""
     paths = {
@@ -102,12 +103,16 @@ def _batches(files: list[str]) -> list[list[str]]:
     return [files[i : i + FILES_PER_QUERY] for i in range(0, len(files), FILES_PER_QUERY)]
 
 
-def stored_rows(root: Root, table: str, days: Sequence[date]) -> int:
-    """Rows the files hold of these days."""
+def _days(account: str, days: Sequence[date]) -> list[parquet.Partition]:
+    return [(account, day) for day in days]
+
+
+def stored_rows(root: Root, table: str, account: str, days: Sequence[date]) -> int:
+    """Rows the account's files hold of these days."""
     total = 0
     where, params = of_days(table, days)
     with duckdb.connect() as con:
-        for batch in _batches(_files(root, table, days)):
+        for batch in _batches(_files(root, table, _days(account, days))):
             found = con.execute(
                 f"SELECT count(*) FROM {_read(batch)} {where}",  # noqa: S608
                 params,
@@ -116,13 +121,15 @@ def stored_rows(root: Root, table: str, days: Sequence[date]) -> int:
     return total
 
 
-def unique_keys(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckResult:
+def unique_keys(
+    root: Root, table: str, account: str, days: Sequence[date], *, key: dg.AssetKey
+) -> dg.AssetCheckResult:
     """Keys held twice, partition by partition (a key is unique within its partition)."""
     schema = schemas.TABLES[table]
     # The partition columns come from the paths; with them, the rest of the key decides.
-    key = [*schema.partition_columns, *(k for k in schema.key if k not in schema.partition_columns)]
-    columns = ", ".join(f'"{k}"' for k in key)
-    files = _files(root, table, days)
+    by = [*schema.partition_columns, *(k for k in schema.key if k not in schema.partition_columns)]
+    columns = ", ".join(f'"{k}"' for k in by)
+    files = _files(root, table, _days(account, days))
     duplicated: list[str] = []
     with duckdb.connect() as con:
         for batch in _batches(files):
@@ -139,7 +146,7 @@ def unique_keys(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRe
                 duplicated.append(f"{partition}: {held}")
     return dg.AssetCheckResult(
         check_name=UNIQUE_KEYS,
-        asset_key=table,
+        asset_key=key,
         passed=not duplicated,
         description=None
         if not duplicated
@@ -152,8 +159,9 @@ def unique_keys(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRe
     )
 
 
-def rejects_query(table: str, partitions: Sequence[str]) -> str:
-    """The `whitebit-etl sql` line that lists the rejects of these partitions of ``table``.
+def rejects_query(table: str, account: str, partitions: Sequence[str]) -> str:
+    """The `whitebit-etl sql` line that lists the rejects of these partitions of an account's
+    ``table``.
 
     Columns are qualified (``r.table``) rather than quoted, so the query holds no double quote
     and the line pastes into a shell as it is."""
@@ -166,15 +174,18 @@ def rejects_query(table: str, partitions: Sequence[str]) -> str:
     )
     query = (
         "SELECT r.partition, r.record_index, r.reason, r.raw_json FROM _rejects r "  # noqa: S608
-        f"WHERE r.table = '{table}' AND {where} ORDER BY r.partition, r.record_index"
+        f"WHERE r.account = '{account}' AND r.table = '{table}' AND {where} "
+        "ORDER BY r.partition, r.record_index"
     )
     return f'whitebit-etl sql "{query}"'
 
 
-def no_rejects(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckResult:
+def no_rejects(
+    root: Root, table: str, account: str, days: Sequence[date], *, key: dg.AssetKey
+) -> dg.AssetCheckResult:
     """Rejects in the written partitions; when there are, the description says how many, where,
     the first reasons and the command that lists them (the terminal prints it as it is)."""
-    files = _files(root, schemas.REJECTS, [(table, d.isoformat()) for d in days])
+    files = _files(root, schemas.REJECTS, [(account, table, d.isoformat()) for d in days])
     per_partition: dict[str, int] = {}
     reasons: list[str] = []
     if files:
@@ -202,13 +213,13 @@ def no_rejects(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRes
     }
     description = None
     if rejected:
-        command = rejects_query(table, list(per_partition))
+        command = rejects_query(table, account, list(per_partition))
         metadata["list_them"] = dg.MetadataValue.text(command)
         where = ", ".join(f"{p} ({n})" for p, n in list(per_partition.items())[:FIRST_REASONS])
         more = len(per_partition) - FIRST_REASONS
         description = "\n".join(
             [
-                f"{rejected} record(s) of {table} rejected, in {len(per_partition)} "
+                f"{rejected} record(s) of {key.to_user_string()} rejected, in {len(per_partition)} "
                 f"partition(s): {where}" + (f" and {more} more" if more > 0 else ""),
                 "first reasons:",
                 *(f"  {reason}" for reason in reasons),
@@ -217,21 +228,23 @@ def no_rejects(root: Root, table: str, days: Sequence[date]) -> dg.AssetCheckRes
         )
     return dg.AssetCheckResult(
         check_name=NO_REJECTS,
-        asset_key=table,
+        asset_key=key,
         passed=rejected == 0,
         description=description,
         metadata=metadata,
     )
 
 
-def reconciles(root: Root, written: Written, fetched: int) -> dg.AssetCheckResult:
+def reconciles(
+    root: Root, written: Written, fetched: int, *, key: dg.AssetKey
+) -> dg.AssetCheckResult:
     """Fetched records all accounted for, and the files hold what was written."""
-    stored = stored_rows(root, written.table, list(written.days))
+    stored = stored_rows(root, written.table, written.account, list(written.days))
     accounted = written.rows + written.rejected + written.duplicates
     passed = fetched == written.received == accounted and stored == written.rows
     return dg.AssetCheckResult(
         check_name=RECONCILES,
-        asset_key=written.table,
+        asset_key=key,
         passed=passed,
         description=None
         if passed
@@ -249,10 +262,10 @@ def reconciles(root: Root, written: Written, fetched: int) -> dg.AssetCheckResul
     )
 
 
-def complete(table: str, incomplete: Sequence[str]) -> dg.AssetCheckResult:
+def complete(key: dg.AssetKey, incomplete: Sequence[str]) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         check_name=COMPLETE,
-        asset_key=table,
+        asset_key=key,
         passed=not incomplete,
         description=None
         if not incomplete
@@ -261,40 +274,47 @@ def complete(table: str, incomplete: Sequence[str]) -> dg.AssetCheckResult:
     )
 
 
-def schema_drift(table: str, unknown_fields: Mapping[str, str]) -> dg.AssetCheckResult:
+def schema_drift(key: dg.AssetKey, unknown_fields: Mapping[str, str]) -> dg.AssetCheckResult:
     """Warns while the exchange's answers carry fields the spec does not name (each with one
     example value): the rows loaded without them, but the contract has moved."""
     fields = dict(sorted(unknown_fields.items()))
     return dg.AssetCheckResult(
         check_name=SCHEMA_DRIFT,
-        asset_key=table,
+        asset_key=key,
         passed=not fields,
         severity=dg.AssetCheckSeverity.WARN,
         description=None
         if not fields
-        else f"the exchange's answers for {table} carry {len(fields)} field(s) the spec does "
-        "not name (rows loaded without them): "
+        else f"the exchange's answers for {key.path[-1]} carry {len(fields)} field(s) the spec "
+        "does not name (rows loaded without them): "
         + "; ".join(f"{path} (e.g. {example})" for path, example in fields.items()),
         metadata={"unknown_fields": dg.MetadataValue.json(fields)},
     )
 
 
 def for_written(
-    root: Root, written: Written, fetched: int, unknown_fields: Mapping[str, str]
+    root: Root,
+    written: Written,
+    fetched: int,
+    unknown_fields: Mapping[str, str],
+    *,
+    key: dg.AssetKey,
 ) -> list[dg.AssetCheckResult]:
     days = list(written.days)
     return [
-        unique_keys(root, written.table, days),
-        no_rejects(root, written.table, days),
-        reconciles(root, written, fetched),
-        schema_drift(written.table, unknown_fields),
+        unique_keys(root, written.table, written.account, days, key=key),
+        no_rejects(root, written.table, written.account, days, key=key),
+        reconciles(root, written, fetched, key=key),
+        schema_drift(key, unknown_fields),
     ]
 
 
-def fresh(root: Root, table: str, day: date, *, complete_day: bool) -> dg.AssetCheckResult:
-    """The partition of ``day`` exists; with ``complete_day``, the day's rows were extracted
-    after it ended."""
-    path = parquet.partition_path(root, table, day)
+def fresh(
+    root: Root, table: str, account: str, day: date, *, complete_day: bool, key: dg.AssetKey
+) -> dg.AssetCheckResult:
+    """The account's partition of ``day`` exists; with ``complete_day``, the day's rows were
+    extracted after it ended."""
+    path = parquet.partition_path(root, table, (account, day))
     extracted: datetime | None = None
     if path.exists():
         where, params = of_days(table, [day])
@@ -306,14 +326,14 @@ def fresh(root: Root, table: str, day: date, *, complete_day: bool) -> dg.AssetC
         extracted = found[0] if found else None
     day_end = datetime.combine(day + timedelta(days=1), time.min, UTC)
     if not path.exists():
-        problem: str | None = f"no {table} partition for {day}"
+        problem: str | None = f"no {table} partition of {account} for {day}"
     elif complete_day and extracted is not None and extracted < day_end:
-        problem = f"{table} {day} was extracted at {extracted}, before the day ended"
+        problem = f"{table} of {account}, {day}, was extracted at {extracted}, before the day ended"
     else:
         problem = None
     return dg.AssetCheckResult(
         check_name=FRESH,
-        asset_key=table,
+        asset_key=key,
         passed=problem is None,
         description=problem,
         metadata={"partition": day.isoformat(), "extracted_at": str(extracted)},
@@ -321,19 +341,22 @@ def fresh(root: Root, table: str, day: date, *, complete_day: bool) -> dg.AssetC
 
 
 def freshness_check(
-    table: str, owed: Callable[[date], date], *, complete_day: bool
+    key: dg.AssetKey, account: str, owed: Callable[[date], date], *, complete_day: bool
 ) -> dg.AssetChecksDefinition:
-    """A check of the partition the nightly run owes ``table`` today (``owed(today)``)."""
+    """A check of the partition the nightly run owes the account's table (the asset ``key``)
+    today (``owed(today)``)."""
+    table = key.path[-1]
 
     @dg.asset_check(
-        asset=table,
+        asset=key,
         name=FRESH,
-        description=f"The nightly {table} partition is on disk"
+        description=f"The nightly {table} partition of {account} is on disk"
         + (" and was extracted after its day ended" if complete_day else ""),
     )
     def check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        today = datetime.now(UTC).date()
         return fresh(
-            warehouse.path, table, owed(datetime.now(UTC).date()), complete_day=complete_day
+            warehouse.path, table, account, owed(today), complete_day=complete_day, key=key
         )
 
     return check

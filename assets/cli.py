@@ -1,8 +1,9 @@
 """The `whitebit-etl` command: everything a user does by hand.
 
-``demo`` fills a warehouse from the embedded simulator; ``materialize`` runs assets for a day or
-a range; ``ping`` checks the exchange; ``sql`` and ``tables`` query and describe the warehouse;
-``simulator`` serves the stand-in exchange; ``reset-key`` is the API's one write, done only here.
+``demo`` fills a warehouse from the embedded simulator's two accounts; ``materialize`` runs an
+account's assets (or every account's) for a day or a range; ``ping`` checks an account's
+exchange; ``sql`` and ``tables`` query and describe the warehouse; ``simulator`` serves the
+stand-in exchange; ``reset-key`` is the API's one write, done only here.
 Heavy imports (Dagster) happen inside the commands that need them, so ``--help`` is instant.
 """
 
@@ -27,20 +28,22 @@ from pipeline.whitebit import AsyncWhiteBIT, WhiteBITError
 from warehouse.cli import sql_command, tables_command
 
 if TYPE_CHECKING:
+    from assets.accounts import Account
     from assets.resources import Exchange
 
 T = TypeVar("T")
 
 #: Days of funding history the demo backfills, ending yesterday.
 DEMO_DAYS: Final = 30
-DEMO_QUERY: Final = (
-    "SELECT funding_date, market, payments, funding_amount FROM daily_funding_by_market "
-    "ORDER BY funding_date DESC, market LIMIT 8"
-)
+#: The demo's accounts: the embedded simulator's main account and one of its sub-accounts.
+DEMO_ACCOUNTS: Final = "accounts.demo.yaml"
+#: A query across the accounts: each asset's balances summed over them, exactly.
+DEMO_QUERY: Final = "SELECT * FROM balances_across_accounts ORDER BY ticker"
 NEXT_STEPS: Final = """
 Next:
-  make ui                                    # the Dagster UI: these runs, assets and checks
-  uv run whitebit-etl sql 'SELECT * FROM latest_balances'
+  WHITEBIT_ACCOUNTS_FILE={accounts} make ui
+                                             # the Dagster UI: these runs, assets and checks
+  uv run whitebit-etl sql 'SELECT * FROM account_summary'
   uv run whitebit-etl tables                 # the data dictionary
   DuckDB file, for any DuckDB client (read-only): {catalog}"""
 CREDENTIAL_VARIABLES: Final = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET")
@@ -55,10 +58,11 @@ def _console() -> Console:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """Extract one WhiteBIT account into an exact, partitioned warehouse, and query it.
+    """Extract WhiteBIT accounts into one exact, partitioned warehouse, and query it.
 
-    Credentials come from WHITEBIT_API_KEY and WHITEBIT_API_SECRET; without them, everything
-    runs against the embedded exchange simulator.
+    The accounts are those of the file in WHITEBIT_ACCOUNTS_FILE; without it, the one whose
+    credentials are in WHITEBIT_API_KEY and WHITEBIT_API_SECRET; without them, everything runs
+    against the embedded exchange simulator.
     """
 
 
@@ -67,14 +71,51 @@ main.add_command(tables_command)
 main.add_command(simulator_command)
 
 
+def _accounts() -> tuple[Account, ...]:
+    """The deployment's accounts, or the accounts file's error as the command's."""
+    from assets.accounts import AccountsFileError, load
+
+    try:
+        return load()
+    except AccountsFileError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _chosen(names: tuple[str, ...]) -> tuple[Account, ...]:
+    """The accounts named (all of them when none is), or a usage error naming the unknown."""
+    accounts = _accounts()
+    if not names:
+        return accounts
+    known = {account.name: account for account in accounts}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown account(s) {', '.join(unknown)}; accounts: {', '.join(known)}",
+            param_hint="--account",
+        )
+    return tuple(known[name] for name in dict.fromkeys(names))
+
+
+ACCOUNT_OPTION = click.option(
+    "--account",
+    "account_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this account (repeat for several); default: every account.",
+)
+
+
 def _against_exchange(
-    console: Console, act: Callable[[AsyncWhiteBIT, Exchange], Awaitable[T]]
+    console: Console,
+    account: str | None,
+    act: Callable[[AsyncWhiteBIT, Exchange], Awaitable[T]],
 ) -> tuple[T, Exchange]:
-    """Run ``act`` with a client of the configured exchange (or the embedded simulator)."""
+    """Run ``act`` with a client of an account's exchange (default: the first account's)."""
     from assets.definitions import whitebit_resource
 
+    (chosen, *_) = _chosen((account,) if account else ())
     # Outside a Dagster run, EnvVar fields hold names: resolve them as a run would.
-    resource = whitebit_resource().process_config_and_initialize()
+    resource = whitebit_resource(chosen).process_config_and_initialize()
     if resource.simulated:
         console.print("[yellow]No credentials set: using the embedded WhiteBIT simulator.[/yellow]")
     with resource.exchange(log) as exchange:
@@ -90,8 +131,9 @@ def _against_exchange(
 
 
 @main.command()
-def ping() -> None:
-    """Check that the exchange answers its public ping, and how fast."""
+@click.option("--account", help="The account whose exchange to ping; default: the first.")
+def ping(account: str | None) -> None:
+    """Check that an account's exchange answers its public ping, and how fast."""
     console = _console()
 
     async def act(client: AsyncWhiteBIT, exchange: Exchange) -> float:
@@ -99,26 +141,27 @@ def ping() -> None:
         await client.ping()
         return time.perf_counter() - started
 
-    seconds, exchange = _against_exchange(console, act)
+    seconds, exchange = _against_exchange(console, account, act)
     console.print(f"pong from {exchange.base_url} in {seconds * 1000:.1f} ms")
 
 
-def _asset_names() -> list[str]:
-    from assets import ALL_ASSETS
+def _asset_names(account: Account) -> list[str]:
+    """The tables the account's assets write (no investments for a key without B2B access)."""
+    from assets import build
 
-    return [key.to_user_string() for asset in ALL_ASSETS for key in asset.keys]
-
-
-def _snapshot_names() -> list[str]:
-    return [name for name in _asset_names() if name != "funding_history"]
+    (assets,) = build([account])
+    return [key.path[-1] for asset in assets.assets for key in asset.keys]
 
 
-def _selected(names: tuple[str, ...]) -> list[str]:
-    known = _asset_names()
+def _selected(names: tuple[str, ...], account: Account) -> list[str]:
+    known = _asset_names(account)
+    if not names:
+        return known
     unknown = [n for n in names if n not in known]
     if unknown:
         raise click.BadParameter(
-            f"unknown asset(s) {', '.join(unknown)}; assets: {', '.join(known)}",
+            f"unknown asset(s) {', '.join(unknown)} of account {account.name}; its assets: "
+            f"{', '.join(known)}",
             param_hint="ASSETS",
         )
     chosen = list(dict.fromkeys(names))
@@ -129,18 +172,31 @@ def _selected(names: tuple[str, ...]) -> list[str]:
     return chosen
 
 
-def _run(selection: list[str], first: date | None, last: date | None, console: Console) -> None:
-    """One run; no days: snapshots, taken for the day the run takes them."""
+def _run(
+    selection: list[str],
+    first: date | None,
+    last: date | None,
+    console: Console,
+    *,
+    account: Account,
+    accounts: tuple[Account, ...],
+) -> str | None:
+    """One run of one account; no days: snapshots, taken for the day the run takes them. The id
+    of the run when it failed (its failures are printed), else None."""
     from assets.runs import materialize
     from assets.snapshots import PastSnapshotRefused
 
     # A short title: the bar and its counters must fit a terminal's width.
     what = ", ".join(selection) if len(selection) <= 2 else f"{len(selection)} assets"
-    title = f"{what}: " + (
+    whose = f"{account.name} " if len(accounts) > 1 else ""
+    title = f"{whose}{what}: " + (
         "today" if first is None else f"{first}" + (f" .. {last}" if last != first else "")
     )
     try:
-        outcome = materialize(selection, first, last, console=console, title=title)
+        outcome = materialize(
+            selection, first, last, account=account, accounts=accounts, console=console,
+            title=title,
+        )  # fmt: skip
     except PastSnapshotRefused as exc:
         raise click.ClickException(str(exc)) from None
     for said in outcome.said:
@@ -149,85 +205,143 @@ def _run(selection: list[str], first: date | None, last: date | None, console: C
         for line in said.text.splitlines():
             console.print(f"  {escape(line)}", soft_wrap=True)
     if not outcome.success:
-        raise click.ClickException(f"run {outcome.run_id} failed (details: make ui)")
+        return outcome.run_id
     console.print(f"run {outcome.run_id} succeeded")
+    return None
+
+
+#: A failed run: its account, its id.
+Failed = tuple[str, str]
+
+
+def _ended(failed: list[Failed]) -> None:
+    """Exit saying which runs failed, once every account's runs went."""
+    if len(failed) == 1:
+        raise click.ClickException(f"run {failed[0][1]} failed (details: make ui)")
+    if failed:
+        runs = ", ".join(f"{run_id} ({account})" for account, run_id in failed)
+        raise click.ClickException(f"runs failed: {runs} (details: make ui)")
 
 
 @main.command()
 @click.argument("assets", nargs=-1)
+@ACCOUNT_OPTION
 @click.option("--partition", type=DAY, help="One UTC day, YYYY-MM-DD.")
 @click.option("--from", "first", type=DAY, help="First day of a range.")
 @click.option("--to", "last", type=DAY, help="Last day of a range (inclusive).")
 def materialize(
     assets: tuple[str, ...],
+    account_names: tuple[str, ...],
     partition: datetime | None,
     first: datetime | None,
     last: datetime | None,
 ) -> None:
-    """Materialize ASSETS (default: all) for a day or a range of days, in one Dagster run.
+    """Materialize ASSETS (default: all) of each account (or those given) for a day or a range
+    of days, in one Dagster run per account.
 
     With no day: yesterday's funding history and today's snapshots (of those named, or all).
     Funding history replaces exactly the days given (a range is one walk); snapshots can only be
-    taken for today.
+    taken for today. An account whose run fails does not stop the others'.
     """
     from assets.partitions import today
 
     console = _console()
+    accounts = _accounts()
+    chosen = _chosen(account_names)
     if partition is not None and (first is not None or last is not None):
         raise click.UsageError("give --partition, or --from and --to, not both")
     if (first is None) != (last is None):
         raise click.UsageError("a range needs both --from and --to")
     if partition is not None:
-        start = end = partition.date()
+        start: date | None = partition.date()
+        end: date | None = start
     elif first is not None and last is not None:
         start, end = first.date(), last.date()
+        if end < start:
+            raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
     else:
-        selected = _selected(assets) if assets else _asset_names()
-        now = today()
+        start = end = None
+    selections = {account.name: _selected(assets, account) for account in chosen}
+    failed: list[Failed] = []
+    for account in chosen:
+        selected = selections[account.name]
+
+        def run(
+            tables: list[str], a: date | None, b: date | None, account: Account = account
+        ) -> None:
+            run_id = _run(tables, a, b, console, account=account, accounts=accounts)
+            if run_id is not None:
+                failed.append((account.name, run_id))
+
+        if start is not None:
+            run(selected, start, end)
+            continue
+        yesterday = today() - timedelta(days=1)
         if "funding_history" in selected:
-            _run(["funding_history"], now - timedelta(days=1), now - timedelta(days=1), console)
+            run(["funding_history"], yesterday, yesterday)
         if snapshots := [name for name in selected if name != "funding_history"]:
-            _run(snapshots, None, None, console)
-        return
-    if end < start:
-        raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
-    _run(_selected(assets) if assets else _asset_names(), start, end, console)
+            run(snapshots, None, None)
+    _ended(failed)
 
 
 @main.command()
 def demo() -> None:
-    """Fill the warehouse from the embedded simulator: 30 days of funding, today's snapshots.
+    """Fill the warehouse from the embedded simulator's main account and one of its
+    sub-accounts: 30 days of funding, today's snapshots, then a query across the two.
 
-    Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves
-    the same rows, with a new extracted_at.
+    Everything goes through Dagster (the runs appear in `make ui` with the printed accounts
+    file). Running it again leaves the same rows, with a new extracted_at.
     """
+    from importlib import resources
+
+    from assets.accounts import ACCOUNTS_FILE_ENV, load
     from assets.partitions import today
     from warehouse import catalog, schemas
     from warehouse.cli import print_table
 
-    set_ = [name for name in CREDENTIAL_VARIABLES if os.environ.get(name)]
+    set_ = [name for name in (*CREDENTIAL_VARIABLES, ACCOUNTS_FILE_ENV) if os.environ.get(name)]
     if set_:
         raise click.ClickException(
-            f"{' and '.join(set_)} set: the demo extracts the embedded simulator only. "
-            "Unset it, or use `whitebit-etl materialize` for your account."
+            f"{' and '.join(set_)} set: the demo extracts the embedded simulator's accounts "
+            "only. Unset it, or use `whitebit-etl materialize` for your accounts."
         )
+    demo_file = str(resources.files("assets").joinpath(DEMO_ACCOUNTS))
+    # The demo's runs (and the code location they build) read the accounts from the variable.
+    os.environ[ACCOUNTS_FILE_ENV] = demo_file
+    accounts = load()
     console = _console()
     console.print(
-        "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator, through Dagster"
+        "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
+        f"({', '.join(a.name for a in accounts)}), through Dagster"
     )
     now = today()
-    _run(["funding_history"], now - timedelta(days=DEMO_DAYS), now - timedelta(days=1), console)
-    _run(_snapshot_names(), None, None, console)
+    failed: list[Failed] = []
+    for account in accounts:
+        days = (now - timedelta(days=DEMO_DAYS), now - timedelta(days=1))
+        snapshots = [name for name in _asset_names(account) if name != "funding_history"]
+        ran = (
+            _run(["funding_history"], *days, console, account=account, accounts=accounts),
+            _run(snapshots, None, None, console, account=account, accounts=accounts),
+        )
+        failed += [(account.name, run_id) for run_id in ran if run_id is not None]
+    _ended(failed)
 
     with catalog.connect() as con:
-        console.print("\n[bold]Rows per table[/bold]")
+        console.print("\n[bold]Rows per table and account[/bold]")
+        names = [account.name for account in accounts]
+        rows = []
         for table in schemas.TABLES:
-            found = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # noqa: S608
-            console.print(f"  {table:<18} {found[0] if found else 0:>8,}")
+            counts = dict(
+                con.execute(
+                    f'SELECT account, count(*) FROM "{table}" GROUP BY account'  # noqa: S608
+                ).fetchall()
+            )
+            rows.append((table, *(f"{counts.get(name, 0):,}" for name in names)))
+        print_table(["table", *names], rows, console)
         console.print(f"\n[bold]{DEMO_QUERY}[/bold]")
         result = con.execute(DEMO_QUERY)
         print_table([d[0] for d in result.description or ()], result.fetchall(), console)
-    console.print(NEXT_STEPS.format(catalog=catalog.catalog_path()))
+    console.print(NEXT_STEPS.format(accounts=demo_file, catalog=catalog.catalog_path()))
 
 
 def _uuid(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -242,8 +356,9 @@ def _uuid(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--api-key-id", required=True, callback=_uuid, help="The sub-account key's id (a UUID)."
 )
+@click.option("--account", help="The main account whose key resets it; default: the first account.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def reset_key(api_key_id: str, yes: bool) -> None:
+def reset_key(api_key_id: str, account: str | None, yes: bool) -> None:
     """Give a sub-account API key a new secret (the API's one write; never scheduled).
 
     The key keeps its id; its current secret stops working at once.
@@ -259,7 +374,7 @@ def reset_key(api_key_id: str, yes: bool) -> None:
             )
         await client.reset_subaccount_key(api_key_id)
 
-    _, exchange = _against_exchange(console, act)
+    _, exchange = _against_exchange(console, account, act)
     console.print(f"key {api_key_id} reset at {exchange.base_url}: same id, new secret.")
 
 

@@ -1,64 +1,64 @@
-"""The Dagster code location (`workspace.yaml` loads it): assets, checks, jobs, schedule, resources.
+"""The Dagster code location (`workspace.yaml` loads it): every account's assets, checks, jobs,
+schedules and resources.
 
+The accounts are those of `WHITEBIT_ACCOUNTS_FILE`, or the one of the single-account variables
+(`assets.accounts`); a wrong file fails the load with its line and reason, before any request.
 Credentials are passed as `dagster.EnvVar`, so Dagster stores the variable names, never the
-values. Without both of them, runs use the embedded simulator (and say so in their logs).
+values. An account without them is the embedded simulator's (and its runs say so in their logs).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import dagster as dg
 
-from assets import (
-    ALL_ASSETS,
-    FRESHNESS_CHECKS,
-    WarehouseResource,
-    WhiteBITResource,
-    alerts,
-    freshness_job,
-    freshness_schedule,
-    funding_history_job,
-    nightly_job,
-    nightly_schedule,
-    snapshots_job,
-)
-from pipeline import spec
+from assets import Account, WarehouseResource, WhiteBITResource, alerts, build, jobs
+from assets.accounts import load
 from warehouse.settings import DEFAULT_ROOT, ROOT_ENV
 
 
-def _optional(name: str) -> dg.EnvVar | None:
-    return dg.EnvVar(name) if os.environ.get(name) else None
-
-
-def whitebit_resource() -> WhiteBITResource:
-    """The account of the environment's credentials, or the embedded simulator without them."""
-    key, secret = _optional("WHITEBIT_API_KEY"), _optional("WHITEBIT_API_SECRET")
-    configured = key is not None and secret is not None
+def whitebit_resource(account: Account) -> WhiteBITResource:
+    """The exchange of an account: its credentials (by name), or the embedded simulator's key."""
     return WhiteBITResource(
-        api_key=key if configured else None,
-        api_secret=secret if configured else None,
-        base_url=os.environ.get("WHITEBIT_BASE_URL") or spec.GLOBAL_BASE_URL,
-        mining_accounts=os.environ.get("WHITEBIT_MINING_ACCOUNTS") or None,
-        markets=os.environ.get("WHITEBIT_MARKETS") or None,
+        api_key=dg.EnvVar(account.key_env) if account.key_env else None,
+        api_secret=dg.EnvVar(account.secret_env) if account.secret_env else None,
+        base_url=account.base_url,
+        mining_accounts=",".join(account.mining_accounts) or None,
+        markets=",".join(account.markets) if account.markets else None,
+        simulator_key=account.simulator_key or "partner",
     )
 
 
-def resources() -> dict[str, dg.ConfigurableResource]:  # type: ignore[type-arg]
+def resources(
+    accounts: Sequence[Account] | None = None,
+) -> dict[str, dg.ConfigurableResource]:  # type: ignore[type-arg]
+    chosen = load() if accounts is None else accounts
     return {
-        "whitebit": whitebit_resource(),
-        "warehouse": WarehouseResource(root=os.environ.get(ROOT_ENV) or DEFAULT_ROOT),
+        **{account.resource_key: whitebit_resource(account) for account in chosen},
+        "warehouse": WarehouseResource(
+            root=os.environ.get(ROOT_ENV) or DEFAULT_ROOT, first_account=chosen[0].name
+        ),
     }
 
 
-defs = dg.Definitions(
-    assets=list(ALL_ASSETS),
-    asset_checks=list(FRESHNESS_CHECKS),
-    jobs=[nightly_job, funding_history_job, snapshots_job, freshness_job],
-    schedules=[nightly_schedule, freshness_schedule],
-    sensors=alerts.sensors(),
-    resources=resources(),
-    # A run's API steps hold the pool one at a time anyway: a process per step would only add
-    # its start-up to each.
-    executor=dg.in_process_executor,
-)
+def definitions(accounts: Sequence[Account] | None = None) -> dg.Definitions:
+    """The code location of these accounts (default: `assets.accounts.load`)."""
+    chosen = load() if accounts is None else tuple(accounts)
+    built = build(chosen)
+    scheduled = jobs(built)
+    return dg.Definitions(
+        assets=[asset for assets in built for asset in assets.assets],
+        asset_checks=list(scheduled.freshness_checks),
+        jobs=scheduled.jobs,
+        schedules=scheduled.schedules,
+        sensors=alerts.sensors(),
+        resources=resources(chosen),
+        # A run's API steps hold their account's pool one at a time anyway: a process per step
+        # would only add its start-up to each.
+        executor=dg.in_process_executor,
+    )
+
+
+defs = definitions()

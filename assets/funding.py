@@ -1,4 +1,5 @@
-"""`funding_history`: month partitions, and one API walk for any range of them or of days."""
+"""`funding_history` of an account: month partitions, and one API walk for any range of them or
+of days."""
 
 import asyncio
 from datetime import UTC, date, datetime, timedelta
@@ -10,12 +11,12 @@ from pydantic import Field
 from warehouse import catalog
 
 from . import checks
+from .accounts import Account
 from .loading import FundingLoad, load_funding
 from .partitions import MONTHLY, day_range, today
 from .reporting import (
-    API_POOL,
+    ACCOUNT_TAG,
     API_RETRY,
-    GROUP,
     preview,
     report_progress,
     retry_only_transient,
@@ -71,11 +72,13 @@ def run_days(window: dg.TimeWindow, config: FundingConfig) -> list[date]:
 def _funding_history(
     context: AssetExecutionContext,
     config: FundingConfig,
+    account: Account,
     whitebit: WhiteBITResource,
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     days = run_days(context.partition_time_window, config)
-    root = warehouse.path
+    root = warehouse.writing_root()
+    key = context.asset_key
     with retry_only_transient(), whitebit.exchange(context.log) as exchange:
         context.log.info(f"walking funding history for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
@@ -85,11 +88,12 @@ def _funding_history(
                 return await load_funding(
                     client,
                     root,
+                    account=account.name,
                     days=days,
                     extracted_at=datetime.now(UTC),
                     markets=exchange.markets,
                     on_day=lambda day, rows, rejected: report_progress(
-                        "funding_history", day, rows, rejected
+                        account.name, "funding_history", day, rows, rejected
                     ),
                     allow_fewer_rows=config.allow_fewer_rows,
                 )
@@ -98,33 +102,50 @@ def _funding_history(
         catalog.refresh(root)
     written = load.written
     context.log.info(
-        f"funding_history: {written.rows} rows in {len(written.days)} day(s), "
+        f"funding_history of {account.name}: {written.rows} rows in {len(written.days)} day(s), "
         f"{written.rejected} rejected"
     )
     return dg.MaterializeResult(
         metadata={
             **walk_metadata(load.report, written, simulated=exchange.simulated),
-            "preview": preview(root, "funding_history", list(written.days)),
+            "preview": preview(root, "funding_history", account.name, list(written.days)),
         },
         check_results=checks.for_written(
-            root, written, load.report.rows, load.report.unknown_fields
+            root, written, load.report.rows, load.report.unknown_fields, key=key
         ),
     )
 
 
-funding_history = dg.asset(
-    name="funding_history",
-    partitions_def=MONTHLY,
-    # A range is one walk from the head of the history down to its first day: one run.
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    pool=API_POOL,
-    retry_policy=API_RETRY,
-    group_name=GROUP,
-    kinds={"parquet", "duckdb"},
-    check_specs=checks.specs("funding_history"),
-    description="Funding payments of the collateral account, one partition (and one Parquet "
-    "file) per UTC month of funding. A run replaces every day of its months up to today, or "
-    "only the days from first_day to last_day when the run's config names them (to rerun the "
-    "days around 2025-03-14, run the month 2025-03 with those two days). A backfill of a range "
-    "walks the history once.",
-)(_funding_history)
+def funding_history(account: Account) -> dg.AssetsDefinition:
+    """The account's ``funding_history`` asset (its key under the account's prefix)."""
+    key = dg.AssetKey([*account.key_prefix, "funding_history"])
+
+    @dg.asset(
+        key=key,
+        partitions_def=MONTHLY,
+        # A range is one walk from the head of the history down to its first day: one run.
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=account.pool,
+        retry_policy=API_RETRY,
+        group_name=account.group,
+        kinds={"parquet", "duckdb"},
+        check_specs=checks.specs(key),
+        required_resource_keys={account.resource_key, "warehouse"},
+        tags={ACCOUNT_TAG: account.name},
+        description=f"Funding payments of the collateral account of {account.name}, one "
+        "partition (and one Parquet file) per UTC month of funding. A run replaces every day of "
+        "its months up to today, or only the days from first_day to last_day when the run's "
+        "config names them (to rerun the days around 2025-03-14, run the month 2025-03 with "
+        "those two days). A backfill of a range walks the history once.",
+    )
+    def asset(context: AssetExecutionContext, config: FundingConfig) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        resources = context.resources
+        return _funding_history(
+            context,
+            config,
+            account,
+            getattr(resources, account.resource_key),
+            resources.warehouse,
+        )
+
+    return asset

@@ -33,9 +33,11 @@ DayWritten = Callable[[date, int, int], None]
 
 @dataclass(slots=True)
 class Written:
-    """What one table's load wrote: rows per day replaced, and the batches' totals."""
+    """What one table's load wrote for an account: rows per day replaced, and the batches'
+    totals."""
 
     table: str
+    account: str
     days: dict[date, int] = field(default_factory=dict)
     received: int = 0
     rows: int = 0
@@ -68,6 +70,7 @@ async def load_funding(
     client: AsyncWhiteBIT,
     root: Root,
     *,
+    account: str,
     days: Sequence[date],
     extracted_at: datetime,
     markets: Sequence[str] | None = None,
@@ -85,7 +88,7 @@ async def load_funding(
     since = datetime.combine(days[0], time.min, UTC)
     until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
     walk = client.walk_funding(since=since, until=until, markets=list(markets) if markets else None)
-    written = Written(FUNDING.name)
+    written = Written(FUNDING.name, account)
 
     def record(replies: list[Progress]) -> None:
         for progress in replies:
@@ -96,7 +99,11 @@ async def load_funding(
                     on_day(day.day, day.rows, day.rejected)
 
     writer = FundingWriter(
-        root, days=days, extracted_at=extracted_at, allow_fewer_rows=allow_fewer_rows
+        root,
+        account=account,
+        days=days,
+        extracted_at=extracted_at,
+        allow_fewer_rows=allow_fewer_rows,
     )
     async with writer:
         chunk: list[FundingEntry] = []
@@ -111,12 +118,12 @@ async def load_funding(
     return FundingLoad(walk.report, written)
 
 
-def write_snapshot(root: Root, batches: Mapping[str, Batch]) -> dict[str, Written]:
-    """Replace the snapshot partition of each table with its batch."""
+def write_snapshot(root: Root, batches: Mapping[str, Batch], *, account: str) -> dict[str, Written]:
+    """Replace the account's snapshot partition of each table with its batch."""
     out: dict[str, Written] = {}
     for table, batch in batches.items():
-        parquet.write_batch(root, batch)
-        written = Written(table)
+        parquet.write_batch(root, batch, account=account)
+        written = Written(table, account)
         written.took(batch.received, batch.duplicates)
         for day in batch.covers:
             rows = batch.rows.filter(pc.equal(batch.rows[batch.schema.partition_column], day))

@@ -1,4 +1,4 @@
-"""What every API asset shares: its pool and retry policy, its run metadata, its progress."""
+"""What every API asset shares: its retry policy, its run metadata, its progress."""
 
 from __future__ import annotations
 
@@ -22,10 +22,8 @@ from .loading import Written
 # The single-run backfill policy is beta in Dagster 1.13, and exactly what a range of days needs.
 warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
 
-GROUP: Final = "whitebit"
-#: Every step that calls the API holds a slot of this pool. Each step paces itself to the whole
-#: budget of the endpoints it calls, so the pool's limit is 1 (set in the instance's dagster.yaml).
-API_POOL: Final = "whitebit_api"
+#: The tag every asset of an account carries, with the account's name.
+ACCOUNT_TAG: Final = "whitebit/account"
 #: A step that failed on the exchange (after the client's own retries) is tried again later;
 #: only for transient failures (see `retry_only_transient`).
 API_RETRY: Final = dg.RetryPolicy(
@@ -53,14 +51,15 @@ def retry_only_transient() -> Iterator[None]:
         raise dg.Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False) from exc
 
 
-def report_progress(table: str, day: date, rows: int, rejected: int) -> None:
+def report_progress(account: str, table: str, day: date, rows: int, rejected: int) -> None:
     logging.getLogger(PROGRESS_LOGGER).info(
-        "%s %s: %d rows, %d rejected",
+        "%s %s %s: %d rows, %d rejected",
+        account,
         table,
         day,
         rows,
         rejected,
-        extra={"table": table, "day": day, "rows": rows},
+        extra={"account": account, "table": table, "day": day, "rows": rows},
     )
 
 
@@ -95,12 +94,12 @@ def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> d
     return meta
 
 
-def preview(root: Root, table: str, days: Sequence[date]) -> dg.MetadataValue:
-    """The first rows of the newest written day, as a markdown table."""
+def preview(root: Root, table: str, account: str, days: Sequence[date]) -> dg.MetadataValue:
+    """The first rows of the account's newest written day, as a markdown table."""
     if not days:
         return dg.MetadataValue.md("_no rows_")
     newest = max(days)
-    path = parquet.partition_path(root, table, newest)
+    path = parquet.partition_path(root, table, (account, newest))
     if not path.exists():
         return dg.MetadataValue.md("_no rows_")
     where, params = checks.of_days(table, [newest])

@@ -1,7 +1,9 @@
-"""Dagster resources: the exchange (a real account, or the embedded simulator) and the warehouse.
+"""Dagster resources: an account's exchange (a real account, or the embedded simulator's) and the
+warehouse.
 
 Credentials arrive through `dagster.EnvVar`, so Dagster records the variable's name, never its
-value. With no credentials set, every run starts the embedded simulator and says so in its log.
+value. An account with no credentials is one of the embedded simulator's: every run of it starts
+the simulator and says so in its log.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from upath import UPath
 
 from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy
+from warehouse import parquet
+from warehouse.schemas import DEFAULT_ACCOUNT
 from warehouse.settings import DEFAULT_ROOT, warehouse_root
 
 #: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a
@@ -48,7 +52,7 @@ def _names(text: str | None) -> tuple[str, ...]:
 
 
 class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The WhiteBIT account to extract; the embedded simulator when no credentials are set."""
+    """A WhiteBIT account to extract; the embedded simulator's when no credentials are set."""
 
     api_key: str | None = None
     api_secret: str | None = None
@@ -59,6 +63,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     markets: str | None = None
     #: Seed of the embedded simulator's data.
     simulator_seed: int = 7
+    #: The embedded simulator's key the account uses (its main account's B2B partner key, or a
+    #: sub-account's: ``sub_1``).
+    simulator_key: str = "partner"
     #: Pace requests to the exchange's published rate budgets. Switch off only for an exchange
     #: that enforces none (the simulator with its budgets off, in benchmarks).
     paced: bool = True
@@ -92,18 +99,20 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         from pipeline.simulator import SimClock, Simulator
 
         day_start = int(datetime.now(UTC).timestamp()) // _DAY_S * _DAY_S
-        with Simulator(seed=self.simulator_seed, clock=SimClock(day_start)) as sim:
+        region = "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
+        with Simulator(seed=self.simulator_seed, clock=SimClock(day_start), region=region) as sim:
             log.warning(
-                "WHITEBIT_API_KEY and WHITEBIT_API_SECRET are not set: this run extracts the "
-                f"embedded WhiteBIT simulator (seed {self.simulator_seed}), "
+                "no credentials set: this run extracts the embedded WhiteBIT simulator "
+                f"(seed {self.simulator_seed}, {region}, key {self.simulator_key}), "
                 "not a real account."
             )
-            demo = sim.credentials
+            demo = sim.credentials_for(self.simulator_key)
+            dataset = sim.dataset_for(self.simulator_key)
             yield Exchange(
                 Credentials(demo.api_key, demo.api_secret),
                 sim.url,
                 simulated=True,
-                mining_accounts=_names(self.mining_accounts) or sim.dataset.mining_accounts,
+                mining_accounts=_names(self.mining_accounts) or dataset.mining_accounts,
                 markets=markets,
                 retry=retry,
                 paced=self.paced,
@@ -114,7 +123,23 @@ class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where the Parquet partitions and the DuckDB catalog live (`WAREHOUSE_ROOT`)."""
 
     root: str = DEFAULT_ROOT
+    #: The account the files of a warehouse written before accounts belong to (the one account
+    #: of the single-account variables, else the accounts file's first).
+    first_account: str = DEFAULT_ACCOUNT
 
     @property
     def path(self) -> UPath:
         return warehouse_root(self.root)
+
+    def writing_root(self) -> UPath:
+        """The root, to write partitions under: the files of a warehouse written before accounts
+        are moved under the first account first (once per process)."""
+        root = self.path
+        if (str(root), self.first_account) not in _ADOPTED:
+            parquet.adopt_unaccounted(root, self.first_account)
+            _ADOPTED.add((str(root), self.first_account))
+        return root
+
+
+#: (root, account) pairs whose files written before accounts were adopted by this process.
+_ADOPTED: set[tuple[str, str]] = set()

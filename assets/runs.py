@@ -22,12 +22,14 @@ from typing import Final
 import dagster as dg
 from rich.console import Console
 
-from assets import ALL_ASSETS
+from assets.accounts import Account
 from assets.console import progress_bar, watched
 from assets.dagster_private import DagsterExecutionInterruptedError, check_captured_interrupt
 from assets.instance import instance, release_dead_runs, runner_tag
+from assets.jobs import build
 from assets.outcomes import RunOutcome, outcome
 from assets.partitions import day_range
+from assets.reporting import ACCOUNT_TAG
 from assets.snapshots import refuse_past
 from warehouse.schemas import month_of
 
@@ -44,10 +46,13 @@ def materialize(
     first: date | None,
     last: date | None,
     *,
+    account: Account,
+    accounts: Sequence[Account],
     console: Console,
     title: str,
 ) -> RunOutcome:
-    """Materialize the selected assets for days ``first .. last`` (inclusive) in one run.
+    """Materialize the selected tables of one account (of ``accounts``, the deployment's) for
+    days ``first .. last`` (inclusive) in one run.
 
     Funding history replaces exactly these days, in the months that hold them; snapshots are
     taken for today only, and any other day is refused before any request. With no days (only
@@ -65,12 +70,13 @@ def materialize(
         if not days:
             raise ValueError(f"empty range: {first} .. {last}")
         refuse_past([name for name in selection if name != "funding_history"], first, last)
-    tags = runner_tag()
+    tags = runner_tag() | {ACCOUNT_TAG: account.name}
     run_config: dict[str, object] = dict(QUIET)
     partition_key: str | None = None
+    (assets,) = build([account])
     if "funding_history" in selection and first is not None and last is not None:
         funding = {"first_day": first.isoformat(), "last_day": last.isoformat()}
-        run_config["ops"] = {"funding_history": {"config": funding}}
+        run_config["ops"] = {assets.funding.node_def.name: {"config": funding}}
         partition_key = month_of(first)
         if month_of(last) != partition_key:
             tags |= {
@@ -84,10 +90,11 @@ def materialize(
             f"[yellow]run {run_id} was left unfinished by a killed process: marked failed, "
             "its API pool slot freed[/yellow]"
         )
+    keys = [dg.AssetKey([*account.key_prefix, name]) for name in selection]
     job = dg.Definitions(
-        assets=list(ALL_ASSETS),
-        jobs=[dg.define_asset_job(ASSET_RUN_JOB, selection=list(selection))],
-        resources=resources(),
+        assets=list(assets.assets),
+        jobs=[dg.define_asset_job(ASSET_RUN_JOB, selection=keys)],
+        resources=resources(accounts),
     ).resolve_job_def(ASSET_RUN_JOB)
     # The run's id is chosen here so that its events can be watched from the first one on.
     run_id = str(uuid.uuid4())

@@ -1,17 +1,21 @@
-"""Snapshot assets: the account as it is now, kept per UTC day it was taken.
+"""Snapshot assets of an account: the account as it is now, kept per UTC day it was taken.
 
 The API tells only the present (balances, hedge mode, links, the investments as they stand), so
 the assets are not partitioned: each materialization takes today's snapshot, which replaces the
 ``snapshot_date`` of today in the warehouse and leaves the earlier days as they were. Asking for a
 past day (``whitebit-etl materialize --partition``) is refused before any request
 (`refuse_past`).
+
+An account whose key may not read the investments history (only B2B partner keys may) has no
+``investments`` asset, so that its other tables land every night.
 """
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -21,12 +25,12 @@ from warehouse import catalog, normalize
 from warehouse.normalize import Batch
 
 from . import checks
+from .accounts import Account
 from .loading import write_snapshot
 from .partitions import today
 from .reporting import (
-    API_POOL,
+    ACCOUNT_TAG,
     API_RETRY,
-    GROUP,
     preview,
     report_progress,
     retry_only_transient,
@@ -54,11 +58,13 @@ def refuse_past(names: Sequence[str], first: date, last: date) -> None:
 
 
 def _fetch(
-    whitebit: WhiteBITResource,
+    account: Account,
     context: AssetExecutionContext,
     fetch: Callable[[AsyncWhiteBIT, Exchange], Awaitable[T]],
 ) -> tuple[T, bool]:
-    """Run ``fetch`` against the exchange after the ping preflight; (its result, simulated)."""
+    """Run ``fetch`` against the account's exchange after the ping preflight; (its result,
+    simulated)."""
+    whitebit: WhiteBITResource = getattr(context.resources, account.resource_key)
     with retry_only_transient(), whitebit.exchange(context.log) as exchange:
 
         async def run() -> T:
@@ -71,7 +77,7 @@ def _fetch(
 
 def _materialized(
     context: AssetExecutionContext,
-    warehouse: WarehouseResource,
+    account: Account,
     batches: Mapping[str, Batch],
     fetched: Mapping[str, int],
     *,
@@ -79,23 +85,25 @@ def _materialized(
     report: WalkReport,
     extra_checks: Mapping[str, list[dg.AssetCheckResult]] | None = None,
 ) -> list[dg.MaterializeResult]:  # type: ignore[type-arg]
-    root = warehouse.path
+    warehouse: WarehouseResource = context.resources.warehouse
+    root = warehouse.writing_root()
     with retry_only_transient():
-        written = write_snapshot(root, batches)
+        written = write_snapshot(root, batches, account=account.name)
         catalog.refresh(root)
     results: list[dg.MaterializeResult] = []  # type: ignore[type-arg]
     for table, batch in batches.items():
-        report_progress(table, batch.covers[0], batch.normalized, batch.rejected)
+        report_progress(account.name, table, batch.covers[0], batch.normalized, batch.rejected)
+        key = _key(account, table)
         results.append(
             dg.MaterializeResult(
-                asset_key=table,
+                asset_key=key,
                 metadata={
                     **walk_metadata(report, written[table], simulated=simulated),
-                    "preview": preview(root, table, list(written[table].days)),
+                    "preview": preview(root, table, account.name, list(written[table].days)),
                 },
                 check_results=[
                     *checks.for_written(
-                        root, written[table], fetched[table], report.unknown_fields
+                        root, written[table], fetched[table], report.unknown_fields, key=key
                     ),
                     *(extra_checks or {}).get(table, []),
                 ],
@@ -104,96 +112,124 @@ def _materialized(
     return results
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "investments",
-            description="Fixed-term investments as they stand on the snapshot day, with their "
-            "plan flattened into plan_* columns.",
-            kinds={"parquet", "duckdb"},
-            group_name=GROUP,
-        ),
-        dg.AssetSpec(
-            "fixed_plans",
-            description="The invest plans the investments belong to, as seen that day.",
-            kinds={"parquet", "duckdb"},
-            group_name=GROUP,
-        ),
-    ],
-    check_specs=[
-        *checks.specs("investments", blocking_complete=True),
-        *checks.specs("fixed_plans"),
-    ],
-    pool=API_POOL,
-    retry_policy=API_RETRY,
-)
-def investments(
-    context: AssetExecutionContext, whitebit: WhiteBITResource, warehouse: WarehouseResource
-) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
-    """Every investment, each status slice walked and split by ticker past the offset window."""
-    day = today()
+def _key(account: Account, table: str) -> dg.AssetKey:
+    return dg.AssetKey([*account.key_prefix, table])
 
-    async def fetch(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[list[Any], WalkReport]:
-        walk = client.walk_investments(on_window_exceeded="report")
-        records: list[Any] = []
-        async for page in walk:
-            records.extend(page)
-        return records, walk.report
 
-    (records, report), simulated = _fetch(whitebit, context, fetch)
-    extracted_at = datetime.now(UTC)
-    both = normalize.normalize_investments(records, snapshot_date=day, extracted_at=extracted_at)
-    out_of_reach = [str(exceeded) for exceeded in report.incomplete_slices]
-    if out_of_reach:
-        context.log.error(
-            "investments out of the offset window's reach: " + "; ".join(out_of_reach)
-        )
-    yield from _materialized(
-        context,
-        warehouse,
-        {"investments": both.investments, "fixed_plans": both.fixed_plans},
-        {"investments": len(records), "fixed_plans": both.fixed_plans.received},
-        simulated=simulated,
-        report=report,
-        extra_checks={"investments": [checks.complete("investments", out_of_reach)]},
+def _spec(account: Account, table: str, description: str) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        _key(account, table),
+        description=description,
+        kinds={"parquet", "duckdb"},
+        group_name=account.group,
+        tags={ACCOUNT_TAG: account.name},
     )
+
+
+def _investments(account: Account) -> dg.AssetsDefinition:
+    """``investments`` and ``fixed_plans``: one walk of the investments history."""
+    investments_key, plans_key = _key(account, "investments"), _key(account, "fixed_plans")
+
+    @dg.multi_asset(
+        name=f"{account.name}_investments" if account.prefixed else "investments",
+        specs=[
+            _spec(
+                account,
+                "investments",
+                f"Fixed-term investments of {account.name} as they stand on the snapshot day, "
+                "with their plan flattened into plan_* columns.",
+            ),
+            _spec(
+                account,
+                "fixed_plans",
+                f"The invest plans {account.name}'s investments belong to, as seen that day.",
+            ),
+        ],
+        check_specs=[
+            *checks.specs(investments_key, blocking_complete=True),
+            *checks.specs(plans_key),
+        ],
+        pool=account.pool,
+        retry_policy=API_RETRY,
+        required_resource_keys={account.resource_key, "warehouse"},
+    )
+    def investments(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
+        """Every investment, each status slice walked and split by ticker past the offset
+        window."""
+        day = today()
+
+        async def fetch(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[list[Any], WalkReport]:
+            walk = client.walk_investments(on_window_exceeded="report")
+            records: list[Any] = []
+            async for page in walk:
+                records.extend(page)
+            return records, walk.report
+
+        (records, report), simulated = _fetch(account, context, fetch)
+        extracted_at = datetime.now(UTC)
+        both = normalize.normalize_investments(
+            records, snapshot_date=day, extracted_at=extracted_at
+        )
+        out_of_reach = [str(exceeded) for exceeded in report.incomplete_slices]
+        if out_of_reach:
+            context.log.error(
+                "investments out of the offset window's reach: " + "; ".join(out_of_reach)
+            )
+        yield from _materialized(
+            context,
+            account,
+            {"investments": both.investments, "fixed_plans": both.fixed_plans},
+            {"investments": len(records), "fixed_plans": both.fixed_plans.received},
+            simulated=simulated,
+            report=report,
+            extra_checks={"investments": [checks.complete(investments_key, out_of_reach)]},
+        )
+
+    return investments
 
 
 #: A snapshot's fetch: its calls count retries and report unknown fields in the report given.
 Fetch = Callable[[AsyncWhiteBIT, Exchange, WalkReport], Awaitable[Any]]
 
 
-def _single_snapshot(
-    name: str,
-    description: str,
-    fetch: Fetch,
-    normalize_raw: Callable[..., Batch],
-    count: Callable[[Any], int],
-) -> dg.AssetsDefinition:
-    """A snapshot asset: one fetch, one table."""
+@dataclass(frozen=True, slots=True)
+class _Single:
+    """A snapshot of one fetch into one table."""
+
+    name: str
+    description: str
+    fetch: Fetch
+    normalize: Callable[..., Batch]
+    count: Callable[[Any], int]
+
+
+def _single_snapshot(account: Account, single: _Single) -> dg.AssetsDefinition:
+    """A snapshot asset of the account: one fetch, one table."""
+    name = single.name
+    key = _key(account, name)
 
     @dg.asset(
-        name=name,
-        description=description,
-        check_specs=checks.specs(name),
-        pool=API_POOL,
+        key=key,
+        description=single.description,
+        check_specs=checks.specs(key),
+        pool=account.pool,
         retry_policy=API_RETRY,
-        group_name=GROUP,
+        group_name=account.group,
         kinds={"parquet", "duckdb"},
+        tags={ACCOUNT_TAG: account.name},
+        required_resource_keys={account.resource_key, "warehouse"},
     )
-    def snapshot(
-        context: AssetExecutionContext, whitebit: WhiteBITResource, warehouse: WarehouseResource
-    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    def snapshot(context: AssetExecutionContext) -> dg.MaterializeResult:  # type: ignore[type-arg]
         day = today()
         report = WalkReport(name)
 
         async def reported(client: AsyncWhiteBIT, exchange: Exchange) -> Any:
-            return await fetch(client, exchange, report)
+            return await single.fetch(client, exchange, report)
 
-        raw, simulated = _fetch(whitebit, context, reported)
-        batch = normalize_raw(raw, snapshot_date=day, extracted_at=datetime.now(UTC))
+        raw, simulated = _fetch(account, context, reported)
+        batch = single.normalize(raw, snapshot_date=day, extracted_at=datetime.now(UTC))
         (result,) = _materialized(
-            context, warehouse, {name: batch}, {name: count(raw)}, simulated=simulated,
+            context, account, {name: batch}, {name: single.count(raw)}, simulated=simulated,
             report=report,
         )  # fmt: skip
         return result
@@ -217,39 +253,46 @@ async def _watcher_links(client: AsyncWhiteBIT, exchange: Exchange, report: Walk
     accounts = exchange.mining_accounts
     if not accounts:
         logging.getLogger(__name__).warning(
-            "no mining accounts configured (WHITEBIT_MINING_ACCOUNTS): no watcher link to list"
+            "no mining accounts configured (mining_accounts, or WHITEBIT_MINING_ACCOUNTS): "
+            "no watcher link to list"
         )
     links = await asyncio.gather(*(client.watcher_links(a, report=report) for a in accounts))
     return dict(zip(accounts, links, strict=True))
 
 
-main_balances = _single_snapshot(
-    "main_balances",
-    "Main-account balance per asset, as listed on the snapshot day.",
-    _main_balance,
-    normalize.normalize_main_balances,
-    len,
-)
-trading_balances = _single_snapshot(
-    "trading_balances",
-    "Trading-account balance per asset (available and frozen); zero balances are not listed.",
-    _trading_balance,
-    normalize.normalize_trading_balances,
-    len,
-)
-hedge_mode = _single_snapshot(
-    "hedge_mode",
-    "Whether hedge mode is on for the collateral account, on the snapshot day.",
-    _hedge_mode,
-    normalize.normalize_hedge_mode,
-    lambda raw: 1,
-)
-watcher_links = _single_snapshot(
-    "watcher_links",
-    "Watcher links of each configured mining-pool account (WHITEBIT_MINING_ACCOUNTS).",
-    _watcher_links,
-    normalize.normalize_watcher_links,
-    lambda raw: sum(len(links) for links in raw.values()),
+SINGLES: Final = (
+    _Single(
+        "main_balances",
+        "Main-account balance per asset, as listed on the snapshot day.",
+        _main_balance,
+        normalize.normalize_main_balances,
+        len,
+    ),
+    _Single(
+        "trading_balances",
+        "Trading-account balance per asset (available and frozen); zero balances are not listed.",
+        _trading_balance,
+        normalize.normalize_trading_balances,
+        len,
+    ),
+    _Single(
+        "hedge_mode",
+        "Whether hedge mode is on for the collateral account, on the snapshot day.",
+        _hedge_mode,
+        normalize.normalize_hedge_mode,
+        lambda raw: 1,
+    ),
+    _Single(
+        "watcher_links",
+        "Watcher links of each of the account's mining-pool accounts (mining_accounts).",
+        _watcher_links,
+        normalize.normalize_watcher_links,
+        lambda raw: sum(len(links) for links in raw.values()),
+    ),
 )
 
-SNAPSHOTS = (investments, main_balances, trading_balances, hedge_mode, watcher_links)
+
+def snapshots(account: Account) -> tuple[dg.AssetsDefinition, ...]:
+    """The account's snapshot assets: investments (B2B partner keys only), then the rest."""
+    singles = tuple(_single_snapshot(account, single) for single in SINGLES)
+    return (_investments(account), *singles) if account.investments else singles

@@ -264,21 +264,36 @@ def _pipeline_alone(whitebit: Any, root: str, first: date, last: date) -> dict[s
     import asyncio
     import logging
 
+    import dagster as dg
+
     from assets import checks
     from assets.loading import load_funding
     from assets.partitions import day_range
     from warehouse import catalog, parquet
+    from warehouse.schemas import DEFAULT_ACCOUNT
 
     days = day_range(first, last + timedelta(days=1))
     with whitebit.exchange(logging.getLogger(__name__)) as exchange:
 
         async def walk() -> Any:
             async with exchange.client() as client:
-                return await load_funding(client, root, days=days, extracted_at=datetime.now(UTC))
+                return await load_funding(
+                    client,
+                    root,
+                    account=DEFAULT_ACCOUNT,
+                    days=days,
+                    extracted_at=datetime.now(UTC),
+                )
 
         load = asyncio.run(walk())
     catalog.refresh(root)
-    results = checks.for_written(root, load.written, load.report.rows, load.report.unknown_fields)
+    results = checks.for_written(
+        root,
+        load.written,
+        load.report.rows,
+        load.report.unknown_fields,
+        key=dg.AssetKey("funding_history"),
+    )
     if not all(r.passed for r in results):
         raise RuntimeError(f"checks failed: {results}")
     return {

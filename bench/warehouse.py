@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from bench import Figure
 from warehouse import catalog, normalize, parquet
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 SECTION: Final = "warehouse"
 RECORDS: Final = 1_000_000
@@ -110,7 +111,7 @@ def _normalize(records: list[dict[str, object]]) -> tuple[normalize.Batch, Figur
 
 
 def _write(root: Path, batch: normalize.Batch) -> Figure:
-    elapsed = _seconds(lambda: parquet.write_batch(root, batch))
+    elapsed = _seconds(lambda: parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT))
     return Figure(
         SECTION,
         f"Parquet writes of {DAYS} days (a file per month, zstd, atomic)",

@@ -1,7 +1,8 @@
 """The DuckDB catalog analysts query: ``WAREHOUSE_ROOT/warehouse.duckdb``, views only.
 
-It holds one view per table of `warehouse.schemas` over that table's Parquet (Hive partitioning
-on, partition column types pinned, union by name, a comment on the view and on every column),
+It holds one view per table of `warehouse.schemas` over that table's Parquet of every account
+(Hive partitioning on, partition column types pinned, union by name, a comment on the view and on
+every column; ``account`` first),
 and the curated views of ``warehouse/sql/<view>.sql`` (a ``SELECT``; its leading ``--`` lines
 are the view's comment). Views read the files at query time, so a partition replaced after a
 refresh is seen by the next query without another refresh.
@@ -139,7 +140,7 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
 def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str, ...]:
     empty = []
     for schema in schemas.TABLES.values():
-        columns = ", ".join(_quoted(c.name) for c in schema.columns)
+        columns = ", ".join(_quoted(c.name) for c in schema.view_columns)
         if partition_files(root, schema.name):
             source = _parquet_source(schema, root)
             # Identifiers come from the schemas, quoted; the path is an escaped literal.
@@ -148,11 +149,12 @@ def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str
         else:
             empty.append(schema.name)
             typed_nulls = ", ".join(
-                f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}" for c in schema.columns
+                f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}"
+                for c in schema.view_columns
             )
             con.execute(f"CREATE VIEW {_quoted(schema.name)} AS SELECT {typed_nulls} WHERE false")
         con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
-        for column in schema.columns:
+        for column in schema.view_columns:
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
             con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
     return tuple(empty)
@@ -173,23 +175,35 @@ def _parquet_source(schema: TableSchema, root: Root) -> str:
 
 def _path_type(schema: TableSchema, name: str) -> str:
     # A month path (funding_month=2025-03) is text; the view does not show it.
-    return "VARCHAR" if name == schema.month_path else duckdb_type(schema.column(name).type)
+    if name in (schema.month_path, schemas.ACCOUNT):
+        return "VARCHAR"
+    return duckdb_type(schema.column(name).type)
 
 
 def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
-    names = []
-    sql_files = resources.files("warehouse").joinpath(CURATED_SQL).iterdir()
-    for sql_file in sorted(sql_files, key=lambda f: f.name):
-        if not sql_file.name.endswith(".sql"):
-            continue
-        name = sql_file.name.removesuffix(".sql")
-        text = sql_file.read_text(encoding="utf-8")
-        leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
-        comment = " ".join(line.removeprefix("--").strip() for line in leading)
-        con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
-        con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
-        names.append(name)
-    return tuple(names)
+    """The views of ``warehouse/sql``; one that reads another is created after it."""
+    pending = {}
+    for sql_file in resources.files("warehouse").joinpath(CURATED_SQL).iterdir():
+        if sql_file.name.endswith(".sql"):
+            pending[sql_file.name.removesuffix(".sql")] = sql_file.read_text(encoding="utf-8")
+    names: list[str] = []
+    while pending:
+        failed: dict[str, duckdb.Error] = {}
+        for name, text in sorted(pending.items()):
+            leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
+            comment = " ".join(line.removeprefix("--").strip() for line in leading)
+            try:
+                con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
+            except duckdb.CatalogException as exc:  # it reads a view not created yet
+                failed[name] = exc
+                continue
+            con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
+            names.append(name)
+        if len(failed) == len(pending):
+            name, error = next(iter(failed.items()))
+            raise ValueError(f"curated view {name}: {error}")
+        pending = {name: pending[name] for name in failed}
+    return tuple(sorted(names))
 
 
 def _quoted(identifier: str) -> str:

@@ -49,7 +49,7 @@ def sql_command(query: str, output: str | None) -> None:
 
 
 def _partitioning(schema: schemas.TableSchema) -> str:
-    columns = ", ".join(schema.partition_columns)
+    columns = ", ".join((schemas.ACCOUNT, *schema.partition_columns))
     return f"{columns}, a file per month ({schema.month_path})" if schema.month_path else columns
 
 
@@ -67,14 +67,15 @@ def tables_command(names: Sequence[str]) -> None:
         table = Table(
             title=f"[bold]{schema.name}[/bold]: {schema.description}",
             caption=(
-                f"partitioned by {_partitioning(schema)}; key: {', '.join(schema.key) or 'none'}"
+                f"partitioned by {_partitioning(schema)}; key: "
+                + (", ".join((schemas.ACCOUNT, *schema.key)) if schema.key else "none")
             ),
             title_justify="left",
             caption_justify="left",
         )
         for heading in ("column", "type", "null", "description"):
             table.add_column(heading, overflow="fold")
-        for column in schema.columns:
+        for column in schema.view_columns:
             table.add_row(
                 column.name,
                 catalog.duckdb_type(column.type),

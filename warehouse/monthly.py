@@ -113,7 +113,7 @@ def _by_day(batch: Batch) -> dict[date, _Day]:
 
 
 def _missing_keys(
-    root: Root, month: str, days: Sequence[date], rows: pa.Table
+    root: Root, month: parquet.Partition, days: Sequence[date], rows: pa.Table
 ) -> list[tuple[date, tuple[object, ...]]]:
     """(day, key) of the payments the month's file holds for ``days`` that ``rows`` has not."""
     key = [k for k in FUNDING.key if k not in FUNDING.path_columns]
@@ -148,6 +148,7 @@ class MonthlyFunding:
         self,
         root: Root,
         *,
+        account: str,
         days: Sequence[date],
         extracted_at: datetime,
         allow_fewer_rows: bool = False,
@@ -156,6 +157,7 @@ class MonthlyFunding:
         if not days:
             raise ValueError("no day to load")
         self._root = warehouse_root(root)
+        self._account = parquet.account_segment(account)
         self._days = sorted(set(days))
         self._months: dict[str, list[date]] = {}
         for day in self._days:
@@ -235,7 +237,11 @@ class MonthlyFunding:
         tables = {day: gathered.get(day, _Day()).tables() for day in days}
         rows = pa.concat_tables([day_rows for day_rows, _ in tables.values()])
         rejects = pa.concat_tables([day_rejects for _, day_rejects in tables.values()])
-        missing = [] if self._allow_fewer_rows else _missing_keys(self._root, month, days, rows)
+        missing = (
+            []
+            if self._allow_fewer_rows
+            else _missing_keys(self._root, (self._account, month), days, rows)
+        )
         if missing:
             day = missing[0][0]
             of_day = [k for d, k in missing if d == day]
@@ -249,8 +255,8 @@ class MonthlyFunding:
             )
             others = len(missing) - len(of_day)
             raise FewerRowsRefused(
-                f"funding_history {day}: the exchange no longer lists {len(of_day)} payment(s) "
-                f"the warehouse holds for that day (first: {of_day[0]})"
+                f"funding_history of {self._account}, {day}: the exchange no longer lists "
+                f"{len(of_day)} payment(s) the warehouse holds for that day (first: {of_day[0]})"
                 + (f", and {others} of later days of {month}" if others else "")
                 + f"; the partition {month} is left as it was.{rejected} If the exchange really "
                 "removed them, rerun with allow_fewer_rows."
@@ -259,6 +265,6 @@ class MonthlyFunding:
             # Orphaned: the run that started it is gone, and a rerun may be writing.
             raise LoadAbandoned(f"funding_history {month}: not written, the load's process is gone")
         parquet.replace_partition(
-            self._root, FUNDING.name, month, rows, rejects=rejects, covers=days
+            self._root, FUNDING.name, (self._account, month), rows, rejects=rejects, covers=days
         )
         progress.days += [DayWrite.of(day, *tables[day]) for day in days]

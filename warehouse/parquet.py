@@ -1,11 +1,13 @@
 """Hive-partitioned Parquet under ``WAREHOUSE_ROOT/parquet``: one file per partition, swapped
 in atomically.
 
-Layout: ``parquet/<table>/<column>=<value>/data.parquet`` (``_rejects`` nests two levels,
-``table=<t>/partition=<p>``). Partition values live in the path, not in the file, except for a
-table partitioned by month (`TableSchema.month_path`): ``funding_history/funding_month=2025-03/``
-holds the month's rows with their ``funding_date`` column, and its rejects stay a partition per
-day (``_rejects/table=funding_history/partition=2025-03-14``).
+Layout: ``parquet/<table>/account=<name>/<column>=<value>/data.parquet`` (``_rejects`` nests
+two levels under the account, ``table=<t>/partition=<p>``). Partition values live in the path,
+not in the file, except for a table partitioned by month (`TableSchema.month_path`):
+``funding_history/account=main/funding_month=2025-03/`` holds the month's rows with their
+``funding_date`` column, and its rejects stay a partition per day
+(``_rejects/account=main/table=funding_history/partition=2025-03-14``). A partition is always
+named with its account first: ``("main", "2025-03")``.
 
 Replacing a partition writes the new file beside the old one (a dot-named ``.tmp`` file in the
 same directory, which no ``*.parquet`` glob matches), fsyncs it, and renames it over the stable
@@ -61,6 +63,8 @@ PATH_SEGMENT_MAX: Final = 128
 MONTH: Final = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
 
 PartitionValue = date | str
+#: A partition: its account, then its value(s) (``("main", date(2025, 3, 14))``).
+Partition = Sequence[PartitionValue]
 Root = str | os.PathLike[str] | UPath | None
 
 
@@ -93,9 +97,7 @@ def _table_dir(schema: TableSchema) -> str:
     return f"{PARQUET_DIR}/{schema.name}"
 
 
-def partition_path(
-    root: Root, table_name: str, partition: PartitionValue | Sequence[PartitionValue]
-) -> UPath:
+def partition_path(root: Root, table_name: str, partition: Partition) -> UPath:
     """The file holding one partition of a table."""
     schema = _schema(table_name)
     values = _partition_text(schema, partition)
@@ -107,7 +109,7 @@ def partition_path(
 def replace_partition(
     root: Root,
     table_name: str,
-    partition: PartitionValue | Sequence[PartitionValue],
+    partition: Partition,
     rows: pa.Table,
     *,
     rejects: pa.Table | None = None,
@@ -119,7 +121,8 @@ def replace_partition(
     partition's value). For a data table, ``rejects`` are the `_rejects` rows of this very
     partition; they replace its rejects partition, and none (or an empty table) removes it.
 
-    A month partition (given as ``2025-03`` or any day of it) replaces the days in ``covers``
+    A month partition (given as ``(account, "2025-03")`` or with any day of the month) replaces
+    the days in ``covers``
     (default: the whole month): its file keeps the rows of its other days, and the rejects of
     each covered day are replaced.
     """
@@ -138,8 +141,8 @@ def replace_partition(
         file_rows = _file_rows(schema, values, rows)
         _write_atomically(target, file_rows)
         if schema.name != REJECTS:
-            covered = [d.isoformat() for d in days] if schema.month_path else [values[0]]
-            rejected = _replace_rejects(root, schema.name, covered, rejects)
+            covered = [d.isoformat() for d in days] if schema.month_path else [values[1]]
+            rejected = _replace_rejects(root, values[0], schema.name, covered, rejects)
     return PartitionWrite(schema.name, values, str(target), file_rows.num_rows, rejected)
 
 
@@ -150,15 +153,15 @@ def _covered_days(
         if covers is not None:
             raise ValueError(f"{schema.name}: a partition of one day covers that day only")
         return []
-    first, following = schemas.month_days(values[0])
+    first, following = schemas.month_days(values[1])
     if covers is None:
         return [date.fromordinal(n) for n in range(first.toordinal(), following.toordinal())]
     days = sorted(set(covers))
     if not days:
-        raise ValueError(f"{schema.name} {values[0]}: a write that covers no day")
+        raise ValueError(f"{schema.name} {values[1]}: a write that covers no day")
     outside = [d for d in days if not first <= d < following]
     if outside:
-        raise InvalidPartitionValue(f"{schema.name}: {outside[0]} is not in {values[0]}")
+        raise InvalidPartitionValue(f"{schema.name}: {outside[0]} is not in {values[1]}")
     return days
 
 
@@ -189,9 +192,11 @@ def write_partitions(
     rows: pa.Table,
     rejects: pa.Table | None = None,
     *,
+    account: str,
     replace: Iterable[date] = (),
 ) -> list[PartitionWrite]:
-    """Split rows and rejects by day and replace each day they touch, in its partition.
+    """Split one account's rows and rejects by day and replace each day they touch, in its
+    partition.
 
     Every day in ``replace`` is replaced too, emptied when no row belongs to it: pass the whole
     window a run extracted, so that a day that lost all its records is emptied.
@@ -218,7 +223,7 @@ def write_partitions(
             replace_partition(
                 root,
                 schema.name,
-                partition,
+                (account, partition),
                 part_rows,
                 rejects=part_rejects,
                 covers=covered if schema.month_path else None,
@@ -227,10 +232,17 @@ def write_partitions(
     return writes
 
 
-def write_batch(root: Root, batch: Batch, *, replace: Iterable[date] = ()) -> list[PartitionWrite]:
-    """Write a normalized batch: its rows, its rejects, and every partition it covers."""
+def write_batch(
+    root: Root, batch: Batch, *, account: str, replace: Iterable[date] = ()
+) -> list[PartitionWrite]:
+    """Write an account's normalized batch: its rows, its rejects, every partition it covers."""
     return write_partitions(
-        root, batch.table, batch.rows, batch.rejects, replace=(*batch.covers, *replace)
+        root,
+        batch.table,
+        batch.rows,
+        batch.rejects,
+        account=account,
+        replace=(*batch.covers, *replace),
     )
 
 
@@ -246,21 +258,33 @@ def _schema(table_name: str) -> TableSchema:
         ) from None
 
 
-def _partition_text(
-    schema: TableSchema, partition: PartitionValue | Sequence[PartitionValue]
-) -> tuple[str, ...]:
+def _partition_text(schema: TableSchema, partition: Partition) -> tuple[str, ...]:
     """Partition values as validated path text, one per path column."""
     values = (partition,) if isinstance(partition, date | str) else tuple(partition)
     if len(values) != len(schema.path_columns):
         raise InvalidPartitionValue(
             f"{schema.name} is partitioned by {list(schema.path_columns)}; got {partition!r}"
         )
+    account = account_segment(values[0], where=f"{schema.name}.{schemas.ACCOUNT}")
     if schema.month_path:
-        return (_month(schema, values[0]),)
-    return tuple(
-        _segment(schema, schema.column(name), value)
-        for name, value in zip(schema.partition_columns, values, strict=True)
+        return (account, _month(schema, values[1]))
+    return (
+        account,
+        *(
+            _segment(schema, schema.column(name), value)
+            for name, value in zip(schema.partition_columns, values[1:], strict=True)
+        ),
     )
+
+
+def account_segment(value: object, *, where: str = schemas.ACCOUNT) -> str:
+    """An account's name, checked to be one (`schemas.ACCOUNT_NAME`): it becomes a path."""
+    if not isinstance(value, str) or not schemas.ACCOUNT_NAME.match(value):
+        raise InvalidPartitionValue(
+            f"{where}: {value!r} is not an account name (lower-case letters, digits and '_', "
+            "starting with a letter, at most 40)"
+        )
+    return value
 
 
 def _segment(schema: TableSchema, column: schemas.Column, value: PartitionValue) -> str:
@@ -426,7 +450,7 @@ def _rename_over(source: str, target: str) -> None:
 
 
 def _replace_rejects(
-    root: Root, table_name: str, partitions: Sequence[str], rejects: pa.Table | None
+    root: Root, account: str, table_name: str, partitions: Sequence[str], rejects: pa.Table | None
 ) -> int:
     """Replace the rejects of each of these partitions of a table: ``rejects`` are all of them."""
     if rejects is None:
@@ -438,7 +462,7 @@ def _replace_rejects(
     if pc.any(elsewhere).as_py():
         raise ValueError(f"rejects given for {table_name} {', '.join(partitions)} belong elsewhere")
     for partition in partitions:
-        key = (table_name, partition)
+        key = (account, table_name, partition)
         target = partition_path(root, REJECTS, key)
         mine = rejects.filter(pc.equal(rejects["partition"], partition))
         if mine.num_rows:
@@ -458,7 +482,7 @@ def _remove_empty_directories(directory: UPath, *, stop: UPath) -> None:
 def read_partition(
     root: Root,
     table_name: str,
-    partition: PartitionValue | Sequence[PartitionValue],
+    partition: Partition,
     columns: Sequence[str] | None = None,
 ) -> pa.Table | None:
     """The rows a partition holds now (its file's columns), or None when it has no file."""
@@ -469,8 +493,51 @@ def read_partition(
         return pq.read_table(source, columns=list(columns) if columns is not None else None)
 
 
-def partition_files(root: Root, table_name: str) -> list[UPath]:
-    """The partition files a table has now."""
+def partition_files(root: Root, table_name: str, *, account: str | None = None) -> list[UPath]:
+    """The partition files a table has now: of every account, or of one."""
     base = table_path(root, table_name)
-    depth = "/".join("*" for _ in _schema(table_name).path_columns)
+    first = "*" if account is None else f"{schemas.ACCOUNT}={account_segment(account)}"
+    depth = "/".join((first, *("*" for _ in _schema(table_name).path_columns[1:])))
     return sorted(base.glob(f"{depth}/{PARTITION_FILE}")) if base.exists() else []
+
+
+def adopt_unaccounted(root: Root, account: str) -> list[str]:
+    """Move the partitions of a warehouse written before accounts (``parquet/<table>/<p>=…``)
+    under ``account=<account>/``, each table under its writers' lock; the tables they are moved
+    from. A file of ``watcher_links`` is rewritten, its ``account`` column (the mining-pool
+    account) renamed ``mining_account``: the account is now the path's. Cheap when there is
+    nothing to move: a listing of each table's directory."""
+    account = account_segment(account)
+    moved = []
+    for schema in schemas.TABLES.values():
+        base = table_path(root, schema.name)
+        if not base.exists():
+            continue
+        first = schema.path_columns[1]
+        legacy = [p for p in base.iterdir() if p.name.startswith(f"{first}=")]
+        if not legacy:
+            continue
+        with exclusive_lock(lock_path(root, schema.name)):
+            for old in legacy:
+                if old.exists():
+                    _adopt(schema, old, base / f"{schemas.ACCOUNT}={account}" / old.name)
+        moved.append(schema.name)
+    return moved
+
+
+def _adopt(schema: TableSchema, old: UPath, new: UPath) -> None:
+    if new.exists():
+        raise FileExistsError(
+            f"{schema.name}: {old} (written before accounts) and {new} both exist; keep the one "
+            "you want and remove the other"
+        )
+    if schema is schemas.WATCHER_LINKS and (old / PARTITION_FILE).exists():
+        with (old / PARTITION_FILE).open("rb") as source:
+            held = pq.read_table(source)
+        names = ["mining_account" if n == "account" else n for n in held.column_names]
+        _write_atomically(new / PARTITION_FILE, held.rename_columns(names))
+        (old / PARTITION_FILE).unlink()
+        _remove_empty_directories(old, stop=old.parent)
+        return
+    new.parent.mkdir(parents=True, exist_ok=True)
+    old.fs.mv(old.path, new.path, recursive=True)

@@ -9,6 +9,7 @@ the data dictionary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -41,6 +42,14 @@ SHORT: Final = "short"
 
 REJECTS: Final = "_rejects"
 
+#: The column every table has first: whose rows these are. It is a path segment of every partition
+#: (``account=main/``), never stored inside a file, and a name of `accounts.yaml` (the
+#: application's): letters, digits and ``_``, starting with a letter.
+ACCOUNT: Final = "account"
+ACCOUNT_NAME: Final = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+#: The one account of a warehouse configured without an accounts file.
+DEFAULT_ACCOUNT: Final = "default"
+
 
 @dataclass(frozen=True, slots=True)
 class Column:
@@ -58,7 +67,12 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class TableSchema:
-    """A warehouse table: columns in order, Hive partition columns, and the key of one row."""
+    """A warehouse table: columns in order, Hive partition columns, and the key of one row.
+
+    Every table is also partitioned by `ACCOUNT`, first, in its path: ``columns``,
+    ``partition_columns`` and ``key`` are those of one account's rows, `view_columns` and
+    `path_columns` those of the table across accounts.
+    """
 
     name: str
     description: str
@@ -79,6 +93,8 @@ class TableSchema:
         missing = [c for c in (*self.partition_columns, *self.key) if c not in by_name]
         if missing:
             raise ValueError(f"table {self.name}: partition or key names unknown columns {missing}")
+        if ACCOUNT in by_name:
+            raise ValueError(f"table {self.name}: {ACCOUNT!r} is the path's, not a column's name")
         if self.month_path and (
             len(self.partition_columns) != 1 or by_name[self.partition_columns[0]].type != DAY
         ):
@@ -95,8 +111,14 @@ class TableSchema:
 
     @property
     def path_columns(self) -> tuple[str, ...]:
-        """The names a partition's path holds: ``month_path``, else the partition columns."""
-        return (self.month_path,) if self.month_path else self.partition_columns
+        """The names a partition's path holds: the account, then ``month_path``, else the
+        partition columns."""
+        return (ACCOUNT, *((self.month_path,) if self.month_path else self.partition_columns))
+
+    @property
+    def view_columns(self) -> tuple[Column, ...]:
+        """The columns of the table's view: the account, then the rows' own."""
+        return (ACCOUNT_COLUMN, *self.columns)
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -110,6 +132,11 @@ class TableSchema:
 
     def column(self, name: str) -> Column:
         return self.columns_by_name[name]
+
+
+ACCOUNT_COLUMN: Final = Column(
+    ACCOUNT, TEXT, False, "Account the row belongs to: its name in the accounts file (partition)"
+)
 
 
 def _extracted_at() -> Column:
@@ -259,7 +286,7 @@ WATCHER_LINKS: Final = TableSchema(
     name="watcher_links",
     description="One row per watcher link of each mining-pool account asked for",
     columns=(
-        Column("account", TEXT, False, "Mining-pool account whose links were listed"),
+        Column("mining_account", TEXT, False, "Mining-pool account whose links were listed"),
         Column("link_id", TEXT, False, "Watcher link identifier"),
         Column("accounts", TEXT_LIST, False, "Mining accounts the link covers"),
         Column("name", TEXT, False, "Link name"),
@@ -271,7 +298,7 @@ WATCHER_LINKS: Final = TableSchema(
         _extracted_at(),
     ),
     partition_columns=("snapshot_date",),
-    key=("snapshot_date", "account", "link_id"),
+    key=("snapshot_date", "mining_account", "link_id"),
 )
 
 REJECTS_TABLE: Final = TableSchema(

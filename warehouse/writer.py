@@ -78,12 +78,14 @@ class FundingWriter:
         self,
         root: Root,
         *,
+        account: str,
         days: Sequence[date],
         extracted_at: datetime,
         allow_fewer_rows: bool = False,
     ) -> None:
         self._start = {
             "root": str(warehouse_root(root)),
+            "account": account,
             "days": list(days),
             "extracted_at": extracted_at,
             "allow_fewer_rows": allow_fewer_rows,
@@ -239,6 +241,7 @@ def _started(start: dict[str, Any]) -> MonthlyFunding:
     """The writer of a start message (`FundingWriter`'s arguments, as JSON)."""
     return MonthlyFunding(
         start["root"],
+        account=start["account"],
         days=[date.fromisoformat(day) for day in start["days"]],
         extracted_at=datetime.fromisoformat(start["extracted_at"]),
         allow_fewer_rows=start["allow_fewer_rows"],

@@ -35,12 +35,19 @@ def test_the_message_names_what_failed_and_why_without_secrets(
     monkeypatch.setenv(alerts.UI_URL_ENV, "https://dagster.example.test/")
     with dg.instance_for_test() as instance:
         result = dg.materialize(
-            [walked], instance=instance, partition_key="2026-03-04", raise_on_error=False
+            [walked],
+            instance=instance,
+            partition_key="2026-03-04",
+            raise_on_error=False,
+            tags={"whitebit/account": "sub_1"},  # as the schedule tags each account's runs
         )
         run = instance.get_run_by_id(result.run_id)
         assert run is not None
         text = alerts.message(instance, run)
-    assert "job __ephemeral_asset_job__ failed (partition 2026-03-04, status FAILURE)" in text
+    assert (
+        "job __ephemeral_asset_job__ failed (account sub_1, partition 2026-03-04, status FAILURE)"
+        in text
+    )
     assert "failed step walked: the exchange refused" in text
     assert "401 / second line" in text
     assert f"https://dagster.example.test/runs/{result.run_id}" in text

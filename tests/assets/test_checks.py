@@ -13,17 +13,18 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from assets import checks
+from assets import SNAPSHOTS, checks
 from assets.cli import main
 from assets.loading import Written
-from assets.snapshots import SNAPSHOTS
 from pipeline.simulator import Scale, SimClock, Simulator
 from tests.support.dagster_runs import resources_for
 from tests.support.simulated import FROZEN_AT
 from warehouse import catalog, normalize, parquet
 from warehouse.monthly import DayWrite
+from warehouse.schemas import DEFAULT_ACCOUNT as ACCOUNT
 
 DAY = date(2026, 9, 1)
+FUNDING = dg.AssetKey("funding_history")
 EXTRACTED = datetime(2026, 9, 3, tzinfo=UTC)
 
 
@@ -43,8 +44,8 @@ def _write(root: Path, records: list[dict[str, str]], day: date = DAY) -> Writte
     batch = normalize.normalize_funding_history(
         records, extracted_at=EXTRACTED, partition_for_rejects=day
     )
-    parquet.write_batch(root, batch, replace=[day])
-    written = Written("funding_history")
+    parquet.write_batch(root, batch, account=ACCOUNT, replace=[day])
+    written = Written("funding_history", ACCOUNT)
     written.took(batch.received, batch.duplicates)
     written.wrote(DayWrite.of(day, batch.rows, batch.rejects))
     return written
@@ -52,12 +53,12 @@ def _write(root: Path, records: list[dict[str, str]], day: date = DAY) -> Writte
 
 def test_unique_keys_fails_on_a_file_holding_a_key_twice(root: Path) -> None:
     _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
-    assert checks.unique_keys(root, "funding_history", [DAY]).passed
+    assert checks.unique_keys(root, "funding_history", ACCOUNT, [DAY], key=FUNDING).passed
     # Break it behind the writer's back, as a faulty tool or a hand edit would.
-    path = parquet.partition_path(root, "funding_history", DAY).path
+    path = parquet.partition_path(root, "funding_history", (ACCOUNT, DAY)).path
     table = pq.read_table(path)
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), path)
-    result = checks.unique_keys(root, "funding_history", [DAY])
+    result = checks.unique_keys(root, "funding_history", ACCOUNT, [DAY], key=FUNDING)
     assert not result.passed
     assert "BTC_PERP" in str(result.metadata["duplicated_keys"].value)
     assert "BTC_PERP" in (result.description or "")
@@ -65,9 +66,9 @@ def test_unique_keys_fails_on_a_file_holding_a_key_twice(root: Path) -> None:
 
 def test_no_rejects_fails_when_a_record_was_rejected(root: Path) -> None:
     _write(root, [_record("BTC_PERP")])
-    assert checks.no_rejects(root, "funding_history", [DAY]).passed
+    assert checks.no_rejects(root, "funding_history", ACCOUNT, [DAY], key=FUNDING).passed
     _write(root, [_record("BTC_PERP"), _record("ETH_PERP", amount="1e-5")])
-    result = checks.no_rejects(root, "funding_history", [DAY])
+    result = checks.no_rejects(root, "funding_history", ACCOUNT, [DAY], key=FUNDING)
     assert not result.passed
     assert result.metadata["rejected"].value == 1
     assert "not a decimal number" in str(result.metadata["first_reasons"].value)
@@ -79,7 +80,9 @@ def test_no_rejects_says_how_many_where_why_and_the_command_that_lists_them(root
     _write(root, [_record("BTC_PERP"), _record("ETH_PERP", "NaN"), _record("SOL_PERP", "1,5")])
     _write(root, [_record("BTC_PERP", "x", time=time), _record("ETH_PERP", time=time)], later)
     catalog.refresh(root)
-    result = checks.no_rejects(root, "funding_history", [DAY, DAY + timedelta(days=1), later])
+    result = checks.no_rejects(
+        root, "funding_history", ACCOUNT, [DAY, DAY + timedelta(days=1), later], key=FUNDING
+    )
     assert not result.passed
     assert result.metadata["rejected"].value == 3
     assert result.metadata["partitions"].value == {"2026-09-01": 2, "2026-09-03": 1}
@@ -107,8 +110,10 @@ def test_no_rejects_says_how_many_where_why_and_the_command_that_lists_them(root
 
 
 def test_schema_drift_warns_naming_each_unknown_field_with_its_example() -> None:
-    assert checks.schema_drift("main_balances", {}).passed
-    result = checks.schema_drift("main_balances", {"BTC.newField": '"x"', "ETH.otherField": "12"})
+    assert checks.schema_drift(dg.AssetKey("main_balances"), {}).passed
+    result = checks.schema_drift(
+        dg.AssetKey("main_balances"), {"BTC.newField": '"x"', "ETH.otherField": "12"}
+    )
     assert not result.passed
     assert result.severity == dg.AssetCheckSeverity.WARN
     assert (result.description or "").endswith('BTC.newField (e.g. "x"); ETH.otherField (e.g. 12)')
@@ -119,30 +124,34 @@ def test_schema_drift_warns_naming_each_unknown_field_with_its_example() -> None
 
 def test_reconciles_fails_when_counts_or_files_disagree(root: Path) -> None:
     written = _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
-    assert checks.reconciles(root, written, fetched=2).passed
-    missing = checks.reconciles(root, written, fetched=3)  # a record went missing
+    assert checks.reconciles(root, written, fetched=2, key=FUNDING).passed
+    missing = checks.reconciles(root, written, fetched=3, key=FUNDING)  # a record went missing
     assert not missing.passed
     assert (missing.description or "").startswith("fetched 3, the warehouse received 2")
     # The file lost a row after the write.
-    path = parquet.partition_path(root, "funding_history", DAY).path
+    path = parquet.partition_path(root, "funding_history", (ACCOUNT, DAY)).path
     pq.write_table(pq.read_table(path).slice(0, 1), path)
-    assert not checks.reconciles(root, written, fetched=2).passed
+    assert not checks.reconciles(root, written, fetched=2, key=FUNDING).passed
 
 
 def test_freshness_fails_on_a_missing_or_too_early_partition(root: Path) -> None:
     day = EXTRACTED.date() - timedelta(days=1)
-    assert not checks.fresh(root, "funding_history", day, complete_day=True).passed
+    assert not checks.fresh(
+        root, "funding_history", ACCOUNT, day, complete_day=True, key=FUNDING
+    ).passed
     time = int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) + 3600
     batch = normalize.normalize_funding_history(
         [_record("BTC_PERP", time=time)],
         extracted_at=datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=5),
         partition_for_rejects=day,
     )
-    parquet.write_batch(root, batch)
-    early = checks.fresh(root, "funding_history", day, complete_day=True)
+    parquet.write_batch(root, batch, account=ACCOUNT)
+    early = checks.fresh(root, "funding_history", ACCOUNT, day, complete_day=True, key=FUNDING)
     assert not early.passed
     assert "before the day ended" in (early.description or "")
-    assert checks.fresh(root, "funding_history", day, complete_day=False).passed
+    assert checks.fresh(
+        root, "funding_history", ACCOUNT, day, complete_day=False, key=FUNDING
+    ).passed
 
 
 @pytest.mark.slow

@@ -230,4 +230,7 @@ def test_demo_refuses_to_run_with_real_credentials() -> None:
         main, ["demo"], env={"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s"}
     )
     assert result.exit_code == 1
-    assert "embedded simulator only" in result.output
+    assert "embedded simulator's accounts only" in result.output
+    result = CliRunner().invoke(main, ["demo"], env={"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml"})
+    assert result.exit_code == 1
+    assert "WHITEBIT_ACCOUNTS_FILE set" in result.output

@@ -10,12 +10,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import ALL_ASSETS, SNAPSHOTS, funding_history, nightly_schedule
+from assets import ALL_ASSETS, SINGLE, SNAPSHOTS, funding_history, jobs
 from assets.definitions import defs
 from assets.funding import DaysOutsideRun, FundingConfig, run_days
 from assets.partitions import today
 
 ROOT = Path(__file__).resolve().parents[2]
+nightly_schedule = jobs([SINGLE]).nightly_schedule
 
 
 def test_every_job_resolves_to_the_assets_it_runs() -> None:

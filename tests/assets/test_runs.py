@@ -16,14 +16,16 @@ import dagster as dg
 import pytest
 from rich.console import Console
 
-from assets import outcomes, runs
+from assets import SINGLE, outcomes, runs
 from assets.console import CLIENT_LOGGER, progress_bar, watched
 from assets.instance import instance as open_instance
 from assets.instance import release_dead_runs, runner_tag
-from assets.reporting import API_POOL, PROGRESS_LOGGER
+from assets.reporting import PROGRESS_LOGGER
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import RETRY_WAIT_FIELD, AsyncWhiteBIT, RetryPolicy
+
+API_POOL = SINGLE.account.pool
 
 # A run like the CLI's: tagged with its process, holding the API pool's slot when it is killed.
 _KILLED_IN_THE_POOL = f"""

@@ -50,6 +50,7 @@ from tests.support.cli_runs import Rows, failures, warehouse_rows
 from tests.support.dagster_runs import funding_run, resources_for, without_step_retries
 from tests.support.simulated import FROZEN_AT
 from warehouse import catalog, parquet, schemas
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 # --- The warehouse before, and a run -----------------------------------------------------------
 
@@ -93,7 +94,9 @@ def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> 
     shutil.copytree(clean / "parquet", before / "parquet")
     # The new day is not held yet: its month holds nothing of it.
     empty = schemas.FUNDING_HISTORY.arrow_schema.empty_table()
-    parquet.replace_partition(before, "funding_history", NEW, empty, covers=[NEW])
+    parquet.replace_partition(
+        before, "funding_history", (DEFAULT_ACCOUNT, NEW), empty, covers=[NEW]
+    )
     catalog.refresh(before)
     return Warehouses(before, warehouse_rows(before), warehouse_rows(clean))
 

@@ -58,7 +58,7 @@ import os, sys
 import dagster as dg
 from assets import WhiteBITResource, definitions
 from assets.cli import main
-definitions.whitebit_resource = lambda: WhiteBITResource(
+definitions.whitebit_resource = lambda account: WhiteBITResource(
     api_key=dg.EnvVar("WHITEBIT_API_KEY"),
     api_secret=dg.EnvVar("WHITEBIT_API_SECRET"),
     base_url=os.environ["WHITEBIT_BASE_URL"],

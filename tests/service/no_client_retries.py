@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import sys
 
-from assets import cli, definitions
+from assets import Account, cli, definitions
 from assets.resources import WhiteBITResource
 
 _configured = definitions.whitebit_resource
 
 
-def _without_retries() -> WhiteBITResource:
-    made = _configured()
+def _without_retries(account: Account) -> WhiteBITResource:
+    made = _configured(account)
     return WhiteBITResource(
         api_key=made.api_key,
         api_secret=made.api_secret,

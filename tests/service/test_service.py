@@ -250,7 +250,8 @@ def test_a_failed_night_reaches_the_webhook_once_per_run_with_its_reason_and_no_
         (alert,) = [a.text for a in webhook.received if run.run_id in a.text]
         assert "run of job nightly failed" in alert
         partition = run.tags.get("dagster/partition")
-        assert (f"(partition {partition}, " if partition else "(status FAILURE") in alert
+        account = "(account default, "  # the account's runs, tagged by the schedule
+        assert account + (f"partition {partition}, " if partition else "status FAILURE") in alert
         assert "failed step" in alert
         assert "401" in alert or "invalid" in alert.lower(), alert
         assert f"http://dagster.example.test:3000/runs/{run.run_id}" in alert

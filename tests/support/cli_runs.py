@@ -53,16 +53,18 @@ Rows = dict[str, list[tuple[Any, ...]]]
 WHEN_COLUMNS = ("extracted_at", "snapshot_date")
 
 
-def warehouse_rows(root: Path) -> Rows:
-    """Every table of the warehouse, through its DuckDB catalog, row for row, in a fixed order,
-    without `WHEN_COLUMNS`."""
+def warehouse_rows(root: Path, account: str = schemas.DEFAULT_ACCOUNT) -> Rows:
+    """Every table of one account of the warehouse (the account of a warehouse without an
+    accounts file, by default), through its DuckDB catalog, row for row, in a fixed order,
+    without `WHEN_COLUMNS` and the account column."""
     rows: Rows = {}
     with catalog.connect(root) as con:
         for table in schemas.TABLES:
             columns = [c for (c, *_) in con.execute(f'DESCRIBE "{table}"').fetchall()]
-            kept = ", ".join(f'"{c}"' for c in columns if c not in WHEN_COLUMNS)
-            query = f'SELECT {kept} FROM "{table}" ORDER BY ALL'  # noqa: S608
-            rows[table] = con.execute(query).fetchall()
+            omitted = (*WHEN_COLUMNS, schemas.ACCOUNT)
+            kept = ", ".join(f'"{c}"' for c in columns if c not in omitted)
+            query = f'SELECT {kept} FROM "{table}" WHERE account = ? ORDER BY ALL'  # noqa: S608
+            rows[table] = con.execute(query, [account]).fetchall()
     return rows
 
 

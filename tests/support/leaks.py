@@ -36,26 +36,29 @@ import pytest
 
 from pipeline import simulator
 from pipeline.simulator import SpawnedSimulator
-from pipeline.simulator._keys import ROLES
 from pipeline.whitebit import Credentials
 
 MIN_SECRET_CHARS: Final = 12
 #: Resets of a key whose secrets are derived (a reset gives a key its next derived secret).
 RESETS: Final = 4
+#: Sub-accounts of the most the tests ask a simulator for.
+SUBACCOUNTS: Final = 4
 #: A simulator's secrets are 40 lowercase hex digits: found by scanning hex runs, not one by one.
 _HEX_SECRET = re.compile(r"[0-9a-f]{40}")
 _HEX_RUN = re.compile(rb"[0-9a-f]{40,}")
 
 
 def seed_secrets(seed: int, resets: int = RESETS) -> set[str]:
-    """Every secret a simulator of this seed gives its keys, now and after ``resets`` resets."""
-    keys = simulator.KeyStore(seed)
+    """Every secret a simulator of this seed gives its keys (in either region, with as many
+    sub-accounts as the tests ask for), now and after ``resets`` resets."""
     found = set()
-    for role in ROLES:
-        key = keys[role]
-        for _ in range(resets + 1):
-            found.add(key.secret.decode())
-            keys.reset(key)
+    for region in simulator.REGIONS:
+        keys = simulator.KeyStore(seed, subaccounts=SUBACCOUNTS, region=region)
+        for role in keys.roles:
+            key = keys[role]
+            for _ in range(resets + 1):
+                found.add(key.secret.decode())
+                keys.reset(key)
     return found
 
 
@@ -151,12 +154,16 @@ class Ledger:
 
         def key_store(keys: simulator.KeyStore) -> None:
             ledger.add_seed(keys._seed)
-            for role in ROLES:
+            for role in keys.roles:
                 ledger.add(keys[role].secret.decode())
 
         wrap(simulator.KeyStore, "__init__", key_store)
         wrap(simulator.KeyStore, "reset", key_store)
-        wrap(SpawnedSimulator, "__init__", lambda s: ledger.add(s.credentials.api_secret))
+        wrap(
+            SpawnedSimulator,
+            "__init__",
+            lambda s: [ledger.add(c.api_secret) for c in (s.credentials, *s.subaccounts.values())],
+        )
         wrap(Credentials, "__init__", lambda c: ledger.add(c.api_secret))
 
     def log_handler(self) -> logging.Handler:

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 
 from warehouse import parquet
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 EXTRACTED_AT = datetime(2024, 3, 2, 6, 0, tzinfo=UTC)
 
@@ -50,7 +51,7 @@ def at(day: date, hour: int, market: str = "BTC_PERP", **fields: object) -> dict
 
 def markets(root: Path, day: date) -> list[str] | None:
     """The markets of the day's payments, or None when its month has no file."""
-    rows = parquet.read_partition(root, "funding_history", day)
+    rows = parquet.read_partition(root, "funding_history", (DEFAULT_ACCOUNT, day))
     if rows is None:
         return None
     return sorted(

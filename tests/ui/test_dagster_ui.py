@@ -1,5 +1,6 @@
-"""The Dagster UI in a real browser: `dagster dev` on the code location and the embedded simulator,
-driven by headless Chromium (Debian's) through Playwright."""
+"""The Dagster UI in a real browser: `dagster dev` on the code location of the demo's two accounts
+(the embedded simulator's main account and a sub-account), driven by headless Chromium (Debian's)
+through Playwright."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ from warehouse import catalog
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
+ACCOUNTS_FILE = ROOT / "assets" / "accounts.demo.yaml"
+#: The demo's accounts: the main one (a B2B partner's key) and a sub-account without investments.
+MAIN, SUB = "main", "sub_1"
 ASSETS = (
     "funding_history",
     "investments",
@@ -78,7 +82,11 @@ def dagster_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev
     home.mkdir()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WHITEBIT_")}
-    env |= {"DAGSTER_HOME": str(home), "WAREHOUSE_ROOT": str(warehouse)}
+    env |= {
+        "DAGSTER_HOME": str(home),
+        "WAREHOUSE_ROOT": str(warehouse),
+        "WHITEBIT_ACCOUNTS_FILE": str(ACCOUNTS_FILE),
+    }
     log = (base / "dagster-dev.log").open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
@@ -174,10 +182,14 @@ def _funding_rows(warehouse: Path) -> list[tuple[object, ...]]:
         ).fetchall()
 
 
-def test_every_asset_is_in_the_graph(page: Page, dagster_dev: DagsterDev) -> None:
-    page.goto(f"{dagster_dev.url}/asset-groups")
-    for asset in ASSETS:
-        expect(page.get_by_text(asset, exact=True).first).to_be_visible()
+def test_every_asset_of_each_account_is_in_its_group(page: Page, dagster_dev: DagsterDev) -> None:
+    # The sub-account's key may not read the investments history: it has no asset of them.
+    walked = ("investments", "fixed_plans")
+    for group, assets in ((MAIN, ASSETS), (SUB, [a for a in ASSETS if a not in walked])):
+        page.goto(f"{dagster_dev.url}/locations/assets.definitions/asset-groups/{group}/list")
+        for asset in assets:
+            expect(page.locator(f'a[href="/assets/{group}/{asset}"]').first).to_be_visible()
+    expect(page.locator(f'a[href="/assets/{SUB}/investments"]')).to_have_count(0)
 
 
 def _months_back(n: int) -> str:
@@ -186,26 +198,28 @@ def _months_back(n: int) -> str:
     return f"{year:04d}-{month + 1:02d}"
 
 
-def _month_files(warehouse: Path) -> set[str]:
-    return {p.name for p in (warehouse / "parquet" / "funding_history").iterdir()}
+def _month_files(warehouse: Path, account: str) -> set[str]:
+    directory = warehouse / "parquet" / "funding_history" / f"account={account}"
+    return {p.name for p in directory.iterdir()} if directory.exists() else set()
 
 
-def test_a_range_backfill_fills_the_partitions_and_a_rerun_from_the_ui(
+def test_a_range_backfill_of_one_account_fills_its_partitions_and_a_rerun_from_the_ui(
     page: Page, dagster_dev: DagsterDev
 ) -> None:
     first, last = _months_back(1), _months_back(0)
-    _launch(page, dagster_dev, "funding_history", f"[{first}...{last}]")
+    _launch(page, dagster_dev, f"{MAIN}/funding_history", f"[{first}...{last}]")
     _wait_for_runs(page, dagster_dev, succeeded=1)
     rows = _funding_rows(dagster_dev.warehouse)
     months = {f"funding_month={first}", f"funding_month={last}"}
-    assert _month_files(dagster_dev.warehouse) == months
+    assert _month_files(dagster_dev.warehouse, MAIN) == months
+    assert _month_files(dagster_dev.warehouse, SUB) == set()  # the other account: untouched
     assert rows
     assert len(rows) == len(set(rows))
     # The partitions the run landed show as filled, and only those.
-    page.goto(f"{dagster_dev.url}/assets/funding_history?view=partitions")
+    page.goto(f"{dagster_dev.url}/assets/{MAIN}/funding_history?view=partitions")
     expect(page.get_by_text("Materialized (2)", exact=True)).to_be_visible()
     # A rerun of one month of the range replaces it: the same rows, one copy each.
-    _launch(page, dagster_dev, "funding_history", first)
+    _launch(page, dagster_dev, f"{MAIN}/funding_history", first)
     _wait_for_runs(page, dagster_dev, succeeded=2)
     assert sorted(_funding_rows(dagster_dev.warehouse)) == sorted(rows)
 
@@ -216,7 +230,7 @@ def test_snapshots_show_no_partition_and_materialize_all_takes_today(
     before = _finished_runs(dagster_dev).count(DagsterRunStatus.SUCCESS)
     started = today()
     for asset in ASSETS[1:]:
-        page.goto(f"{dagster_dev.url}/assets/{asset}")
+        page.goto(f"{dagster_dev.url}/assets/{MAIN}/{asset}")
         expect(page.get_by_role("button", name=re.compile(r"Materialize$"))).to_be_visible()
         # No partition picker, no partitions tab: nothing that could never be filled.
         expect(page.get_by_role("button", name="Materialize…")).to_have_count(0)
@@ -227,13 +241,17 @@ def test_snapshots_show_no_partition_and_materialize_all_takes_today(
     expect(page.get_by_text("Launched run").first).to_be_visible()
     _wait_for_runs(page, dagster_dev, succeeded=before + 1)
     with duckdb.connect(str(catalog.catalog_path(dagster_dev.warehouse)), read_only=True) as con:
-        for table in ("hedge_mode", "main_balances", "investments"):
+        for table, accounts in (
+            ("hedge_mode", [MAIN, SUB]),
+            ("main_balances", [MAIN, SUB]),
+            ("investments", [MAIN]),
+        ):
             found = con.execute(
-                f"SELECT DISTINCT snapshot_date FROM {table}"  # noqa: S608
+                f"SELECT DISTINCT account, snapshot_date FROM {table} ORDER BY ALL"  # noqa: S608
             ).fetchall()
+            assert [account for account, _ in found] == accounts, table
             # Today: the day the run took them, whichever side of midnight it fell on.
-            ((day,),) = found
-            assert started <= day <= today(), table
+            assert all(started <= day <= today() for _, day in found), table
 
 
 def test_dagster_job_backfill_for_a_range(page: Page, dagster_dev: DagsterDev) -> None:
@@ -248,6 +266,7 @@ def test_dagster_job_backfill_for_a_range(page: Page, dagster_dev: DagsterDev) -
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Launched backfill" in done.stdout
     _wait_for_runs(page, dagster_dev, succeeded=before + 2)
-    assert {f"funding_month={first}", f"funding_month={last}"} <= _month_files(
-        dagster_dev.warehouse
-    )
+    for account in (MAIN, SUB):  # the job holds every account's funding
+        assert {f"funding_month={first}", f"funding_month={last}"} <= _month_files(
+            dagster_dev.warehouse, account
+        )

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse import catalog, parquet, schemas
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 
 def large_funding_table(day: date, rows: int, seed: int = 0) -> pa.Table:
@@ -47,7 +48,9 @@ def large_funding_table(day: date, rows: int, seed: int = 0) -> pa.Table:
 
 def write_large(root: str, day: str, rows: str) -> None:
     table = large_funding_table(date.fromisoformat(day), int(rows), seed=1)
-    parquet.replace_partition(root, "funding_history", date.fromisoformat(day), table)
+    parquet.replace_partition(
+        root, "funding_history", (DEFAULT_ACCOUNT, date.fromisoformat(day)), table
+    )
 
 
 def analyst(root: str) -> None:

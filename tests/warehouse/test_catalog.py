@@ -29,6 +29,7 @@ from tests.support.records import (
 from tests.warehouse.test_normalize import decimal_strings
 from warehouse import catalog, normalize, parquet, schemas
 from warehouse.cli import _decimal_text
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,6 +40,7 @@ def write_funding(root: Path, records: list[object], day: date = DAY) -> None:
         normalize.normalize_funding_history(
             records, extracted_at=EXTRACTED_AT, partition_for_rejects=day
         ),
+        account=DEFAULT_ACCOUNT,
     )
 
 
@@ -60,7 +62,7 @@ def write_snapshots(root: Path) -> None:
         normalize.normalize_watcher_links({"pool-a": [watcher_link()]}, **snapshot),
     ]
     for batch in batches:
-        parquet.write_batch(root, batch)
+        parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT)
 
 
 def query(root: Path, sql: str, *parameters: object) -> list[tuple[object, ...]]:
@@ -95,7 +97,7 @@ def test_views_have_the_schema_types_and_comments_with_or_without_files(root: Pa
     parquet.replace_partition(
         root,
         "_rejects",
-        ("hedge_mode", "2024-03-01"),
+        (DEFAULT_ACCOUNT, "hedge_mode", "2024-03-01"),
         normalize.normalize_hedge_mode([], snapshot_date=DAY, extracted_at=EXTRACTED_AT).rejects,
     )
     assert catalog.refresh(root).empty_tables == ()
@@ -105,7 +107,7 @@ def test_views_have_the_schema_types_and_comments_with_or_without_files(root: Pa
         with catalog.connect(root) as con:
             view = con.table(schema.name)
             described = list(zip(view.columns, map(str, view.types), strict=True))
-        assert described == [(c.name, catalog.duckdb_type(c.type)) for c in schema.columns]
+        assert described == [(c.name, catalog.duckdb_type(c.type)) for c in schema.view_columns]
         comments = dict(
             query(
                 root,
@@ -113,7 +115,7 @@ def test_views_have_the_schema_types_and_comments_with_or_without_files(root: Pa
                 schema.name,
             )
         )
-        assert comments == {c.name: c.description for c in schema.columns}
+        assert comments == {c.name: c.description for c in schema.view_columns}
     assert query(root, 'SELECT "table", "partition", reason FROM _rejects') == [
         ("hedge_mode", "2024-03-01", "hedge-mode status: expected a JSON object")
     ]
@@ -215,7 +217,7 @@ def test_a_month_is_one_file_and_a_one_day_query_scans_only_its_row_groups(root:
     assert scanned is not None, plan_text
     assert (int(scanned.group(1)), int(scanned.group(2))) == (1, 2)
     # The month in the path is not a column of the view: its columns are the schema's.
-    assert columns == [c.name for c in schemas.FUNDING_HISTORY.columns]
+    assert columns == [c.name for c in schemas.FUNDING_HISTORY.view_columns]
 
 
 @settings(max_examples=25, deadline=None)
@@ -228,7 +230,7 @@ def test_every_decimal_comes_out_of_duckdb_with_the_same_digits(values: list[str
             snapshot_date=DAY,
             extracted_at=EXTRACTED_AT,
         )
-        parquet.write_batch(root, batch)
+        parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT)
         catalog.refresh(root)
         rows = query(
             root,

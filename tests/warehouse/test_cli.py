@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from assets.cli import main
 from tests.support.records import DAY, EXTRACTED_AT
 from warehouse import normalize, parquet, schemas
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 TINY = "0.000000000000000001"
 HUGE = "-99999999999999999999.999999999999999999"
@@ -27,7 +28,7 @@ def warehouse(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         snapshot_date=DAY,
         extracted_at=EXTRACTED_AT,
     )
-    parquet.write_batch(root, batch)
+    parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT)
     return root
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse.monthly import DayOrderError, FewerRowsRefused, LoadAbandoned, MonthlyFunding
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 
 def loader(
@@ -17,6 +18,7 @@ def loader(
 ) -> MonthlyFunding:
     return MonthlyFunding(
         root,
+        account=DEFAULT_ACCOUNT,
         days=days,
         extracted_at=EXTRACTED_AT,
         allow_fewer_rows=allow_fewer_rows,

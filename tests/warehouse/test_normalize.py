@@ -421,7 +421,7 @@ def test_watcher_links_lists_nullable_expiry_and_account() -> None:
     )
     assert batch.rows.schema == schemas.WATCHER_LINKS.arrow_schema
     rows = batch.rows.to_pylist()
-    assert [(r["account"], r["link_id"]) for r in rows] == [
+    assert [(r["mining_account"], r["link_id"]) for r in rows] == [
         ("pool-a", "link-1"),
         ("pool-a", "link-2"),
         ("pool-b", "link-1"),

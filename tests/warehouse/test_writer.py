@@ -16,6 +16,7 @@ from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse import parquet
 from warehouse import writer as funding
 from warehouse.monthly import FewerRowsRefused, MonthlyFunding, Progress
+from warehouse.schemas import DEFAULT_ACCOUNT
 
 
 def run(
@@ -24,7 +25,9 @@ def run(
     """Each chunk through a `FundingWriter`, then its finish: every reply."""
 
     async def load() -> list[Progress]:
-        async with funding.FundingWriter(root, days=days or [D4], extracted_at=EXTRACTED_AT) as w:
+        async with funding.FundingWriter(
+            root, account=DEFAULT_ACCOUNT, days=days or [D4], extracted_at=EXTRACTED_AT
+        ) as w:
             replies = [p for chunk in chunks for p in await w.take(chunk)]
             return [*replies, *await w.finish()]
 
@@ -37,18 +40,22 @@ def test_records_cross_the_pipe_exactly(root: Path) -> None:
     extracted = datetime(2024, 3, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
     async def load() -> list[Progress]:
-        async with funding.FundingWriter(root, days=[D4], extracted_at=extracted) as writer:
+        async with funding.FundingWriter(
+            root, account=DEFAULT_ACCOUNT, days=[D4], extracted_at=extracted
+        ) as writer:
             return [*await writer.take(records), *await writer.finish()]
 
     replies = asyncio.run(load())
     assert sum(p.received for p in replies) == 2
     [write] = [d for p in replies for d in p.days]
     assert (write.day, write.rows, write.rejected) == (D4, 1, 1)  # ÉTH_PERP is no market name
-    rows = parquet.read_partition(root, "funding_history", D4)
+    rows = parquet.read_partition(root, "funding_history", (DEFAULT_ACCOUNT, D4))
     assert rows is not None
     assert str(rows["funding_amount"][0].as_py()) == "-1E-18"
     assert rows["extracted_at"][0].as_py() == extracted
-    rejects = parquet.read_partition(root, "_rejects", ("funding_history", D4.isoformat()))
+    rejects = parquet.read_partition(
+        root, "_rejects", (DEFAULT_ACCOUNT, "funding_history", D4.isoformat())
+    )
     assert rejects is not None
     assert '"market":"ÉTH_PERP"' in rejects["raw_json"][0].as_py()
 
@@ -74,7 +81,7 @@ def test_a_record_of_another_json_type_crosses_as_sent_and_is_rejected(root: Pat
 
 
 def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) -> None:
-    held = MonthlyFunding(root, days=[D4], extracted_at=EXTRACTED_AT)
+    held = MonthlyFunding(root, account=DEFAULT_ACCOUNT, days=[D4], extracted_at=EXTRACTED_AT)
     held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
     held.finish()
     with pytest.raises(FewerRowsRefused, match="no longer lists 1 payment") as raised:
@@ -84,7 +91,9 @@ def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) 
 
 
 def test_an_abandoned_load_ends_the_writer_before_the_context_exits(root: Path) -> None:
-    writer = funding.FundingWriter(root, days=[D3, D4], extracted_at=EXTRACTED_AT)
+    writer = funding.FundingWriter(
+        root, account=DEFAULT_ACCOUNT, days=[D3, D4], extracted_at=EXTRACTED_AT
+    )
 
     async def load() -> None:
         async with writer:
@@ -118,7 +127,9 @@ def test_a_writer_that_dies_fails_the_load_naming_the_signal(
     monkeypatch.setattr(funding, "WRITER_COMMAND", [sys.executable, "-c", die])
 
     async def load() -> None:
-        async with funding.FundingWriter(root, days=[D4], extracted_at=EXTRACTED_AT) as writer:
+        async with funding.FundingWriter(
+            root, account=DEFAULT_ACCOUNT, days=[D4], extracted_at=EXTRACTED_AT
+        ) as writer:
             await writer.take([at(D4, 8)])
             await asyncio.sleep(1)  # the walk fetches the next pages meanwhile
             await writer.take([at(D4, 9)])

@@ -265,7 +265,7 @@ def normalize_watcher_links(
     intake = Intake.of_arrays_by_owner(links_by_account, "watcher links", owner="account")
     field = intake.field
     columns = {
-        "account": as_read(intake.owner_field("account", STRING)),
+        "mining_account": as_read(intake.owner_field("account", STRING)),
         "link_id": text(field("id", expected=STRING)),
         "accounts": as_read(field("accounts", expected=STRINGS)),
         "name": text(field("name", expected=STRING), allow_empty=True),

@@ -1,5 +1,6 @@
--- Investments active (status 1) on the latest investments snapshot, with their plan's terms.
+-- Investments active (status 1) on each account's latest investments snapshot, with their plan's terms.
 SELECT
+    account,
     snapshot_date,
     investment_id,
     created,
@@ -14,6 +15,9 @@ SELECT
     plan_interest_ratio,
     plan_status,
     plan_status_label
-FROM investments
+FROM (
+    SELECT *
+    FROM investments
+    QUALIFY snapshot_date = max(snapshot_date) OVER (PARTITION BY account)
+)
 WHERE status = 1
-  AND snapshot_date = (SELECT max(snapshot_date) FROM investments)

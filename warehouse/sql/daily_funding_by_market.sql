@@ -1,5 +1,6 @@
--- Funding per UTC day and market: payments, total funding amount, and the range of rates.
+-- Funding per account, UTC day and market: payments, total funding amount, and the range of rates.
 SELECT
+    account,
     funding_date,
     market,
     count(*) AS payments,
@@ -7,4 +8,4 @@ SELECT
     min(funding_rate) AS min_funding_rate,
     max(funding_rate) AS max_funding_rate
 FROM funding_history
-GROUP BY funding_date, market
+GROUP BY account, funding_date, market

@@ -1,0 +1,145 @@
+"""The accounts file: refused at load with its line and reason; each account an asset set."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets import build, jobs
+from assets.accounts import AccountsFileError, load
+from assets.definitions import definitions
+from assets.jobs import nightly_requests
+from pipeline import spec
+
+ENV = {"MAIN_KEY": "k", "MAIN_SECRET": "s", "EU_KEY": "k2", "EU_SECRET": "s2"}
+
+GOOD = """\
+# Two accounts of a desk.
+accounts:
+  - name: main
+    api_key_env: MAIN_KEY
+    api_secret_env: MAIN_SECRET
+    mining_accounts: [pool-a]
+  - name: desk_eu
+    base_url: eu
+    api_key_env: EU_KEY
+    api_secret_env: EU_SECRET
+    markets: [BTC_PERP]
+    investments: false
+"""
+
+
+def _file(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "accounts.yaml"
+    path.write_text(text)
+    return {**ENV, "WHITEBIT_ACCOUNTS_FILE": str(path)}
+
+
+def test_a_file_gives_its_accounts_with_variable_names_never_values(tmp_path: Path) -> None:
+    main, eu = load(_file(tmp_path, GOOD))
+    assert (main.name, main.base_url, main.key_env, main.mining_accounts) == (
+        "main", spec.GLOBAL_BASE_URL, "MAIN_KEY", ("pool-a",)
+    )  # fmt: skip
+    assert (eu.name, eu.base_url, eu.markets, eu.investments) == (
+        "desk_eu", spec.EU_BASE_URL, ("BTC_PERP",), False
+    )  # fmt: skip
+    assert "k2" not in repr(eu)
+    assert "s2" not in repr(eu)
+
+
+def test_without_a_file_the_single_account_variables_make_one_unprefixed_account() -> None:
+    (account,) = load({"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s"})
+    assert (account.name, account.key_env, account.prefixed) == (
+        "default",
+        "WHITEBIT_API_KEY",
+        False,
+    )
+    (simulated,) = load({})
+    assert simulated.simulated
+    assert simulated.simulator_key == "partner"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("    investments: false\n", "    investments: false\n    colour: red\n"),
+         "line 13: accounts.1.colour: unknown field"),
+        (("name: desk_eu", "name: main"),
+         "line 7: account 'main' is named twice (first on line 3)"),
+        (("EU_SECRET", "UNSET_SECRET"),
+         "line 10: account 'desk_eu': the variable UNSET_SECRET (api_secret_env) is not set"),
+        (("name: desk_eu", "name: ../desk"),
+         "line 7: accounts.1.name: '../desk' is not a safe name"),
+        (("name: desk_eu", "name: Desk-EU"),
+         "line 7: accounts.1.name: 'Desk-EU' is not a safe name"),
+        (("base_url: eu", "base_url: ftp://x"),
+         "line 8: accounts.1.base_url: 'ftp://x': give global, eu or an http(s) URL"),
+        (("    api_key_env: EU_KEY\n", ""),
+         "line 7: accounts.1: give both api_key_env and api_secret_env (or simulator)"),
+        (("markets: [BTC_PERP]", "markets: [BTCUSDT]"),
+         "line 11: accounts.1.markets: 'BTCUSDT' is not a perpetual market"),
+    ],
+)  # fmt: skip
+def test_a_wrong_file_is_refused_with_its_line_and_reason(
+    tmp_path: Path, change: tuple[str, str], expected: str
+) -> None:
+    env = _file(tmp_path, GOOD.replace(*change))
+    with pytest.raises(AccountsFileError) as error:
+        load(env)
+    assert str(error.value).startswith(f"{tmp_path / 'accounts.yaml'}, ")
+    assert expected in str(error.value)
+
+
+def test_a_missing_or_unreadable_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AccountsFileError, match="cannot be read"):
+        load({"WHITEBIT_ACCOUNTS_FILE": str(tmp_path / "nope.yaml")})
+    with pytest.raises(AccountsFileError, match="not YAML"):
+        load(_file(tmp_path, "accounts: [\n"))
+    with pytest.raises(AccountsFileError, match="line 1: accounts: List should have at least 1"):
+        load(_file(tmp_path, "accounts: []\n"))
+
+
+def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: Path) -> None:
+    accounts = load(_file(tmp_path, GOOD))
+    built = build(accounts)
+    main, eu = (
+        {key.to_user_string(): asset for asset in b.assets for key in asset.keys} for b in built
+    )
+    assert sorted(main) == [
+        "main/fixed_plans", "main/funding_history", "main/hedge_mode", "main/investments",
+        "main/main_balances", "main/trading_balances", "main/watcher_links",
+    ]  # fmt: skip
+    # Its key may not read the investments history: no investments asset to fail each night.
+    assert sorted(eu) == [
+        "desk_eu/funding_history", "desk_eu/hedge_mode", "desk_eu/main_balances",
+        "desk_eu/trading_balances", "desk_eu/watcher_links",
+    ]  # fmt: skip
+    funding = main["main/funding_history"]
+    assert funding.group_names_by_key[dg.AssetKey(["main", "funding_history"])] == "main"
+    assert {funding.op.pool, eu["desk_eu/hedge_mode"].op.pool} == {
+        "whitebit_api_main", "whitebit_api_desk_eu"
+    }  # fmt: skip
+    assert funding.backfill_policy == dg.BackfillPolicy.single_run()
+    # The code location loads, every account's checks and jobs resolved.
+    defs = definitions(accounts)
+    assert defs.resolve_job_def("funding_history_job") is not None
+    assert {key.to_user_string() for key in defs.resolve_all_asset_keys()} == {*main, *eu}
+    assert jobs(built).freshness_checks
+
+
+def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: Path) -> None:
+    built = build(load(_file(tmp_path, GOOD)))
+    asked = list(nightly_requests(built, datetime(2026, 3, 1, 0, 30, tzinfo=UTC)))
+    assert [(r.run_key, r.partition_key, r.tags["whitebit/account"]) for r in asked] == [
+        ("main:funding_history:2026-02-28", "2026-02", "main"),
+        ("main:snapshots:2026-03-01", None, "main"),
+        ("desk_eu:funding_history:2026-02-28", "2026-02", "desk_eu"),
+        ("desk_eu:snapshots:2026-03-01", None, "desk_eu"),
+    ]
+    assert {k.to_user_string() for k in asked[3].asset_selection or ()} == {
+        "desk_eu/main_balances", "desk_eu/trading_balances", "desk_eu/hedge_mode",
+        "desk_eu/watcher_links",
+    }  # fmt: skip
