@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -143,3 +144,11 @@ def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: P
         "desk_eu/main_balances", "desk_eu/trading_balances", "desk_eu/hedge_mode",
         "desk_eu/watcher_links",
     }  # fmt: skip
+
+
+def test_the_example_file_loads_once_its_variables_are_set() -> None:
+    example = Path(__file__).resolve().parents[2] / "accounts.example.yaml"
+    named = re.findall(r"_env: (\w+)", example.read_text())
+    accounts = load({"WHITEBIT_ACCOUNTS_FILE": str(example), **dict.fromkeys(named, "set")})
+    assert [a.name for a in accounts] == ["main", "hedge_sub", "desk_eu"]
+    assert definitions(accounts).resolve_job_def("nightly") is not None
