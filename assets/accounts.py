@@ -37,9 +37,15 @@ ACCOUNTS_FILE_ENV: Final = "WHITEBIT_ACCOUNTS_FILE"
 KEY_ENV: Final = "WHITEBIT_API_KEY"
 SECRET_ENV: Final = "WHITEBIT_API_SECRET"  # noqa: S105
 BASE_URLS: Final = {"global": spec.GLOBAL_BASE_URL, "eu": spec.EU_BASE_URL}
+#: Sub-accounts of the embedded simulator an accounts file may name.
+SIMULATOR_SUBACCOUNTS: Final = 4
 #: The embedded simulator's keys an account may name: the main account's B2B partner key, the
 #: main account's key without B2B access, or a sub-account's.
-SIMULATOR_KEYS: Final = ("partner", "no_b2b", "sub_1", "sub_2", "sub_3", "sub_4")
+SIMULATOR_KEYS: Final = (
+    "partner",
+    "no_b2b",
+    *(f"sub_{n}" for n in range(1, SIMULATOR_SUBACCOUNTS + 1)),
+)
 
 
 class AccountsFileError(ValueError):

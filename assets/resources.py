@@ -24,6 +24,8 @@ from warehouse import parquet
 from warehouse.schemas import DEFAULT_ACCOUNT
 from warehouse.settings import DEFAULT_ROOT, warehouse_root
 
+from .accounts import SIMULATOR_SUBACCOUNTS
+
 #: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a
 #: rerun within the day sees the same data.
 _DAY_S: Final = 86_400
@@ -100,7 +102,12 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
         day_start = int(datetime.now(UTC).timestamp()) // _DAY_S * _DAY_S
         region = "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
-        with Simulator(seed=self.simulator_seed, clock=SimClock(day_start), region=region) as sim:
+        with Simulator(
+            seed=self.simulator_seed,
+            clock=SimClock(day_start),
+            region=region,
+            subaccounts=SIMULATOR_SUBACCOUNTS,
+        ) as sim:
             log.warning(
                 "no credentials set: this run extracts the embedded WhiteBIT simulator "
                 f"(seed {self.simulator_seed}, {region}, key {self.simulator_key}), "

@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import hmac
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -72,6 +73,9 @@ class SimulatorState:
         #: pages answers ``limit`` as its cap, with that many records (None: no cap).
         self.page_cap: int | None = None
         self.answered: Counter[tuple[str, int]] = Counter()
+        #: Per path, when its first and its last answer of status 200 left (monotonic seconds):
+        #: the span a walk used its budget over, as the exchange sees it.
+        self.spans: dict[str, list[float]] = {}
 
     def account(self, key: ApiKey) -> Account:
         """The account the key acts for (its data built now if nobody asked for it before)."""
@@ -92,6 +96,15 @@ class SimulatorState:
 
     def count(self, path: str, status: int) -> None:
         self.answered[(path, status)] += 1
+        if status == 200:
+            now = time.monotonic()
+            self.spans.setdefault(path, [now, now])[1] = now
+
+    def reset_counts(self) -> None:
+        """Forget what was answered (a benchmark's scenarios start from nothing)."""
+        self.answered.clear()
+        self.spans.clear()
+        self.limits.rejected = 0
 
     def answers_with(self, status: int) -> int:
         return sum(n for (_, s), n in self.answered.items() if s == status)

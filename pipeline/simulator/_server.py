@@ -84,10 +84,15 @@ def _control_routes(state: SimulatorState) -> list[Route]:
         return Response(b"{}", media_type="application/json")
 
     async def stats(request: Request) -> Response:
+        if request.method == "DELETE":
+            state.reset_counts()
         return Response(
             orjson.dumps(
                 {
                     "answered": {f"{p} {s}": n for (p, s), n in state.answered.items()},
+                    "spans": {p: last - first for p, (first, last) in state.spans.items()},
+                    # Monotonic seconds, one clock for the machine's processes (CLOCK_MONOTONIC).
+                    "first_last": state.spans,
                     "rate_limited": state.limits.rejected,
                     "faults": {f.value: n for f, n in state.faults.injected.items()},
                 }
@@ -100,7 +105,7 @@ def _control_routes(state: SimulatorState) -> list[Route]:
         Route(f"{CONTROL_PREFIX}/tamper", tamper, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/clock", clock, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/limits", limits, methods=["POST"]),
-        Route(f"{CONTROL_PREFIX}/stats", stats, methods=["GET"]),
+        Route(f"{CONTROL_PREFIX}/stats", stats, methods=["GET", "DELETE"]),
     ]
 
 
@@ -332,10 +337,15 @@ class SpawnedSimulator:
         response.raise_for_status()
         return response.json()
 
-    def stats(self) -> Any:
+    def stats(self, *, reset: bool = False) -> Any:
+        """What it answered (per path and status), over how long (per path, from its first to
+        its last answer of status 200), and how many requests it refused for a budget; with
+        ``reset``, then forget it all."""
         import httpx
 
-        return httpx.get(f"{self.url}{CONTROL_PREFIX}/stats", timeout=10).json()
+        method = "DELETE" if reset else "GET"
+        url = f"{self.url}{CONTROL_PREFIX}/stats"
+        return httpx.request(method, url, timeout=10).json()
 
     def stop(self) -> None:
         self.process.terminate()
