@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
@@ -145,7 +146,7 @@ def test_records_altered_are_rejected_then_a_clean_rerun_is_the_fault_free_wareh
 
 
 def _nightly_of(
-    assets: AccountAssets, resources: dict[str, object]
+    assets: AccountAssets, resources: Mapping[str, object]
 ) -> list[dg.ExecuteInProcessResult]:
     """`nightly` of one account of an accounts file: its funding for `FUNDING_DAYS` (one month),
     then its snapshots of today."""
@@ -185,7 +186,7 @@ def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
             monkeypatch.setenv(variable, env[variable])
     monkeypatch.setenv(ROOT_ENV, str(root))
     night: dict[str, Callable[[], list[dg.ExecuteInProcessResult]]] = {
-        assets.account.name: lambda assets=assets: _nightly_of(assets, resources(accounts))
+        assets.account.name: partial(_nightly_of, assets, resources(accounts))
         for assets in build(accounts)
     }
     for name in TWO_ACCOUNTS:

@@ -182,7 +182,7 @@ Files = dict[str, tuple[bytes, int]]
 def account_files(root: Path, account: str) -> Files:
     """Every partition file of one account of the warehouse, every table's."""
     return {
-        str(path): (Path(path).read_bytes(), Path(path).stat().st_mtime_ns)
+        str(path): (Path(path.path).read_bytes(), Path(path.path).stat().st_mtime_ns)
         for table in schemas.TABLES
         for path in parquet.partition_files(root, table, account=account)
     }
