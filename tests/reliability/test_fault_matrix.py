@@ -12,20 +12,44 @@ Two kinds change a record rather than an answer (a field missing, a number where
 belongs): those records are data the exchange sent, so they are rejected, not retried. Their
 case expects the altered records in ``_rejects``, the blocking ``no_rejects`` check failing, and
 the fault-free warehouse once a rerun meets no fault.
+
+In a warehouse of two accounts (an accounts file of the simulator's main account and a
+sub-account, both loaded fault-free), a night of one account meeting faults (server errors the
+client retries; records altered into rejects) leaves the other account's rows and files as they
+were, byte for byte, and its own rows are the fault-free ones once a rerun meets no fault.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
+from assets import AccountAssets, build
+from assets.accounts import load
+from assets.definitions import resources
 from pipeline import spec
 from pipeline.simulator import Fault, Scale, SimClock, Simulator
-from tests.support.cli_runs import FUNDING_DAYS, Rows, failures, nightly, warehouse_rows
+from tests.support.cli_runs import (
+    FIRST,
+    FUNDING_DAYS,
+    LAST,
+    TWO_ACCOUNTS,
+    Rows,
+    account_files,
+    failures,
+    nightly,
+    two_accounts_env,
+    warehouse_rows,
+)
 from tests.support.simulated import FROZEN_AT
+from warehouse.schemas import month_of
+from warehouse.settings import ROOT_ENV
 
 #: Share of requests faulted in the single-kind cases: often enough that nearly every walk meets
 #: its fault, rarely enough that the client's 8 retries never run out (0.3**9: 2 in 100,000).
@@ -119,3 +143,84 @@ def test_records_altered_are_rejected_then_a_clean_rerun_is_the_fault_free_wareh
     for result in nightly(own_sim, root):
         assert result.success, failures(result)
     assert warehouse_rows(root) == fault_free
+
+
+def _nightly_of(
+    assets: AccountAssets, resources: Mapping[str, object]
+) -> list[dg.ExecuteInProcessResult]:
+    """`nightly` of one account of an accounts file: its funding for `FUNDING_DAYS` (one month),
+    then its snapshots of today."""
+    assert month_of(FUNDING_DAYS[0]) == month_of(FUNDING_DAYS[-1])
+    days = {"first_day": FIRST, "last_day": LAST}
+    funding = dg.materialize(
+        [assets.funding],
+        resources=resources,
+        raise_on_error=False,
+        partition_key=month_of(FUNDING_DAYS[0]),
+        run_config={"ops": {assets.funding.node_def.name: {"config": days}}},
+    )
+    snapshots = dg.materialize(list(assets.snapshots), resources=resources, raise_on_error=False)
+    return [funding, snapshots]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [Fault.HTTP_500, Fault.MISSING_FIELD],
+    ids=["retried-http_500", "rejected-missing_field"],
+)
+def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
+    own_sim: Simulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fault_free: Rows,
+    kind: Fault,
+) -> None:
+    root = tmp_path / "warehouse"
+    env = two_accounts_env(own_sim, root, tmp_path / "dagster", tmp_path / "accounts.yaml")
+    accounts = load(env)
+    assert [account.name for account in accounts] == list(TWO_ACCOUNTS)
+    # The runs read the keys from the variables the file names, as a deployment's do.
+    for account in accounts:
+        for variable in (account.key_env, account.secret_env):
+            assert variable is not None
+            monkeypatch.setenv(variable, env[variable])
+    monkeypatch.setenv(ROOT_ENV, str(root))
+    night: dict[str, Callable[[], list[dg.ExecuteInProcessResult]]] = {
+        assets.account.name: partial(_nightly_of, assets, resources(accounts))
+        for assets in build(accounts)
+    }
+    for name in TWO_ACCOUNTS:
+        for result in night[name]():
+            assert result.success, failures(result)
+            assert failures(result) == []
+    clean = {name: warehouse_rows(root, name) for name in TWO_ACCOUNTS}
+    # The main account's rows are the single account's (the same key); the sub-account's its own.
+    assert clean["main"] == fault_free
+    assert clean["sub_1"]["funding_history"]
+    assert clean["sub_1"]["funding_history"] != clean["main"]["funding_history"]
+    assert clean["sub_1"]["_rejects"] == []
+    untouched = account_files(root, "sub_1")
+
+    own_sim.faults.set(ONE_KIND, [kind], paths=DATA_PATHS, seed=1)
+    faulted = night["main"]()
+    assert own_sim.faults.injected[kind] >= 2
+    assert account_files(root, "sub_1") == untouched
+    assert warehouse_rows(root, "sub_1") == clean["sub_1"]
+    rows = warehouse_rows(root, "main")
+    if kind in RECORD_LEVEL:
+        rejected = rows.pop("_rejects")
+        assert rejected, "an altered record reached a table or vanished"
+        assert all(": missing" in reason for _t, _p, _i, _raw, reason, *_ in rejected), rejected
+        for table, kept in rows.items():
+            assert all(row in clean["main"][table] for row in kept), table
+    else:  # retried: the night is whole as it is
+        for result in faulted:
+            assert result.success, failures(result)
+            assert failures(result) == []
+        assert rows == clean["main"]
+
+    own_sim.faults.clear()
+    for result in night["main"]():
+        assert result.success, failures(result)
+    assert account_files(root, "sub_1") == untouched
+    assert {name: warehouse_rows(root, name) for name in TWO_ACCOUNTS} == clean

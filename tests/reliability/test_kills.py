@@ -10,6 +10,12 @@ every partition file (pyarrow) and the catalog's view (DuckDB) again and again; 
 succeed and find each month's (and each day's) full row count. Afterwards the warehouse equals
 a fault-free run's, table for table, no temp file is left, and the Dagster instance shows the
 killed run as failed.
+
+In a warehouse of two accounts (an accounts file of the simulator's main account and a
+sub-account, both loaded once), a run of one account (``--account main``) is killed the same way
+and run again: the other account's files keep their bytes and their modification times all the
+while, readers of either account see whole partitions, and the killed account's tables equal the
+fault-free ones.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import shutil
 import signal
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -25,10 +32,20 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
+from assets.reporting import ACCOUNT_TAG
 from pipeline.simulator import SpawnedSimulator
-from tests.support.cli_runs import Child, Rows, cli_env, run_cli, warehouse_rows
+from tests.support.cli_runs import (
+    TWO_ACCOUNTS,
+    Child,
+    Rows,
+    account_files,
+    cli_env,
+    run_cli,
+    two_accounts_env,
+    warehouse_rows,
+)
 from warehouse import catalog, parquet
-from warehouse.schemas import month_of
+from warehouse.schemas import DEFAULT_ACCOUNT, month_of
 
 #: The backfill: parts of three months, so the walk pages on while the first months are already
 #: rewritten.
@@ -48,14 +65,9 @@ class Reference:
         return months
 
 
-@pytest.fixture(scope="module")
-def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFactory) -> Reference:
-    """The range written by an undisturbed run."""
-    base = tmp_path_factory.mktemp("kills-reference")
-    root = base / "warehouse"
-    run = run_cli(RANGE, cli_env(exchange, root, base / "dagster"), base / "logs" / "run")
-    assert run.process.returncode == 0, run.output
-    rows = warehouse_rows(root)
+def _reference(root: Path, account: str = DEFAULT_ACCOUNT) -> Reference:
+    """The range as an undisturbed run wrote it, of one account of the warehouse at ``root``."""
+    rows = warehouse_rows(root, account)
     counts: dict[date, int] = {}
     for row in rows["funding_history"]:
         counts[row[-1]] = counts.get(row[-1], 0) + 1
@@ -64,25 +76,58 @@ def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFacto
     return Reference(root, rows, counts)
 
 
-class Reader(threading.Thread):
-    """An analyst reading the funding partitions again and again while runs write them."""
+@pytest.fixture(scope="module")
+def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    """The range written by an undisturbed run."""
+    base = tmp_path_factory.mktemp("kills-reference")
+    root = base / "warehouse"
+    run = run_cli(RANGE, cli_env(exchange, root, base / "dagster"), base / "logs" / "run")
+    assert run.process.returncode == 0, run.output
+    return _reference(root)
 
-    def __init__(self, root: Path, reference: Reference) -> None:
+
+@pytest.fixture(scope="module")
+def two_accounts(
+    exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Reference]:
+    """The range of each of `TWO_ACCOUNTS`, written into one warehouse by an undisturbed
+    command (a run per account)."""
+    base = tmp_path_factory.mktemp("kills-two-accounts")
+    root = base / "warehouse"
+    env = two_accounts_env(exchange, root, base / "dagster", base / "accounts.yaml")
+    run = run_cli(RANGE, env, base / "logs" / "run")
+    assert run.process.returncode == 0, run.output
+    references = {account: _reference(root, account) for account in TWO_ACCOUNTS}
+    # Each account has its own funding: a mix-up of the two would show.
+    assert references["main"].rows["funding_history"] != references["sub_1"].rows["funding_history"]
+    return references
+
+
+class Reader(threading.Thread):
+    """An analyst reading the funding partitions (of each account referred to) again and again
+    while runs write them."""
+
+    def __init__(
+        self, root: Path, references: Mapping[str, Reference], pause: float = 0.01
+    ) -> None:
         super().__init__(daemon=True)
-        self.root, self.counts = root, reference.counts
-        self.months = reference.month_counts()
+        self.root, self.pause = root, pause
+        self.counts = {account: ref.counts for account, ref in references.items()}
+        self.months = {account: ref.month_counts() for account, ref in references.items()}
         self.reads = 0
         self.problems: list[str] = []
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.is_set():
-            self._read_files()
+            for account in self.counts:
+                self._read_files(account)
             self._read_catalog()
-            self._done.wait(0.01)  # a breath between rounds, on a shared machine
+            self._done.wait(self.pause)  # a breath between rounds, on a shared machine
 
-    def _read_files(self) -> None:
-        for path in parquet.partition_files(self.root, "funding_history"):
+    def _read_files(self, account: str) -> None:
+        months = self.months[account]
+        for path in parquet.partition_files(self.root, "funding_history", account=account):
             month = path.parent.name.removeprefix("funding_month=")
             try:
                 found = pq.read_table(path.path).num_rows
@@ -90,33 +135,34 @@ class Reader(threading.Thread):
                 self.problems.append(f"{path}: {type(error).__name__}: {error}")
                 continue
             self.reads += 1
-            if found != self.months.get(month):
-                self.problems.append(f"{month}: {found} rows, the month has {self.months[month]}")
+            if found != months.get(month):
+                self.problems.append(f"{account} {month}: {found} rows, it has {months[month]}")
 
     def _read_catalog(self) -> None:
         try:
             with catalog.connect(self.root) as con:
-                found = dict(
-                    con.execute(
-                        "SELECT funding_date, count(*) FROM funding_history GROUP BY ALL"
-                    ).fetchall()
-                )
+                rows = con.execute(
+                    "SELECT account, funding_date, count(*) FROM funding_history GROUP BY ALL"
+                ).fetchall()
         except Exception as error:  # the test asserts there was none
             self.problems.append(f"catalog: {type(error).__name__}: {error}")
             return
         self.reads += 1
+        found: dict[str, dict[date, int]] = {}
+        for account, day, count in rows:
+            found.setdefault(account, {})[day] = count
         if found != self.counts:
-            self.problems.append(f"catalog: rows per day {found}")
+            self.problems.append(f"catalog: rows per account and day {found}")
 
     def stop(self) -> None:
         self._done.set()
         self.join(timeout=60)
 
 
-def _inodes(root: Path) -> dict[str, int]:
+def _inodes(root: Path, account: str = DEFAULT_ACCOUNT) -> dict[str, int]:
     return {
         p.parent.name: Path(p.path).stat().st_ino
-        for p in parquet.partition_files(root, "funding_history")
+        for p in parquet.partition_files(root, "funding_history", account=account)
     }
 
 
@@ -156,7 +202,7 @@ def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
     catalog_before = (root / catalog.CATALOG_FILE).stat().st_ino
     env = cli_env(exchange, root, home)
 
-    reader = Reader(root, reference)
+    reader = Reader(root, {DEFAULT_ACCOUNT: reference})
     reader.start()
     try:
         killer = ["--at", str(at)]
@@ -202,3 +248,79 @@ def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
     with dg.instance_for_test(temp_dir=str(home)) as instance:
         statuses = sorted(run.status.value for run in instance.get_runs())
     assert statuses == ["FAILURE", "SUCCESS"]
+
+
+@pytest.mark.parametrize(
+    ("point", "at", "chunk_records"),
+    [
+        ("walk", 1, 20),  # the run and its writer killed while the walk pages on
+        ("parquet-mid-file", 3, None),  # two months rewritten, the third half in its temp file
+        ("catalog", 1, None),  # the account's months rewritten, the shared catalog half built
+    ],
+)
+def test_one_account_killed_and_run_again_leaves_the_other_account_untouched(
+    exchange: SpawnedSimulator,
+    two_accounts: dict[str, Reference],
+    tmp_path: Path,
+    point: str,
+    at: int,
+    chunk_records: int | None,
+) -> None:
+    root, home = tmp_path / "warehouse", tmp_path / "dagster"
+    shutil.copytree(two_accounts["main"].root / "parquet", root / "parquet")
+    catalog.refresh(root)
+    env = two_accounts_env(exchange, root, home, tmp_path / "accounts.yaml")
+    untouched = account_files(root, "sub_1")
+    assert untouched
+    before = _inodes(root, "main")
+    catalog_before = (root / catalog.CATALOG_FILE).stat().st_ino
+    one_account = [*RANGE, "--account", "main"]
+
+    reader = Reader(root, two_accounts, pause=0.05)  # twice the files a round: a longer breath
+    reader.start()
+    try:
+        killer = ["--at", str(at)]
+        if chunk_records is not None:
+            killer += ["--chunk-records", str(chunk_records)]
+        killed = Child.start(
+            "tests.reliability.killer",
+            [point, *killer, "--", *one_account],
+            env,
+            tmp_path / "killed",
+        )
+        assert killed.wait() == -signal.SIGKILL, killed.output
+        reads_while_killed = reader.reads
+
+        # The kill landed in the killed account's files (and the catalog), nowhere else.
+        rewritten = [day for day, inode in _inodes(root, "main").items() if inode != before[day]]
+        leftovers = _leftovers(root)
+        if point == "walk":
+            assert 0 < len(rewritten) < len(before), rewritten
+        elif point == "parquet-mid-file":
+            assert len(rewritten) == at - 1, rewritten
+            (temp,) = leftovers
+            assert temp.parent.parent.name == "account=main", temp
+        else:
+            assert len(rewritten) == len(before)
+            assert leftovers
+            assert all(p.name.startswith(f".{catalog.CATALOG_FILE}.") for p in leftovers)
+            assert (root / catalog.CATALOG_FILE).stat().st_ino == catalog_before
+        assert account_files(root, "sub_1") == untouched
+
+        again = run_cli(one_account, env, tmp_path / "again")
+        assert again.process.returncode == 0, again.output
+        assert "left unfinished by a killed process" in again.output
+    finally:
+        reader.stop()
+
+    assert reader.problems == []
+    assert reads_while_killed > 0
+    assert account_files(root, "sub_1") == untouched  # same bytes, same modification times
+    assert {account: warehouse_rows(root, account) for account in TWO_ACCOUNTS} == {
+        account: reference.rows for account, reference in two_accounts.items()
+    }
+    assert _leftovers(root) == []
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        runs = instance.get_runs()
+    assert sorted(run.status.value for run in runs) == ["FAILURE", "SUCCESS"]
+    assert {run.tags[ACCOUNT_TAG] for run in runs} == {"main"}

@@ -1,6 +1,7 @@
 """What the reliability tests share: the nightly workload (funding history for a few days inside
 the simulator's history, as one range run, and today's snapshots), the real CLI run as a child
-process, and the warehouse read back whole, row for row."""
+process, the warehouse read back whole, row for row, and a warehouse of two accounts (an accounts
+file of the simulator's main account and one of its sub-accounts, and each account's files)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ import dagster as dg
 
 from assets import SNAPSHOTS, funding_history
 from pipeline.simulator import (
+    MAIN,
     Credentials,
     Dataset,
     Scale,
     SimClock,
     Simulator,
     SpawnedSimulator,
+    account_dataset,
 )
 from tests.support.dagster_runs import funding_run, resources_for
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog, schemas
+from warehouse import catalog, parquet, schemas
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,6 +45,15 @@ FIRST, LAST = FUNDING_DAYS[0].isoformat(), FUNDING_DAYS[-1].isoformat()
 
 
 SNAPSHOT_TABLES = [key.to_user_string() for asset in SNAPSHOTS for key in asset.keys]
+
+
+#: The accounts of `two_accounts_env`'s file, each with the simulator key it uses: the main
+#: account's B2B partner key, and the first sub-account's key (which may not read investments).
+TWO_ACCOUNTS = {"main": "partner", "sub_1": "sub_1"}
+
+
+#: The snapshot tables of an account whose key may not read the investments history.
+SUBACCOUNT_SNAPSHOT_TABLES = [t for t in SNAPSHOT_TABLES if t not in ("investments", "fixed_plans")]
 
 
 #: A table's rows as the warehouse holds them, without the one column a rerun changes.
@@ -117,6 +129,62 @@ def cli_env(
         "WAREHOUSE_ROOT": str(root),
         "DAGSTER_HOME": str(home),
         "PYTHONUNBUFFERED": "1",
+    }
+
+
+def two_accounts_env(
+    exchange: SpawnedSimulator | Simulator, root: Path, home: Path, accounts_file: Path
+) -> dict[str, str]:
+    """The environment a user sets for `whitebit-etl` to extract two accounts of this exchange
+    into one warehouse: `cli_env`'s, but for the single-account variables, with the accounts
+    file (written to ``accounts_file``) of `TWO_ACCOUNTS` and the variables it names holding
+    their keys and secrets (the file holds the names only)."""
+    single = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET", "WHITEBIT_BASE_URL")
+    env = {
+        name: value
+        for name, value in cli_env(exchange, root, home).items()
+        if name not in (*single, "WHITEBIT_MINING_ACCOUNTS")
+    }
+    lines = ["accounts:"]
+    for name, role in TWO_ACCOUNTS.items():
+        creds = exchange.credentials_for(role)
+        key_env, secret_env = (
+            f"WHITEBIT_{name.upper()}_API_KEY",
+            f"WHITEBIT_{name.upper()}_API_SECRET",
+        )
+        env |= {key_env: creds.api_key, secret_env: creds.api_secret}
+        lines += [
+            f"  - name: {name}",
+            f"    base_url: {exchange.url}",
+            f"    api_key_env: {key_env}",
+            f"    api_secret_env: {secret_env}",
+            f"    mining_accounts: [{', '.join(_mining_accounts(exchange, role))}]",
+            f"    investments: {str(role == 'partner').lower()}",
+        ]
+    accounts_file.parent.mkdir(parents=True, exist_ok=True)
+    accounts_file.write_text("\n".join(lines) + "\n")
+    return env | {"WHITEBIT_ACCOUNTS_FILE": str(accounts_file)}
+
+
+def _mining_accounts(exchange: SpawnedSimulator | Simulator, role: str) -> tuple[str, ...]:
+    """The mining-pool accounts of the account a key acts for (a spawned simulator is one of
+    seed 7 at the small scale, as `cli_env` takes it to be)."""
+    if isinstance(exchange, Simulator):
+        return exchange.dataset_for(role).mining_accounts
+    account = MAIN if role == "partner" else role
+    return account_dataset(7, Scale.small(), SimClock(FROZEN_AT), account=account).mining_accounts
+
+
+#: A partition file's bytes and modification time (ns): what a file untouched keeps.
+Files = dict[str, tuple[bytes, int]]
+
+
+def account_files(root: Path, account: str) -> Files:
+    """Every partition file of one account of the warehouse, every table's."""
+    return {
+        str(path): (Path(path.path).read_bytes(), Path(path.path).stat().st_mtime_ns)
+        for table in schemas.TABLES
+        for path in parquet.partition_files(root, table, account=account)
     }
 
 
