@@ -167,6 +167,7 @@ def run() -> list[Figure]:
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     import dagster as dg
 
+    from assets import WarehouseResource
     from assets.accounts import load
     from assets.definitions import resources
     from assets.jobs import build
@@ -177,7 +178,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     (account,) = (a for a in accounts if a.name == args.account)
     (assets,) = build([account])
     configured = resources(accounts) | {
-        "warehouse": resources(accounts)["warehouse"].model_copy(update={"root": args.root})
+        "warehouse": WarehouseResource(root=args.root, first_account=accounts[0].name)
     }
     if args.what == "warm":
         first = last = LAST_DAY
