@@ -153,17 +153,37 @@ def _asset_names(account: Account) -> list[str]:
     return [key.path[-1] for asset in assets.assets for key in asset.keys]
 
 
-def _selected(names: tuple[str, ...], account: Account) -> list[str]:
-    known = _asset_names(account)
+def _selections(
+    names: tuple[str, ...], accounts: tuple[Account, ...], *, named: bool, console: Console
+) -> dict[str, list[str]]:
+    """The tables each account runs. A table an account has not (no investments for a key
+    without B2B access) is refused when the account was named (``--account``), else left out
+    for that account, saying so; a table no account has is refused."""
+    selections = {}
+    for account in accounts:
+        known = _asset_names(account)
+        lacking = [n for n in names if n not in known]
+        if lacking and (named or len(accounts) == 1):
+            raise click.BadParameter(
+                f"unknown asset(s) {', '.join(lacking)} of account {account.name}; its assets: "
+                f"{', '.join(known)}",
+                param_hint="ASSETS",
+            )
+        if lacking:
+            console.print(f"[yellow]{account.name} has no {', '.join(lacking)}: left out[/yellow]")
+        kept = tuple(n for n in names if n in known)
+        if kept or not names:
+            selections[account.name] = _selected(kept, known)
+    if not selections:
+        raise click.BadParameter(
+            f"unknown asset(s) {', '.join(names)}; no account has them", param_hint="ASSETS"
+        )
+    return selections
+
+
+def _selected(names: tuple[str, ...], known: list[str]) -> list[str]:
     if not names:
         return known
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise click.BadParameter(
-            f"unknown asset(s) {', '.join(unknown)} of account {account.name}; its assets: "
-            f"{', '.join(known)}",
-            param_hint="ASSETS",
-        )
     chosen = list(dict.fromkeys(names))
     # investments and fixed_plans come from one walk: they run together.
     if {"investments", "fixed_plans"} & set(chosen):
@@ -261,10 +281,12 @@ def materialize(
             raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
     else:
         start = end = None
-    selections = {account.name: _selected(assets, account) for account in chosen}
+    selections = _selections(assets, chosen, named=bool(account_names), console=console)
     failed: list[Failed] = []
     for account in chosen:
-        selected = selections[account.name]
+        selected = selections.get(account.name)
+        if selected is None:
+            continue
 
         def run(
             tables: list[str], a: date | None, b: date | None, account: Account = account

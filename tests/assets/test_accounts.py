@@ -7,10 +7,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pytest
+from click.testing import CliRunner
 
 from assets import build, jobs
 from assets.accounts import AccountsFileError, load
+from assets.cli import main
 from assets.definitions import definitions
 from assets.jobs import nightly_requests
 from pipeline import spec
@@ -152,3 +155,27 @@ def test_the_example_file_loads_once_its_variables_are_set() -> None:
     accounts = load({"WHITEBIT_ACCOUNTS_FILE": str(example), **dict.fromkeys(named, "set")})
     assert [a.name for a in accounts] == ["main", "hedge_sub", "desk_eu"]
     assert definitions(accounts).resolve_job_def("nightly") is not None
+
+
+DEMO_ACCOUNTS = Path(__file__).resolve().parents[2] / "assets" / "accounts.demo.yaml"
+
+
+def test_a_table_one_account_has_not_is_left_out_for_it_unless_it_is_named(
+    tmp_path: Path,
+) -> None:
+    """The demo's accounts on the embedded simulator: only the main account's key may read the
+    investments history."""
+    env = {"WHITEBIT_ACCOUNTS_FILE": str(DEMO_ACCOUNTS), "WAREHOUSE_ROOT": str(tmp_path / "w")}
+    runner = CliRunner()
+    named = runner.invoke(main, ["materialize", "investments", "--account", "sub_1"], env=env)
+    assert named.exit_code == 2
+    assert "unknown asset(s) investments of account sub_1" in named.output
+    nobody = runner.invoke(main, ["materialize", "nope"], env=env)
+    assert nobody.exit_code == 2
+    assert "no account has them" in nobody.output
+    every = runner.invoke(main, ["materialize", "investments"], env=env)
+    assert every.exit_code == 0, every.output
+    assert "sub_1 has no investments: left out" in every.output
+    with duckdb.connect(str(tmp_path / "w" / "warehouse.duckdb"), read_only=True) as con:
+        found = con.execute("SELECT DISTINCT account FROM investments").fetchall()
+    assert found == [("main",)]
