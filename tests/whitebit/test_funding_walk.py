@@ -109,14 +109,20 @@ def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(
     truth = s.dataset.funding.newest_first()
     s.faults.set(0.2, seed=11, slow_seconds=0.05)
 
+    def as_meant(rows: list[Any]) -> list[Any]:
+        """The rows without the field the extra-field fault adds: a new field is kept, as
+        received, wherever it lands (which request gets which fault depends on the order the
+        requests arrive in)."""
+        return [{k: v for k, v in row.items() if k != "unexpectedField"} for row in rows]
+
     async def main() -> None:
         async with client(s) as c:
             walk = c.walk_funding()
-            assert await collect(walk) == truth
+            assert as_meant(await collect(walk)) == truth
             assert walk.report.retries > 0
             markets = sorted(s.dataset.funding.market_names)[:5]
             per_market = await collect(c.walk_funding(markets=markets))
-            assert per_market == [r for r in truth if r["market"] in markets]
+            assert as_meant(per_market) == [r for r in truth if r["market"] in markets]
 
     asyncio.run(main())
     assert set(s.faults.injected) == set(Fault)
