@@ -145,19 +145,26 @@ def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
         }
 
 
-def _faked(at: str, args: list[str], warehouse: Path) -> str:
+def _faked(at: str, args: list[str], warehouse: Path, *, accounts: Path | None = None) -> str:
     """``whitebit-etl ARGS`` with the wall clock set to ``at`` (UTC) and running on from it:
-    the CLI, Dagster and the embedded simulator in it all see that time. Returns its output."""
+    the CLI, Dagster and the embedded simulator in it all see that time; with ``accounts``, that
+    accounts file. Returns its output."""
     faketime = shutil.which("faketime")
     assert faketime, "these tests need Debian's faketime: make test installs it"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
     env |= {"WAREHOUSE_ROOT": str(warehouse), "TZ": "UTC"}
+    if accounts is not None:
+        env["WHITEBIT_ACCOUNTS_FILE"] = str(accounts)
     done = subprocess.run(
         [faketime, at, sys.executable, "-m", "assets.cli", *args],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
+
+
+#: The demo's accounts: the embedded simulator's main account and its sub-account sub_1.
+DEMO_ACCOUNTS = Path(__file__).resolve().parents[2] / "assets" / "accounts.demo.yaml"
 
 
 def _funding_by_day(rows: list[tuple[object, ...]]) -> dict[date, list[tuple[object, ...]]]:
@@ -197,8 +204,8 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     extracted_at."""
     first_midnight = datetime(2026, 11, 25, tzinfo=UTC)
     warehouse, said = _demo_across_midnight(tmp_path / "first", first_midnight)
-    assert "Rows per table" in said
-    assert "daily_funding_by_market" in said
+    assert "Rows per table and account" in said
+    assert "balances_across_accounts" in said  # the query across the two accounts
     assert "make ui" in said
     first = _warehouse_rows(warehouse)
     assert len(first["funding_history"]) > 500
@@ -211,11 +218,14 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     end = max(first_days)
     assert end in (date(2026, 11, 23), date(2026, 11, 24))
     assert sorted(first_days) == [end - timedelta(days=n) for n in range(29, -1, -1)]
-    ((taken,),) = {(r[-1],) for r in first["hedge_mode"]}
-    assert end < taken <= date(2026, 11, 25)
+    # Each account's snapshots are of the day its run took them: one day, or the two around
+    # midnight.
+    taken = {r[-1] for r in first["hedge_mode"]}
+    assert all(end < day <= date(2026, 11, 25) for day in taken), taken
 
+    assert {r[0] for r in first["funding_history"]} == {"main", "sub_1"}
     rerun = ["materialize", "funding_history", "--from", str(min(first_days)), "--to", str(end)]
-    said = _faked("2026-11-25 23:59:56", rerun, warehouse)
+    said = _faked("2026-11-25 23:59:56", rerun, warehouse, accounts=DEMO_ACCOUNTS)
     # The same range a day later: the same rows, only extracted_at is new.
     assert _warehouse_rows(warehouse)["funding_history"] == first["funding_history"]
     said += _faked("2026-11-25 23:59:56", ["demo"], warehouse)
