@@ -156,12 +156,20 @@ def _asset_names(account: Account) -> list[str]:
 def _selections(
     names: tuple[str, ...], accounts: tuple[Account, ...], *, named: bool, console: Console
 ) -> dict[str, list[str]]:
-    """The tables each account runs. A table an account has not (no investments for a key
-    without B2B access) is refused when the account was named (``--account``), else left out
-    for that account, saying so; a table no account has is refused."""
+    """The tables each account runs. A table no account has is refused; one an account has not
+    (no investments for a key without B2B access) is refused when the account was named
+    (``--account``, or the only one), else left out for that account, saying so."""
+    known_by = {account.name: _asset_names(account) for account in accounts}
+    nowhere = [n for n in names if not any(n in known for known in known_by.values())]
+    if nowhere and len(accounts) > 1:  # one account's own message names it
+        every = sorted({name for known in known_by.values() for name in known})
+        raise click.BadParameter(
+            f"unknown asset(s) {', '.join(nowhere)}; assets: {', '.join(every)}",
+            param_hint="ASSETS",
+        )
     selections = {}
     for account in accounts:
-        known = _asset_names(account)
+        known = known_by[account.name]
         lacking = [n for n in names if n not in known]
         if lacking and (named or len(accounts) == 1):
             raise click.BadParameter(
@@ -174,10 +182,6 @@ def _selections(
         kept = tuple(n for n in names if n in known)
         if kept or not names:
             selections[account.name] = _selected(kept, known)
-    if not selections:
-        raise click.BadParameter(
-            f"unknown asset(s) {', '.join(names)}; no account has them", param_hint="ASSETS"
-        )
     return selections
 
 
