@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
+import heapq
 import os
 import stat
 import struct
@@ -108,6 +109,8 @@ class Pacer:
         self._forks = -1  # `_forks` when the file was opened: a forked child opens its own
         self._look_again_at = 0.0  # when to see whether the file is still the directory's
         self._closer: weakref.finalize[[int], Pacer] | None = None
+        #: Per group, the slots cancelled waiters of this process gave back (a heap of times).
+        self._returned: dict[str, list[float]] = {}
 
     def budget(self, operation: spec.Operation) -> spec.RateBudget:
         """The budget this pacer holds the operation to."""
@@ -124,10 +127,36 @@ class Pacer:
         return self._rate(self.budget(operation))
 
     async def acquire(self, operation: spec.Operation) -> None:
-        """Wait until the operation's budget group allows one more request."""
-        wait = self._reserve(self._cells[operation.budget.group])
+        """Wait until the operation's budget group allows one more request.
+
+        A waiter cancelled before its turn (a walk drops the pages it fetched ahead once a
+        slice ends) hands its slot to the process's next waiter of the group, so that prefetching
+        costs no budget: without it, an investments walk used 80% of its budget, not 97%."""
+        group = operation.budget.group
+        cell = self._cells[group]
+        slot = self._given_back(group)
+        if slot is None:
+            slot = self._reserve(cell)
+        wait = slot - cell.tolerance - time.monotonic()
         if wait > 0:
-            await asyncio.sleep(wait)
+            try:
+                await asyncio.sleep(wait)
+            except asyncio.CancelledError:
+                with self._lock:
+                    heapq.heappush(self._returned.setdefault(group, []), slot)
+                raise
+
+    def _given_back(self, group: str) -> float | None:
+        """The earliest slot a cancelled waiter gave back that is still ahead; None without one.
+        A slot whose time has passed is dropped: taking it now would crowd the present."""
+        now = time.monotonic()
+        with self._lock:
+            returned = self._returned.get(group)
+            while returned:
+                slot = heapq.heappop(returned)
+                if slot >= now:
+                    return slot
+        return None
 
     def __repr__(self) -> str:
         return (
@@ -172,7 +201,8 @@ class Pacer:
     # --- the shared state --------------------------------------------------------------------
 
     def _reserve(self, cell: _Cell) -> float:
-        """Take the next slot of the cell's group; how long to wait for it, in seconds."""
+        """Take the next slot of the cell's group: its time (``time.monotonic``), which a
+        request may go at from ``tolerance`` before."""
         with self._lock:
             fd = self._fd
             if self._forks != _forks or time.monotonic() >= self._look_again_at:
@@ -189,7 +219,7 @@ class Pacer:
                 os.pwrite(fd, _TAT.pack(tat + cell.interval), cell.offset)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-        return tat - cell.tolerance - now
+        return tat
 
     def _current_file(self) -> int:
         """The file, opened again when this process was forked from the one that opened it (the

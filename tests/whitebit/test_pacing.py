@@ -426,3 +426,34 @@ def test_nonces_never_run_further_ahead_than_the_window_allows() -> None:
     # Past the lead, the caller is told to wait until the clock has caught up.
     assert nonce - now_ms - wait * 1000 <= NONCE_MAX_LEAD_MS
     assert wait > 0
+
+
+def test_a_waiter_cancelled_before_its_turn_gives_its_slot_to_the_next(tmp_path: Path) -> None:
+    """A walk cancels the pages it fetched ahead once a slice ends: their slots go to the next
+    requests of the process, not to waste. A budget of 10 per 10 s spaces slots over a second,
+    so the slot given back is still ahead however slow the machine."""
+    budget = spec.RateBudget(FUNDING_GROUP, 10, 10.0)
+    operation = spec.FUNDING_HISTORY
+
+    async def main() -> int:
+        pacer = Pacer([budget], origin="http://127.0.0.1:9", directory=tmp_path)
+        reserved = 0
+        reserve = pacer._reserve
+
+        def counted(cell: Any) -> float:
+            nonlocal reserved
+            reserved += 1
+            return reserve(cell)
+
+        pacer._reserve = counted  # type: ignore[method-assign]
+        for _ in range(pacer.burst_of(operation)):
+            await pacer.acquire(operation)  # the opening burst: at once
+        waiting = asyncio.create_task(pacer.acquire(operation))
+        await asyncio.sleep(0.05)  # it took the next slot, a second ahead, and waits for it
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        await pacer.acquire(operation)  # the slot given back: no new one taken
+        return reserved
+
+    assert asyncio.run(main()) == Pacer([budget]).burst_of(operation) + 1
