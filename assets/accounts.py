@@ -158,15 +158,16 @@ def single(env: Mapping[str, str]) -> Account:
         base_url=env.get("WHITEBIT_BASE_URL") or spec.GLOBAL_BASE_URL,
         key_env=KEY_ENV if configured else None,
         secret_env=SECRET_ENV if configured else None,
-        mining_accounts=_names(env.get("WHITEBIT_MINING_ACCOUNTS")),
-        markets=_names(env.get("WHITEBIT_MARKETS")) or None,
+        mining_accounts=names(env.get("WHITEBIT_MINING_ACCOUNTS")),
+        markets=names(env.get("WHITEBIT_MARKETS")) or None,
         investments=True,
         simulator_key=None if configured else "partner",
         prefixed=False,
     )
 
 
-def _names(text: str | None) -> tuple[str, ...]:
+def names(text: str | None) -> tuple[str, ...]:
+    """Comma-separated names, trimmed, empty ones dropped."""
     return tuple(n.strip() for n in (text or "").split(",") if n.strip())
 
 

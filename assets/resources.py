@@ -24,7 +24,7 @@ from warehouse import parquet
 from warehouse.schemas import DEFAULT_ACCOUNT
 from warehouse.settings import DEFAULT_ROOT, warehouse_root
 
-from .accounts import SIMULATOR_SUBACCOUNTS
+from .accounts import SIMULATOR_SUBACCOUNTS, names
 
 #: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a
 #: rerun within the day sees the same data.
@@ -47,10 +47,6 @@ class Exchange:
         return AsyncWhiteBIT(
             self.credentials, base_url=self.base_url, retry=self.retry, pacing=self.paced
         )
-
-
-def _names(text: str | None) -> tuple[str, ...]:
-    return tuple(n.strip() for n in (text or "").split(",") if n.strip())
 
 
 class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -83,7 +79,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     @contextmanager
     def exchange(self, log: logging.Logger | dg.DagsterLogManager) -> Iterator[Exchange]:
         """The exchange for one step: the configured account, or a simulator started for it."""
-        markets = _names(self.markets) or None
+        markets = names(self.markets) or None
         retry = RetryPolicy(
             max_retries=self.max_retries, initial_delay_s=self.initial_retry_delay_s
         )
@@ -92,7 +88,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 Credentials(self.api_key or "", self.api_secret or ""),
                 self.base_url,
                 simulated=False,
-                mining_accounts=_names(self.mining_accounts),
+                mining_accounts=names(self.mining_accounts),
                 markets=markets,
                 retry=retry,
                 paced=self.paced,
@@ -119,7 +115,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 Credentials(demo.api_key, demo.api_secret),
                 sim.url,
                 simulated=True,
-                mining_accounts=_names(self.mining_accounts) or dataset.mining_accounts,
+                mining_accounts=names(self.mining_accounts) or dataset.mining_accounts,
                 markets=markets,
                 retry=retry,
                 paced=self.paced,

@@ -16,9 +16,9 @@ from assets.accounts import load
 from assets.definitions import definitions
 from assets.jobs import nightly_requests
 from pipeline.simulator import SimClock, Simulator
-from tests.support.cli_runs import failures, warehouse_rows
+from tests.support.cli_runs import account_files, failures, warehouse_rows
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog, parquet, schemas
+from warehouse import catalog
 
 #: A night of the simulator's data: the funding month that holds its yesterday (2026-09).
 TICK = datetime.fromtimestamp(FROZEN_AT, UTC).replace(hour=0, minute=30, second=0)
@@ -117,15 +117,6 @@ def test_each_account_of_a_night_equals_the_account_extracted_alone(
     assert len(set(funding)) == len(accounts)
 
 
-def _files(root: Path, account: str) -> dict[str, tuple[bytes, int]]:
-    """Every partition file of an account: its bytes and its modification time."""
-    return {
-        str(path): (Path(path).read_bytes(), Path(path).stat().st_mtime_ns)
-        for table in schemas.TABLES
-        for path in parquet.partition_files(root, table, account=account)
-    }
-
-
 def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouched(
     exchange: Simulator,
     tmp_path: Path,
@@ -147,11 +138,11 @@ def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouch
     assert rows["sub_1"]["main_balances"]
     assert not any(rows["broken"].values())
 
-    before = {account: _files(root, account) for account in ("main", "sub_1")}
+    before = {account: account_files(root, account) for account in ("main", "sub_1")}
     assert all(before.values())
     main = next(a for a in accounts if a.name == "main")
     assert _night(accounts, root, instance, only=[main]) == {"main": []}
-    after = {account: _files(root, account) for account in ("main", "sub_1")}
+    after = {account: account_files(root, account) for account in ("main", "sub_1")}
     assert after["sub_1"] == before["sub_1"]  # not rewritten: same bytes, same times
     assert after["main"].keys() == before["main"].keys()
     assert all(after["main"][f][1] > before["main"][f][1] for f in after["main"])

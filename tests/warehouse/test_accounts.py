@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.cli_runs import account_files
 from tests.support.records import DAY, EXTRACTED_AT, funding_record, watcher_link
 from warehouse import catalog, normalize, parquet, schemas
 from warehouse.parquet import InvalidPartitionValue
@@ -38,14 +39,6 @@ def _funding(root: Path, account: str, amount: str) -> None:
     parquet.write_batch(root, batch, account=account)
 
 
-def _files(root: Path, account: str) -> dict[str, tuple[bytes, int]]:
-    return {
-        str(path): (Path(path).read_bytes(), Path(path).stat().st_mtime_ns)
-        for table in schemas.TABLES
-        for path in parquet.partition_files(root, table, account=account)
-    }
-
-
 def _query(root: Path, sql: str) -> list[tuple[object, ...]]:
     with catalog.connect(root) as con:
         return con.execute(sql).fetchall()
@@ -56,11 +49,11 @@ def test_each_account_is_a_path_segment_and_a_write_of_one_leaves_the_others_fil
 ) -> None:
     _funding(root, "main", "1.5")
     _balances(root, "main", DAY, "10")
-    before = _files(root, "main")
+    before = account_files(root, "main")
     _funding(root, "sub_1", "-2.25")
     _balances(root, "sub_1", DAY, "20")
     _balances(root, "sub_1", NEXT, "21")
-    assert _files(root, "main") == before
+    assert account_files(root, "main") == before
     funding = parquet.partition_files(root, "funding_history")
     assert [f.relative_to(root / "parquet").as_posix() for f in funding] == [
         "funding_history/account=main/funding_month=2024-03/data.parquet",
