@@ -20,10 +20,10 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final
 
 import dagster as dg
-import duckdb
 
-from warehouse import parquet, schemas
+from warehouse import catalog, parquet, schemas
 from warehouse.parquet import Root
+from warehouse.settings import location
 
 from .loading import Written
 from .resources import WarehouseResource
@@ -85,7 +85,8 @@ def _files(root: Root, table: str, partitions: Sequence[parquet.Partition]) -> l
     """The files holding these partitions of ``table`` now (a partition may have none; the days
     of a month share its file)."""
     paths = {
-        path.path: path for path in (parquet.partition_path(root, table, p) for p in partitions)
+        location(path): path
+        for path in (parquet.partition_path(root, table, p) for p in partitions)
     }
     return [text for text, path in paths.items() if path.exists()]
 
@@ -111,7 +112,7 @@ def stored_rows(root: Root, table: str, account: str, days: Sequence[date]) -> i
     """Rows the account's files hold of these days."""
     total = 0
     where, params = of_days(table, days)
-    with duckdb.connect() as con:
+    with catalog.reader(root) as con:
         for batch in _batches(_files(root, table, _days(account, days))):
             found = con.execute(
                 f"SELECT count(*) FROM {_read(batch)} {where}",  # noqa: S608
@@ -131,7 +132,7 @@ def unique_keys(
     columns = ", ".join(f'"{k}"' for k in by)
     files = _files(root, table, _days(account, days))
     duplicated: list[str] = []
-    with duckdb.connect() as con:
+    with catalog.reader(root) as con:
         for batch in _batches(files):
             if len(duplicated) >= 5:
                 break
@@ -190,7 +191,7 @@ def no_rejects(
     reasons: list[str] = []
     if files:
         rejects = _read(files)
-        with duckdb.connect() as con:
+        with catalog.reader(root) as con:
             # Hive partitioning may read a day-like value as a DATE: text, as the view has it.
             per_partition = dict(
                 con.execute(
@@ -318,9 +319,9 @@ def fresh(
     extracted: datetime | None = None
     if path.exists():
         where, params = of_days(table, [day])
-        with duckdb.connect() as con:
+        with catalog.reader(root) as con:
             found = con.execute(
-                f"SELECT min(extracted_at) FROM {_read([path.path])} {where}",  # noqa: S608
+                f"SELECT min(extracted_at) FROM {_read([location(path)])} {where}",  # noqa: S608
                 params,
             ).fetchone()
         extracted = found[0] if found else None

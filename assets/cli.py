@@ -25,7 +25,7 @@ from rich.markup import escape
 from pipeline import spec
 from pipeline.simulator import simulator_command
 from pipeline.whitebit import AsyncWhiteBIT, WhiteBITError
-from warehouse.cli import sql_command, tables_command
+from warehouse.cli import catalog_command, sql_command, tables_command
 
 if TYPE_CHECKING:
     from assets.accounts import Account
@@ -68,6 +68,7 @@ def main() -> None:
 
 main.add_command(sql_command)
 main.add_command(tables_command)
+main.add_command(catalog_command)
 main.add_command(simulator_command)
 
 

@@ -27,7 +27,7 @@ import yaml
 from upath import UPath
 
 from warehouse.parquet import exclusive_lock
-from warehouse.settings import warehouse_root
+from warehouse.settings import local_dir
 
 POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
 #: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
@@ -80,9 +80,9 @@ def _home(default: Path, *, postgres: bool) -> Path:
 
 
 def dagster_home() -> Path:
-    """The instance home of the CLI and `make ui`: ``$DAGSTER_HOME``, else
-    ``WAREHOUSE_ROOT/dagster``."""
-    return _home(Path(warehouse_root().path) / "dagster", postgres=False)
+    """The instance home of the CLI and `make ui`: ``$DAGSTER_HOME``, else ``dagster`` in the
+    warehouse's local directory (the root itself, when it is local)."""
+    return _home(local_dir() / "dagster", postgres=False)
 
 
 def instance_home() -> tuple[Path, str]:
@@ -102,7 +102,7 @@ def instance_home() -> tuple[Path, str]:
             f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
             f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
         )
-    home = _home(Path(warehouse_root().path) / "dagster-postgres", postgres=True)
+    home = _home(local_dir() / "dagster-postgres", postgres=True)
     if not _uses_postgres(home / "dagster.yaml"):
         raise InstanceError(
             f"{home / 'dagster.yaml'} stores the instance in SQLite under {home}: give the "

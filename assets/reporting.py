@@ -10,11 +10,11 @@ from datetime import date
 from typing import Any, Final
 
 import dagster as dg
-import duckdb
 
 from pipeline.whitebit import WalkReport, WhiteBITError
-from warehouse import parquet
+from warehouse import catalog, parquet
 from warehouse.parquet import Root
+from warehouse.settings import location
 
 from . import checks
 from .loading import Written
@@ -103,10 +103,10 @@ def preview(root: Root, table: str, account: str, days: Sequence[date]) -> dg.Me
     if not path.exists():
         return dg.MetadataValue.md("_no rows_")
     where, params = checks.of_days(table, [newest])
-    with duckdb.connect() as con:
+    with catalog.reader(root) as con:
         relation = con.sql(
             f"SELECT * FROM read_parquet(?) {where} LIMIT ?",  # noqa: S608
-            params=[path.path, *params, PREVIEW_ROWS],
+            params=[location(path), *params, PREVIEW_ROWS],
         )
         columns = relation.columns
         rows = relation.fetchall()

@@ -18,6 +18,7 @@ import pytest
 
 from pipeline.simulator import Scale, SimClock, Simulator
 from tests.support.leaks import LEDGER
+from tests.support.s3 import S3Server
 from tests.support.simulated import FROZEN_AT
 
 #: Fixtures whose simulator holds a million funding entries: a test using one is slow.
@@ -183,3 +184,28 @@ def too_large_sim() -> Iterator[Simulator]:
         seed=7, scale=Scale.parse("investments=25000,tickers=1"), clock=SimClock(FROZEN_AT)
     ) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 server, one per test process."""
+    server = S3Server(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_root(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """``s3://<a new bucket>/warehouse``, this process's AWS variables pointing at the server (and
+    the local catalog and state under the test's directory). The bucket's objects are copied
+    under the test's directory afterwards, where the secrets scan reads them."""
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    bucket = s3_server.bucket()
+    yield f"s3://{bucket}/warehouse"
+    s3_server.mirror(bucket, tmp_path / "s3-objects")

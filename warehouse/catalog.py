@@ -1,11 +1,20 @@
-"""The DuckDB catalog analysts query: ``WAREHOUSE_ROOT/warehouse.duckdb``, views only.
+"""The DuckDB catalog analysts query: a local ``warehouse.duckdb`` of views only.
 
 It holds one view per table of `warehouse.schemas` over that table's Parquet of every account
 (Hive partitioning on, partition column types pinned, union by name, a comment on the view and on
 every column; ``account`` first),
 and the curated views of ``warehouse/sql/<view>.sql`` (a ``SELECT``; its leading ``--`` lines
 are the view's comment). Views read the files at query time, so a partition replaced after a
-refresh is seen by the next query without another refresh.
+refresh is seen by the next query without another refresh. The view ``_catalog`` names the root
+the views read, so a connection knows which store to reach and can tell when the files are gone.
+
+Where it is (`warehouse.settings.catalog_path`): ``WAREHOUSE_CATALOG``, else ``warehouse.duckdb``
+in the root (a local root) or in this machine's directory for a remote root. With an ``s3://``
+root the views read ``s3://`` paths through an fsspec filesystem (s3fs) that every connection
+made here registers before it reads: DuckDB's httpfs extension is never needed nor downloaded,
+and the file holds no credential (they come from the AWS variables or profile, at query time).
+`refresh` can also write a catalog elsewhere (``whitebit-etl catalog --root … --out …``): an
+analyst's own file over the shared Parquet, or the catalog of a warehouse that was moved.
 
 Why the file is rebuilt beside and renamed over rather than opened read-write in place: DuckDB
 lets one process open a database file read-write or any number of processes open it read-only,
@@ -16,9 +25,8 @@ the file it opened (the old views, which still read the current Parquet) and see
 when it reconnects. Anything an analyst creates in ``warehouse.duckdb`` itself is lost at the
 next refresh; keep personal objects in a database of your own and ``ATTACH`` this one.
 
-Refreshes take turns under a lock (in ``parquet/.locks``, with the partition writers'), so that
-each first removes the temp files of a refresh that was killed mid-way, never those of one still
-building.
+Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
+the temp files of a refresh that was killed mid-way, never those of one still building.
 
 A table with no Parquet file yet gets a view with its columns and zero rows, so queries work on a
 fresh warehouse; it reads files from the next refresh on.
@@ -37,23 +45,27 @@ from typing import TYPE_CHECKING, Final, cast
 
 import duckdb
 import pyarrow as pa
+from upath import UPath
 
 from warehouse import schemas
 from warehouse.parquet import (
+    PARQUET_DIR,
     PARTITION_FILE,
     Root,
     exclusive_lock,
-    lock_path,
     partition_files,
     table_path,
 )
 from warehouse.schemas import TableSchema
-from warehouse.settings import is_local, warehouse_root
+from warehouse.settings import CATALOG_FILE as CATALOG_FILE
+from warehouse.settings import catalog_path as catalog_path
+from warehouse.settings import is_local, location, warehouse_root
 
 if TYPE_CHECKING:
     import pandas as pd
 
-CATALOG_FILE: Final = "warehouse.duckdb"
+#: The view naming the root a catalog's views read.
+ROOT_VIEW: Final = "_catalog"
 #: The package directory holding the curated views.
 CURATED_SQL: Final = "sql"
 
@@ -69,26 +81,36 @@ class CatalogRefresh:
     empty_tables: tuple[str, ...]
 
 
-def catalog_path(root: Root = None) -> Path:
-    """``<root>/warehouse.duckdb``; the catalog needs a local root (DuckDB opens a local file)."""
+class CatalogError(RuntimeError):
+    """A catalog that cannot answer: its Parquet is gone, or it was never built."""
+
+
+def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> CatalogRefresh:
+    """Rebuild the catalog's views beside it and swap it in; idempotent. ``out``: the file to
+    write (default: `catalog_path` of the root)."""
     base = warehouse_root(root)
-    if not is_local(base):
-        raise ValueError(f"the DuckDB catalog needs a local WAREHOUSE_ROOT, not {base}")
-    return Path(base.path) / CATALOG_FILE
-
-
-def refresh(root: Root = None) -> CatalogRefresh:
-    """Rebuild the catalog's views beside it and swap it in; idempotent."""
-    target = catalog_path(root)
+    target = Path(os.path.abspath(out)) if out is not None else catalog_path(base)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(lock_path(root, CATALOG_FILE)):
+    lock = UPath(str(target.with_name(f".{target.name}.lock")))
+    with exclusive_lock(lock):
         for killed in target.parent.glob(f".{target.name}.*.tmp*"):
             killed.unlink(missing_ok=True)
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
             with duckdb.connect(str(temp)) as con:
-                empty = _create_table_views(con, root)
+                _reach(con, base)
+                empty = _create_table_views(con, base)
                 curated = _create_curated_views(con)
+                filled = len(empty) < len(schemas.TABLES)
+                con.execute(
+                    f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(location(base))} AS root, "
+                    f"{filled} AS had_files"
+                )
+                con.execute(
+                    f"COMMENT ON VIEW {ROOT_VIEW} IS "
+                    "'The warehouse root the views of this catalog read, and whether it held "
+                    "files when the catalog was built.'"
+                )
             os.replace(temp, target)
         finally:
             for leftover in (temp, temp.with_name(temp.name + ".wal")):
@@ -96,11 +118,49 @@ def refresh(root: Root = None) -> CatalogRefresh:
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
 
 
-def connect(root: Root = None) -> duckdb.DuckDBPyConnection:
-    """A read-only analyst connection to the catalog, showing times in UTC."""
-    con = duckdb.connect(str(catalog_path(root)), read_only=True)
-    con.execute("SET TimeZone = 'UTC'")
+def connect(
+    root: Root = None, *, path: str | os.PathLike[str] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A read-only analyst connection to the catalog (``path``, default: `catalog_path` of the
+    root), showing times in UTC, able to read the root its views name."""
+    file = Path(os.path.abspath(path)) if path is not None else catalog_path(root)
+    if not file.exists():
+        raise CatalogError(
+            f"no catalog at {file}: build it with `whitebit-etl catalog --root <the warehouse "
+            f"root> --out {file}`"
+        )
+    con = duckdb.connect(str(file), read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        named = con.execute(f"SELECT root, had_files FROM {ROOT_VIEW}").fetchone()  # noqa: S608
+        read, had_files = named if named is not None else ("", False)
+        base = warehouse_root(read)
+        _reach(con, base)
+        if had_files and not (base / PARQUET_DIR).exists():
+            raise CatalogError(
+                f"the catalog {file} reads the Parquet at {read}, which is not there (moved, "
+                f"unmounted or removed?): rebuild it with `whitebit-etl catalog --root <where "
+                f"the warehouse is now> --out {file}`"
+            )
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def reader(root: Root = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that reads the root's Parquet (checks and previews)."""
+    con = duckdb.connect()
+    _reach(con, warehouse_root(root))
+    return con
+
+
+def _reach(con: duckdb.DuckDBPyConnection, base: UPath) -> None:
+    """Let ``con`` read files under ``base``: nothing to do locally; a store's filesystem is
+    registered (never DuckDB's own extensions, which it would download)."""
+    con.execute("SET autoinstall_known_extensions = false")
+    if not is_local(base):
+        con.register_filesystem(base.fs)
 
 
 def query(sql: str, params: Sequence[object] = (), *, root: Root = None) -> pd.DataFrame:
@@ -163,7 +223,7 @@ def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str
 def _parquet_source(schema: TableSchema, root: Root) -> str:
     # Exact depth, not "**": no recursive listing per query, and no stray file is picked up.
     depth = "/".join("*" for _ in schema.path_columns)
-    files = f"{table_path(root, schema.name).path}/{depth}/{PARTITION_FILE}"
+    files = f"{location(table_path(root, schema.name))}/{depth}/{PARTITION_FILE}"
     hive_types = ", ".join(
         f"{_literal(name)}: {_literal(_path_type(schema, name))}" for name in schema.path_columns
     )

@@ -1,5 +1,6 @@
-"""Analyst commands of `whitebit-etl`: ``sql`` (query the catalog) and ``tables`` (the data
-dictionary). `assets.cli` attaches them to its group.
+"""Analyst commands of `whitebit-etl`: ``sql`` (query the catalog), ``catalog`` (write a catalog
+over a root, wherever it is) and ``tables`` (the data dictionary). `assets.cli` attaches them to
+its group.
 
 Decimals are printed with their exact digits (trailing zeros of the fixed scale trimmed, never
 in exponent form, never through a float); times in UTC, ISO 8601.
@@ -21,16 +22,29 @@ from rich.table import Table
 
 from warehouse import catalog, schemas
 
+CATALOG_OPTION = click.option(
+    "--catalog",
+    "catalog_file",
+    type=click.Path(dir_okay=False),
+    help="The DuckDB catalog to query (one `whitebit-etl catalog --out` wrote); default: "
+    "WAREHOUSE_CATALOG, else the warehouse root's.",
+)
+
 
 @click.command("sql")
 @click.argument("query")
+@CATALOG_OPTION
 @click.option("--csv", "output", flag_value="csv", help="Print CSV instead of a table.")
 @click.option("--json", "output", flag_value="json", help="Print a JSON array of objects.")
-def sql_command(query: str, output: str | None) -> None:
+def sql_command(query: str, catalog_file: str | None, output: str | None) -> None:
     """Run QUERY against the warehouse catalog (read-only) and print the result."""
-    if not catalog.catalog_path().exists():
+    if catalog_file is None and not catalog.catalog_path().exists():
         catalog.refresh()  # a fresh warehouse: the catalog is views only, cheap to create
-    with catalog.connect() as con:
+    try:
+        con = catalog.connect(path=catalog_file)
+    except catalog.CatalogError as error:
+        raise click.ClickException(str(error)) from None
+    with con:
         try:
             result = con.execute(query)
         except duckdb.Error as error:
@@ -46,6 +60,39 @@ def sql_command(query: str, output: str | None) -> None:
         click.echo(json.dumps(records, ensure_ascii=False, indent=2))
     else:
         print_table(names, rows)
+
+
+@click.command("catalog")
+@click.option(
+    "--root",
+    required=True,
+    help="Where the Parquet is: a local directory, or s3://bucket/prefix (AWS variables or "
+    "profile for the credentials and endpoint).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="The DuckDB file to write (default: WAREHOUSE_CATALOG, else the root's catalog).",
+)
+def catalog_command(root: str, out: str | None) -> None:
+    """Write a DuckDB catalog whose views read the Parquet under ROOT, wherever it is: an
+    analyst's own over a shared warehouse, or a moved warehouse's. It holds views only, and no
+    credential."""
+    try:
+        built = catalog.refresh(root, out=out)
+    except (ValueError, OSError) as error:
+        raise click.ClickException(f"catalog of {root}: {error}") from None
+    filled = len(built.table_views) - len(built.empty_tables)
+    click.echo(
+        f"{built.path}: {len(built.table_views)} table views ({filled} with files), "
+        f"{len(built.curated_views)} curated views, reading {root}"
+    )
+    if built.empty_tables:
+        click.echo(
+            f"no files yet for {', '.join(built.empty_tables)}: their views are empty until "
+            "the catalog is written again"
+        )
+    click.echo(f'query it: whitebit-etl sql --catalog {built.path} "SELECT ..."')
 
 
 def _partitioning(schema: schemas.TableSchema) -> str:

@@ -13,19 +13,22 @@ Replacing a partition writes the new file beside the old one (a dot-named ``.tmp
 same directory, which no ``*.parquet`` glob matches), fsyncs it, and renames it over the stable
 file name. A reader therefore sees the old file or the new one, never a mix and never nothing; a
 process killed mid-write leaves the old file whole (its temp file is removed by the next write of
-that partition). Writers of a table take turns, a partition at a time, under an advisory lock
-(local roots; one lock file per table in ``parquet/.locks``), so two runs of one partition at
-once end with one whole partition and its own rejects. Rows are sorted by key first, so the same
-input gives the same file contents.
+that partition). Writers of a table take turns, a partition at a time, under a lock (one per
+table, in ``parquet/.locks``), so two runs of one partition at once end with one whole partition
+and its own rejects. Rows are sorted by key first, so the same input gives the same file
+contents.
+
+On an object store (an ``s3://`` root) a partition is one object written by one PUT to its final
+key (the file is built in memory first): a reader sees the old object or the new one, and a
+killed run leaves the old one whole. There is no rename there (a move is a copy then a delete).
+The lock is a lease object made with conditional writes (`warehouse.lease`), which expires when
+its holder dies; a writer that lost its lease stops before its next PUT.
 
 A write replaces exactly the days it covers: a day's file, or the covered days of a month's file
 (the file's other days are read and kept, under the lock). The rejects partition of each covered
 day is replaced with it (removed when there are no rejects), so a rerun never duplicates rejects
 either. The two files are swapped one after the other, data first; a kill between them leaves
 the old rejects beside the new data until the next run of that partition.
-
-All file I/O goes through `UPath` (fsspec), so an object-store root is a setting: there, the
-rename is the store's move, and whether it is atomic is the store's property.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import fcntl
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -45,7 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from upath import UPath
 
-from warehouse import schemas
+from warehouse import lease, schemas
 from warehouse.normalize import Batch, has_equal_keys, has_equal_neighbours
 from warehouse.schemas import REJECTS, TableSchema
 from warehouse.settings import is_local, warehouse_root
@@ -135,13 +138,15 @@ def replace_partition(
     rejected = 0
     # The partition and its rejects are written under one lock: a concurrent writer of the same
     # partition never pairs its data with another's rejects, nor keeps days another replaced.
-    with exclusive_lock(lock_path(root, schema.name)):
+    with exclusive_lock(lock_path(root, schema.name)) as still_held:
         if schema.month_path:
             rows = _with_kept_days(schema, target, rows, days)
         file_rows = _file_rows(schema, values, rows)
+        still_held()
         _write_atomically(target, file_rows)
         if schema.name != REJECTS:
             covered = [d.isoformat() for d in days] if schema.month_path else [values[1]]
+            still_held()
             rejected = _replace_rejects(root, values[0], schema.name, covered, rejects)
     return PartitionWrite(schema.name, values, str(target), file_rows.num_rows, rejected)
 
@@ -378,12 +383,14 @@ _LOCK_DIRS: set[str] = set()
 
 
 @contextmanager
-def exclusive_lock(lock: UPath) -> Iterator[None]:
-    """One writer at a time of what the file ``lock`` stands for (a partition: a rerun from the
-    UI while the schedule runs; the catalog): the second waits, then replaces the first's file
-    whole. Local roots only (an advisory lock)."""
+def exclusive_lock(lock: UPath) -> Iterator[Callable[[], None]]:
+    """One writer at a time of what ``lock`` stands for (a table's partitions: a rerun from the
+    UI while the schedule runs; a local catalog): the second waits, then replaces the first's
+    file whole. Yields a check to call before each write: it raises once the lock is lost (an
+    object store's lease that could not be renewed; a local lock is never lost)."""
     if not is_local(lock):
-        yield
+        with lease.held(lock) as held:
+            yield held.check
         return
     path = lock.path
     directory = os.path.dirname(path)
@@ -393,22 +400,22 @@ def exclusive_lock(lock: UPath) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield _held_locally
     finally:
         os.close(fd)  # closing releases the lock, also when the process is killed
 
 
+def _held_locally() -> None:
+    """A local lock is held until its file is closed."""
+
+
 def _write_atomically(target: UPath, table: pa.Table) -> None:
-    """Write beside ``target``, make it durable, then rename it over ``target``."""
+    """Replace ``target`` whole: on a store, one PUT of the whole file to its key; locally,
+    write beside it, make that durable, then rename it over."""
     if not is_local(target):
-        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with temp.open("wb") as sink:
-                _write_table(table, sink)
-            temp.fs.mv(temp.path, target.path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
+        sink = pa.BufferOutputStream()
+        _write_table(table, sink)
+        target.fs.pipe_file(target.path, sink.getvalue().to_pybytes())
         return
     # Local: plain os calls (UPath's path objects cost more than the write of a small partition).
     path = target.path
@@ -433,7 +440,7 @@ def _write_atomically(target: UPath, table: pa.Table) -> None:
                 os.unlink(entry.path)
 
 
-def _write_table(table: pa.Table, sink: BinaryIO) -> None:
+def _write_table(table: pa.Table, sink: BinaryIO | pa.NativeFile) -> None:
     # Dictionary encoding only where values repeat (text); on decimals it costs time and bytes.
     text = [f.name for f in table.schema if pa.types.is_string(f.type)]
     pq.write_table(table, sink, compression=COMPRESSION, use_dictionary=text)
@@ -474,6 +481,8 @@ def _replace_rejects(
 
 
 def _remove_empty_directories(directory: UPath, *, stop: UPath) -> None:
+    if not is_local(directory):
+        return  # a store has no directories: a prefix is gone with its last object
     while directory != stop and directory.exists() and not any(directory.iterdir()):
         directory.rmdir()
         directory = directory.parent

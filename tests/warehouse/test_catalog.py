@@ -128,7 +128,9 @@ def test_refresh_is_idempotent(root: Path) -> None:
     catalog.refresh(root)
     second = query(root, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
     assert first == second
-    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+    # Only the refreshes' lock file is left beside the catalog: no temp file, no WAL.
+    left = [p.name for p in root.iterdir() if p.name.startswith(".")]
+    assert left == [f".{catalog.CATALOG_FILE}.lock"]
 
 
 def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path) -> None:
@@ -140,7 +142,9 @@ def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path) -> None:
         con.execute("CREATE VIEW half AS SELECT 1")
     (root / f"{killed.name}.wal").write_bytes(b"\0" * 64)
     catalog.refresh(root)
-    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+    # Only the refreshes' lock file is left beside the catalog: no temp file, no WAL.
+    left = [p.name for p in root.iterdir() if p.name.startswith(".")]
+    assert left == [f".{catalog.CATALOG_FILE}.lock"]
     assert query(root, "SELECT count(*) FROM funding_history") == [(1,)]
 
 
@@ -159,7 +163,9 @@ def test_refreshes_at_once_take_turns(root: Path) -> None:
         _, err = child.communicate(timeout=300)
         assert child.returncode == 0, err.decode()
     assert query(root, "SELECT count(*) FROM funding_history") == [(1,)]
-    assert not [p.name for p in root.iterdir() if p.name.startswith(".")]
+    # Only the refreshes' lock file is left beside the catalog: no temp file, no WAL.
+    left = [p.name for p in root.iterdir() if p.name.startswith(".")]
+    assert left == [f".{catalog.CATALOG_FILE}.lock"]
 
 
 def test_curated_views_answer_from_the_snapshots(root: Path) -> None:

@@ -1,0 +1,227 @@
+"""The warehouse on an S3 API (moto's server on loopback): the same partitions as on local disk,
+one PUT per partition, a lease for writers, and catalogs that read the store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.support.records import DAY, EXTRACTED_AT, at, funding_record
+from tests.support.s3 import S3Server
+from tests.warehouse.test_catalog import write_funding, write_snapshots
+from warehouse import catalog, lease, normalize, parquet, schemas
+from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse.settings import RootError, warehouse_root
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _all_tables(root: object) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's rows through the catalog's views, ordered: what an analyst sees."""
+    catalog.refresh(root)  # type: ignore[arg-type]
+    with catalog.connect(root) as con:  # type: ignore[arg-type]
+        return {
+            table: con.execute(f'SELECT * FROM "{table}" ORDER BY ALL').fetchall()  # noqa: S608
+            for table in schemas.TABLES
+        }
+
+
+def _month_of_days(root: object) -> None:
+    records = [at(DAY + timedelta(days=n), 8 * (n % 3)) for n in range(5)]
+    records.append(funding_record(fundingRate="not a number"))
+    parquet.write_batch(
+        root,  # type: ignore[arg-type]
+        normalize.normalize_funding_history(
+            records, extracted_at=EXTRACTED_AT, partition_for_rejects=DAY
+        ),
+        account=DEFAULT_ACCOUNT,
+    )
+
+
+def test_a_warehouse_on_s3_equals_the_same_on_local_disk(s3_root: str, tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    for root in (s3_root, local):
+        _month_of_days(root)
+        write_snapshots(root)  # type: ignore[arg-type]
+    on_s3, on_disk = _all_tables(s3_root), _all_tables(local)
+    assert on_s3 == on_disk
+    assert on_s3["funding_history"]
+    assert on_s3["_rejects"]
+    assert on_s3["main_balances"]
+    # Each partition is the same file, byte for byte (rows sorted by key, same writer).
+    for table in ("funding_history", "main_balances", "_rejects"):
+        remote = parquet.partition_files(s3_root, table)
+        held = parquet.partition_files(local, table)
+        assert [p.read_bytes() for p in remote] == [p.read_bytes() for p in held]
+
+
+def test_a_partition_is_one_put_to_its_final_key(s3_root: str, s3_server: S3Server) -> None:
+    write_funding(s3_root, [funding_record()])  # type: ignore[arg-type]
+    fs = s3_server.filesystem()
+    bucket = s3_root.removeprefix("s3://").split("/")[0]
+    keys = fs.find(bucket)
+    # The partition's object, its lease gone with the write; no temp object, nothing to move.
+    assert [k for k in keys if not k.endswith("/data.parquet")] == []
+    assert any("funding_history/account=default/funding_month=" in k for k in keys)
+
+
+def test_a_rerun_replaces_the_days_it_covers_and_keeps_the_others(
+    s3_root: str, tmp_path: Path
+) -> None:
+    local = tmp_path / "local"
+    for root in (s3_root, local):
+        _month_of_days(root)
+        # The second day again, another market's payment: the first day is kept.
+        day = DAY + timedelta(days=1)
+        parquet.write_batch(
+            root,  # type: ignore[arg-type]
+            normalize.normalize_funding_history(
+                [at(day, 16, market="ETH_PERP")],
+                extracted_at=EXTRACTED_AT,
+                partition_for_rejects=day,
+            ),
+            account=DEFAULT_ACCOUNT,
+            replace=[day],
+        )
+    assert _all_tables(s3_root) == _all_tables(local)
+    with catalog.connect(s3_root) as con:  # type: ignore[arg-type]
+        per_day = con.execute(
+            "SELECT funding_date, list(market ORDER BY market) FROM funding_history GROUP BY 1"
+        ).fetchall()
+    assert dict(per_day)[DAY] == ["BTC_PERP"]
+    assert dict(per_day)[DAY + timedelta(days=1)] == ["ETH_PERP"]
+
+
+def test_two_writers_of_one_table_take_turns_under_the_lease(s3_root: str) -> None:
+    root = warehouse_root(s3_root)
+    held: list[str] = []
+    order: list[str] = []
+
+    def write(name: str) -> None:
+        with parquet.exclusive_lock(parquet.lock_path(root, "funding_history")) as still_held:
+            held.append(name)
+            assert len(held) == 1, f"two writers at once: {held}"
+            order.append(name)
+            time.sleep(0.3)
+            still_held()
+            held.remove(name)
+
+    threads = [threading.Thread(target=write, args=(f"w{n}",)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(order) == ["w0", "w1", "w2"]
+
+
+def test_a_lease_left_by_a_killed_writer_expires(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(lease.LEASE_SECONDS_ENV, "2")
+    path = parquet.lock_path(warehouse_root(s3_root), "funding_history")
+    # A holder that never releases nor renews: what a SIGKILL leaves.
+    dead = lease.Lease(path)
+    dead.acquire()
+    dead._stop.set()  # its renewal thread dies with it
+    started = time.monotonic()
+    with lease.held(path):
+        waited = time.monotonic() - started
+    assert 1.5 <= waited < 15, waited
+
+
+def test_a_lease_taken_over_is_lost_and_says_so(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(lease.LEASE_SECONDS_ENV, "1.5")
+    path = parquet.lock_path(warehouse_root(s3_root), "funding_history")
+    first = lease.Lease(path)
+    first.acquire()
+    first._stop.set()  # stalled: renews no more
+    time.sleep(0.1)
+    second = lease.Lease(path)
+    second.acquire()  # after the first's expiry
+    try:
+        with pytest.raises(lease.LeaseError, match="lease lost while writing"):
+            first.check()
+    finally:
+        second.release()
+        first.release()
+
+
+def test_a_root_with_credentials_in_it_is_refused_without_naming_them() -> None:
+    with pytest.raises(RootError) as refused:
+        warehouse_root("s3://AKIAEXAMPLE:hunter2secret@bucket/prefix")
+    assert "hunter2secret" not in str(refused.value)
+    assert "AKIAEXAMPLE" not in str(refused.value)
+
+
+def test_catalog_over_s3_holds_no_credential_and_reads_new_files(
+    s3_root: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    write_funding(s3_root, [funding_record()])  # type: ignore[arg-type]
+    built = catalog.refresh(s3_root, out=tmp_path / "analyst.duckdb")
+    text = built.path.read_bytes()
+    assert s3_server.secret.encode() not in text
+    assert s3_server.key_id.encode() not in text
+    with catalog.connect(path=built.path) as con:
+        assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (1,)
+        # A day written after the catalog, seen at once (listing caches off).
+        write_funding(s3_root, [at(DAY + timedelta(days=1), 8)], day=DAY + timedelta(days=1))  # type: ignore[arg-type]
+        assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (2,)
+
+
+def test_catalog_command_for_an_analyst_and_sql_through_it(
+    s3_root: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    write_funding(s3_root, [funding_record()])  # type: ignore[arg-type]
+    out = tmp_path / "mine" / "wh.duckdb"
+    env = {"PATH": "/usr/bin:/bin", **s3_server.env, "HOME": str(tmp_path)}
+    wrote = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "catalog", "--root", s3_root, "--out", str(out)],
+        capture_output=True, text=True, env=env, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr
+    assert str(out) in wrote.stdout
+    asked = subprocess.run(
+        [sys.executable, "-m", "assets.cli", "sql", "--catalog", str(out), "--json",
+         "SELECT account, funding_rate FROM funding_history"],
+        capture_output=True, text=True, env=env, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout) == [
+        {"account": DEFAULT_ACCOUNT, "funding_rate": funding_record()["fundingRate"]}
+    ]
+
+
+def test_a_moved_warehouse_says_so_then_works_again_after_catalog(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_funding(old, [funding_record()])
+    catalog.refresh(old)
+    old.rename(new)
+    with pytest.raises(catalog.CatalogError, match=r"not there .*whitebit-etl catalog --root"):
+        catalog.connect(path=new / catalog.CATALOG_FILE)
+    catalog.refresh(new, out=new / catalog.CATALOG_FILE)
+    with catalog.connect(path=new / catalog.CATALOG_FILE) as con:
+        assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (1,)
+
+
+def test_plain_duckdb_reads_the_catalog_with_a_registered_filesystem(
+    s3_root: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """The README's lines for a DuckDB user without this package."""
+    write_funding(s3_root, [funding_record()])  # type: ignore[arg-type]
+    built = catalog.refresh(s3_root, out=tmp_path / "plain.duckdb")
+    import s3fs
+
+    con = duckdb.connect(str(built.path), read_only=True)
+    con.register_filesystem(s3fs.S3FileSystem(use_listings_cache=False))
+    assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (1,)
+    con.close()

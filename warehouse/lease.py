@@ -1,0 +1,191 @@
+"""A lock between writers on other machines: a lease object in the store, made and kept with S3
+conditional writes.
+
+A writer takes the lease by creating its object with ``If-None-Match: *`` (the store refuses the
+second creator with 412), keeps it by rewriting it with ``If-Match: <its ETag>`` every third of
+its time to live, and gives it back with a delete under ``If-Match``. A lease whose holder died
+(a SIGKILLed run) expires: once the store's own clock (the ``Date`` of a read) is past the
+object's ``LastModified`` plus the time to live, the next writer takes it over with ``If-Match``
+on the ETag it read, so of two writers that see it expired only one gets it. Both times come
+from the store: writers' clocks may disagree.
+
+A holder that cannot renew (the store unreachable for longer than the lease lives) has lost it:
+its next `Lease.check` raises before it writes anything more.
+
+Written here because no well-kept library locks with S3 conditional writes; the local file
+lock (`warehouse.parquet.exclusive_lock`) stays for local roots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+from upath import UPath
+
+#: How long a lease outlives its holder's last renewal (seconds).
+LEASE_SECONDS_ENV: Final = "WAREHOUSE_LEASE_SECONDS"
+DEFAULT_LEASE_SECONDS: Final = 30.0
+#: A writer waiting longer than this for a lease that is kept alive gives up, naming its holder.
+WAIT_SECONDS_ENV: Final = "WAREHOUSE_LEASE_WAIT_SECONDS"
+DEFAULT_WAIT_SECONDS: Final = 900.0
+
+
+class LeaseError(RuntimeError):
+    """A lease that could not be taken in time, or that was lost while held."""
+
+
+def _seconds(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise LeaseError(f"{name}: expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise LeaseError(f"{name}: expected seconds > 0, got {text!r}")
+    return value
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether the store refused a conditional request (412; s3fs raises it as an OSError)."""
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    if isinstance(response, dict):
+        return bool(response.get("Error", {}).get("Code") == "PreconditionFailed")
+    return "pre-condition" in str(exc) or "precondition" in str(exc).lower()
+
+
+class Lease:
+    """The lease of ``path`` (an object in an S3 store), for one holder."""
+
+    def __init__(self, path: UPath, *, seconds: float | None = None) -> None:
+        self.path = path
+        self.seconds = seconds or _seconds(LEASE_SECONDS_ENV, DEFAULT_LEASE_SECONDS)
+        self.wait_s = _seconds(WAIT_SECONDS_ENV, DEFAULT_WAIT_SECONDS)
+        self.holder = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
+        self._bucket, self._key = path.path.split("/", 1)
+        self._etag: str | None = None
+        self._lost: str | None = None
+        self._renewed_at = 0.0
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self.path.fs.call_s3(
+            method, Bucket=self._bucket, Key=self._key, **kwargs
+        )
+        return result
+
+    def _body(self) -> bytes:
+        return json.dumps({"holder": self.holder, "seconds": self.seconds}).encode()
+
+    def acquire(self) -> None:
+        """Take the lease, waiting while another holder keeps it."""
+        started = time.monotonic()
+        pause = 0.02
+        while True:
+            try:
+                self._etag = self._call("put_object", Body=self._body(), IfNoneMatch="*")["ETag"]
+                break
+            except OSError as exc:
+                if not _precondition_failed(exc):
+                    raise
+            if self._take_over_expired():
+                break
+            waited = time.monotonic() - started
+            if waited > self.wait_s:
+                raise LeaseError(
+                    f"{self.path}: held by {self._holder_now()} for longer than "
+                    f"{self.wait_s:.0f} s "
+                    f"({WAIT_SECONDS_ENV}); a lease of a dead holder expires after "
+                    f"{self.seconds:.0f} s, so its holder is alive and still writing"
+                )
+            time.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter, not secrecy
+            pause = min(pause * 2, 0.5)
+        self._lost, self._renewed_at = None, time.monotonic()
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, name="lease-renewal", daemon=True)
+        self._renewer.start()
+
+    def _take_over_expired(self) -> bool:
+        try:
+            held = self._call("get_object")
+        except FileNotFoundError:
+            return False  # released meanwhile: the next create may win
+        held["Body"].close()
+        now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
+        age = (now - held["LastModified"]).total_seconds()
+        if age <= self.seconds:
+            return False
+        try:
+            self._etag = self._call("put_object", Body=self._body(), IfMatch=held["ETag"])["ETag"]
+        except FileNotFoundError:
+            return False  # released meanwhile: the next create may win
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return False  # another writer took it over first
+            raise
+        return True
+
+    def _holder_now(self) -> str:
+        try:
+            return str(json.loads(self.path.read_bytes()).get("holder", "an unknown holder"))
+        except (OSError, ValueError):
+            return "an unknown holder"
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                renewed = self._call("put_object", Body=self._body(), IfMatch=self._etag)
+            except FileNotFoundError:
+                self._lost = "its object was deleted"
+                return
+            except OSError as exc:
+                if _precondition_failed(exc):
+                    self._lost = "another writer took it over"
+                    return
+                continue  # still ours until it expires: `check` says when it has
+            self._etag, self._renewed_at = renewed["ETag"], time.monotonic()
+
+    def check(self) -> None:
+        """Raise if the lease was lost (taken over, or not renewed for as long as it lives):
+        what it guards must not be written any more."""
+        if self._lost is None and time.monotonic() - self._renewed_at > self.seconds:
+            self._lost = f"not renewed for {self.seconds:.0f} s: the store did not answer"
+        if self._lost is not None:
+            raise LeaseError(f"{self.path}: lease lost while writing ({self._lost})")
+
+    def release(self) -> None:
+        """Give the lease back (unless another writer took it over meanwhile)."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        if self._etag is None:
+            return
+        # Taken over (ours had expired) or gone: nothing of ours to delete.
+        with suppress(OSError):
+            self._call("delete_object", IfMatch=self._etag)
+        self._etag = None
+
+
+@contextmanager
+def held(path: UPath) -> Iterator[Lease]:
+    """The lease of ``path``, for the duration of the block."""
+    lease = Lease(path)
+    lease.acquire()
+    try:
+        yield lease
+    finally:
+        lease.release()
