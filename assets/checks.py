@@ -83,12 +83,15 @@ def _read(files: Sequence[str]) -> str:
 
 def _files(root: Root, table: str, partitions: Sequence[parquet.Partition]) -> list[str]:
     """The files holding these partitions of ``table`` now (a partition may have none; the days
-    of a month share its file)."""
-    paths = {
-        location(path): path
-        for path in (parquet.partition_path(root, table, p) for p in partitions)
+    of a month share its file): one listing of each account's files, not a look per file (on a
+    store, a look is a request)."""
+    wanted = {location(parquet.partition_path(root, table, p)): None for p in partitions}
+    held = {
+        location(path)
+        for account in sorted({str(p[0]) for p in partitions})
+        for path in parquet.partition_files(root, table, account=account)
     }
-    return [text for text, path in paths.items() if path.exists()]
+    return [text for text in wanted if text in held]
 
 
 def of_days(table: str, days: Sequence[date]) -> tuple[str, list[object]]:
@@ -317,7 +320,8 @@ def fresh(
     extracted after it ended."""
     path = parquet.partition_path(root, table, (account, day))
     extracted: datetime | None = None
-    if path.exists():
+    exists = path.exists()
+    if exists:
         where, params = of_days(table, [day])
         with catalog.reader(root) as con:
             found = con.execute(
@@ -326,7 +330,7 @@ def fresh(
             ).fetchone()
         extracted = found[0] if found else None
     day_end = datetime.combine(day + timedelta(days=1), time.min, UTC)
-    if not path.exists():
+    if not exists:
         problem: str | None = f"no {table} partition of {account} for {day}"
     elif complete_day and extracted is not None and extracted < day_end:
         problem = f"{table} of {account}, {day}, was extracted at {extracted}, before the day ended"

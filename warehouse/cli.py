@@ -47,6 +47,15 @@ def sql_command(query: str, catalog_file: str | None, output: str | None) -> Non
     with con:
         try:
             result = con.execute(query)
+        except duckdb.IOException as error:
+            if "No files found" not in str(error):
+                raise click.ClickException(f"query failed: {error}") from error
+            file = catalog_file or catalog.catalog_path()
+            raise click.ClickException(
+                f"query failed: {error}\nThe files the catalog's views read are gone (moved or "
+                f"removed): rebuild it with `whitebit-etl catalog --root <where the warehouse "
+                f"is now> --out {file}`"
+            ) from error
         except duckdb.Error as error:
             raise click.ClickException(f"query failed: {error}") from error
         names = [d[0] for d in result.description or ()]

@@ -5,9 +5,11 @@ A writer takes the lease by creating its object with ``If-None-Match: *`` (the s
 second creator with 412), keeps it by rewriting it with ``If-Match: <its ETag>`` every third of
 its time to live, and gives it back with a delete under ``If-Match``. A lease whose holder died
 (a SIGKILLed run) expires: once the store's own clock (the ``Date`` of a read) is past the
-object's ``LastModified`` plus the time to live, the next writer takes it over with ``If-Match``
-on the ETag it read, so of two writers that see it expired only one gets it. Both times come
-from the store: writers' clocks may disagree.
+object's ``LastModified`` plus the time to live (and a second: both are whole seconds), the
+next writer takes it over with ``If-Match`` on the ETag it read, so of two writers that see it
+expired only one gets it. Both times come from the store: writers' clocks may disagree. The
+holder counts the lease's life from before each request, so it knows it lost the lease before
+another writer can take it.
 
 A holder that cannot renew (the store unreachable for longer than the lease lives) has lost it:
 its next `Lease.check` raises before it writes anything more.
@@ -95,12 +97,14 @@ class Lease:
         started = time.monotonic()
         pause = 0.02
         while True:
+            sent = time.monotonic()
             try:
                 self._etag = self._call("put_object", Body=self._body(), IfNoneMatch="*")["ETag"]
                 break
             except OSError as exc:
                 if not _precondition_failed(exc):
                     raise
+            sent = time.monotonic()
             if self._take_over_expired():
                 break
             waited = time.monotonic() - started
@@ -113,7 +117,8 @@ class Lease:
                 )
             time.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter, not secrecy
             pause = min(pause * 2, 0.5)
-        self._lost, self._renewed_at = None, time.monotonic()
+        # Counted from before the request: the store's clock starts the lease no earlier.
+        self._lost, self._renewed_at = None, sent
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, name="lease-renewal", daemon=True)
         self._renewer.start()
@@ -126,7 +131,8 @@ class Lease:
         held["Body"].close()
         now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
         age = (now - held["LastModified"]).total_seconds()
-        if age <= self.seconds:
+        # Both times are whole seconds: one more makes sure the lease has lived its time.
+        if age <= self.seconds + 1:
             return False
         try:
             self._etag = self._call("put_object", Body=self._body(), IfMatch=held["ETag"])["ETag"]
@@ -146,6 +152,7 @@ class Lease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
+            sent = time.monotonic()
             try:
                 renewed = self._call("put_object", Body=self._body(), IfMatch=self._etag)
             except FileNotFoundError:
@@ -156,7 +163,7 @@ class Lease:
                     self._lost = "another writer took it over"
                     return
                 continue  # still ours until it expires: `check` says when it has
-            self._etag, self._renewed_at = renewed["ETag"], time.monotonic()
+            self._etag, self._renewed_at = renewed["ETag"], sent
 
     def check(self) -> None:
         """Raise if the lease was lost (taken over, or not renewed for as long as it lives):

@@ -468,15 +468,23 @@ def _replace_rejects(
     )
     if pc.any(elsewhere).as_py():
         raise ValueError(f"rejects given for {table_name} {', '.join(partitions)} belong elsewhere")
+    held: set[str] | None = None
     for partition in partitions:
         key = (account, table_name, partition)
         target = partition_path(root, REJECTS, key)
         mine = rejects.filter(pc.equal(rejects["partition"], partition))
         if mine.num_rows:
             _write_atomically(target, _file_rows(schemas.REJECTS_TABLE, key, mine))
-        elif target.exists():
+            continue
+        if is_local(target):
+            if target.exists():
+                target.unlink()
+                _remove_empty_directories(target.parent, stop=table_path(root, REJECTS))
+            continue
+        if held is None:  # a store: the table's rejects listed once, not asked for day by day
+            held = {str(p) for p in _files_under(target.parent.parent, 1)}
+        if str(target) in held:
             target.unlink()
-            _remove_empty_directories(target.parent, stop=table_path(root, REJECTS))
     return int(rejects.num_rows)
 
 
@@ -505,9 +513,26 @@ def read_partition(
 def partition_files(root: Root, table_name: str, *, account: str | None = None) -> list[UPath]:
     """The partition files a table has now: of every account, or of one."""
     base = table_path(root, table_name)
-    first = "*" if account is None else f"{schemas.ACCOUNT}={account_segment(account)}"
-    depth = "/".join((first, *("*" for _ in _schema(table_name).path_columns[1:])))
-    return sorted(base.glob(f"{depth}/{PARTITION_FILE}")) if base.exists() else []
+    depth = len(_schema(table_name).path_columns)
+    if account is not None:
+        base, depth = base / f"{schemas.ACCOUNT}={account_segment(account)}", depth - 1
+    return _files_under(base, depth)
+
+
+def _files_under(base: UPath, depth: int) -> list[UPath]:
+    """The partition files ``depth`` directories under ``base``."""
+    if is_local(base):
+        pattern = "/".join(("*",) * depth + (PARTITION_FILE,))
+        return sorted(base.glob(pattern)) if base.exists() else []
+    # A store: one listing of the prefix (a request per 1,000 keys); a glob would list each
+    # partition's "directory" on its own.
+    prefix = base.path.rstrip("/") + "/"
+    found = []
+    for key in base.fs.find(prefix):
+        parts = key[len(prefix) :].split("/")
+        if len(parts) == depth + 1 and parts[-1] == PARTITION_FILE:
+            found.append(base / "/".join(parts))
+    return sorted(found, key=str)
 
 
 def adopt_unaccounted(root: Root, account: str) -> list[str]:
