@@ -4,6 +4,7 @@ one PUT per partition, a lease for writers, and catalogs that read the store."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -225,3 +226,21 @@ def test_plain_duckdb_reads_the_catalog_with_a_registered_filesystem(
     con.register_filesystem(s3fs.S3FileSystem(use_listings_cache=False))
     assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (1,)
     con.close()
+
+
+def test_sql_over_a_table_whose_files_are_gone_says_how_to_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from assets.cli import main
+
+    write_funding(tmp_path, [funding_record()])
+    write_snapshots(tmp_path)
+    catalog.refresh(tmp_path)
+    shutil.rmtree(parquet.table_path(tmp_path, "funding_history").path)
+    monkeypatch.setenv("WAREHOUSE_ROOT", str(tmp_path))
+    result = CliRunner().invoke(main, ["sql", "SELECT count(*) FROM funding_history"])
+    assert result.exit_code == 1
+    assert "files the catalog's views read are gone" in result.output
+    assert f"--out {tmp_path / catalog.CATALOG_FILE}" in result.output
