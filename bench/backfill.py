@@ -91,14 +91,17 @@ def _ours(
     sim: SpawnedSimulator,
     first: date,
     last: date,
-    root: Path,
+    root: Path | str,
     *,
     dagster: bool,
     paced: bool = False,
     postgres_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], float, float]:
+    """Ours in a child process, into ``root`` (a directory, or an ``s3://`` URL with the store's
+    AWS variables and the catalog's file in ``extra_env``)."""
     flags = [*(["--dagster"] if dagster else []), *(["--paced"] if paced else [])]
-    env = _env(sim, first)
+    env = _env(sim, first) | (extra_env or {})
     if postgres_url:  # in the environment, as the service reads it, not in a command line
         flags.append("--postgres")
         env[POSTGRES_URL_ENV] = postgres_url
@@ -309,11 +312,10 @@ def _pipeline_alone(whitebit: Any, root: str, first: date, last: date) -> dict[s
 
 
 def _rows_in_duckdb(root: str) -> int:
-    import duckdb
-
     from warehouse import catalog
 
-    with duckdb.connect(str(catalog.catalog_path(root)), read_only=True) as con:
+    # The analyst's connection: it reaches a store's files (an s3:// root) as well as a disk's.
+    with catalog.connect(root) as con:
         found = con.execute("SELECT count(*) FROM funding_history").fetchone()
     return int(found[0]) if found else 0
 

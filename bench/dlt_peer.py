@@ -5,7 +5,9 @@ well as dlt allows for this API: POST endpoints with ``offset``/``limit`` in the
 offset paginator's body paths), ``records`` as the data selector, an `AuthConfigBase` subclass
 that signs every request the WhiteBIT way (docs/api.md, section 10), decimal hints for the
 money columns, and dlt's fastest loader: Parquet files, either on the ``filesystem`` destination
-or loaded into ``duckdb``.
+(a local directory, or an S3 bucket with ``--bucket-url s3://bucket/prefix``: the credentials,
+region and endpoint of the standard AWS variables handed to dlt as its `AwsCredentials`) or
+loaded into ``duckdb``.
 
 Two resources show the two things a comparison needs:
 
@@ -29,7 +31,8 @@ prepared, so a retry carries a spent nonce, and the exchange refuses it (429, th
 Run once per process, so peak memory is the run's own::
 
     python -m bench.dlt_peer --url URL --api-key K --api-secret S \\
-        --resource funding_history --destination parquet --out DIR [--max-rows N]
+        --resource funding_history --destination parquet --out DIR [--max-rows N] \\
+        [--bucket-url s3://bucket/prefix]
 
 It prints one JSON line on stdout (rows counted from what landed in the destination, wall
 seconds, peak RSS, notes); dlt's logs go to stderr. Only ``bench`` imports this module: the
@@ -255,7 +258,24 @@ def build_source(
 # --- Running and counting -------------------------------------------------------------------
 
 
-def _destination(destination: Destination, out_dir: Path) -> Any:
+def _s3_credentials() -> Any:
+    """dlt's S3 credentials from the standard AWS variables, the endpoint too (an S3-compatible
+    store): dlt reads its own configuration names, not these, and no endpoint from the
+    environment."""
+    from dlt.common.configuration.specs import AwsCredentials
+
+    env = os.environ
+    return AwsCredentials(
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+        endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
+    )
+
+
+def _destination(destination: Destination, out_dir: Path, bucket_url: str | None = None) -> Any:
+    if destination == "parquet" and bucket_url is not None:
+        return dlt.destinations.filesystem(bucket_url=bucket_url, credentials=_s3_credentials())
     if destination == "parquet":
         return dlt.destinations.filesystem(bucket_url=(out_dir / "files").as_uri())
     # Not named after the dataset: DuckDB would see catalog "whitebit" and schema "whitebit" and
@@ -270,6 +290,23 @@ def _parquet_table(out_dir: Path, table: str) -> tuple[int, dict[str, str]]:
     files = sorted((out_dir / "files" / DATASET / table).glob("*.parquet"))
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     types = {f.name: str(f.type) for f in pq.read_schema(files[0])} if files else {}
+    return rows, types
+
+
+def _s3_parquet_table(bucket_url: str, table: str) -> tuple[int, dict[str, str]]:
+    """Rows and column types of a table the filesystem destination wrote to an S3 bucket."""
+    import pyarrow.parquet as pq
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**_s3_credentials().to_s3fs_credentials(), use_listings_cache=False)
+    prefix = bucket_url.removeprefix("s3://").rstrip("/")
+    files = sorted(fs.glob(f"{prefix}/{DATASET}/{table}/*.parquet"))
+    rows, types = 0, dict[str, str]()
+    for key in files:
+        with fs.open(key, "rb") as source:
+            metadata = pq.ParquetFile(source).metadata
+            rows += metadata.num_rows
+            types = types or {f.name: str(f.type) for f in metadata.schema.to_arrow_schema()}
     return rows, types
 
 
@@ -298,17 +335,22 @@ def run(
     *,
     market: str | None = None,
     expected: int | None = None,
+    bucket_url: str | None = None,
 ) -> dict[str, Any]:
     """Extract one resource with dlt into ``out_dir`` once; what landed, how fast, how big.
 
     ``out_dir`` must be empty or missing: dlt keeps pipeline state there, and a second run would
     append to (and be timed against) the first. ``expected`` is the complete row count, when the
     caller knows it (the simulator's truth); it is echoed as ``complete_expected``.
+    ``bucket_url`` (``s3://bucket/prefix``, holding nothing yet): the Parquet destination's files
+    go there instead of ``out_dir``, which keeps dlt's state and load packages.
     """
     if resource not in RESOURCES:
         raise ValueError(f"resource {resource!r}: one of {', '.join(RESOURCES)}")
     if destination not in DESTINATIONS:
         raise ValueError(f"destination {destination!r}: one of {', '.join(DESTINATIONS)}")
+    if bucket_url is not None and destination != "parquet":
+        raise ValueError("a bucket URL is for the parquet (filesystem) destination")
     out = Path(out_dir).resolve()
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} is not empty: dlt would resume or append to an earlier run")
@@ -323,7 +365,7 @@ def run(
     pipeline = dlt.pipeline(
         pipeline_name=f"dlt_peer_{resource}",
         pipelines_dir=str(out / "pipelines"),  # dlt's state and load packages stay in out_dir
-        destination=_destination(destination, out),
+        destination=_destination(destination, out, bucket_url),
         dataset_name=DATASET,
     )
     source = build_source(url, credentials, resource, max_rows=max_rows, market=market)
@@ -336,9 +378,13 @@ def run(
         for t in (trace.steps if trace is not None else [])
         if t.finished_at is not None
     )
-    rows, types = (_parquet_table if destination == "parquet" else _duckdb_table)(out, resource)
+    if bucket_url is not None:
+        rows, types = _s3_parquet_table(bucket_url, resource)
+    else:
+        rows, types = (_parquet_table if destination == "parquet" else _duckdb_table)(out, resource)
+    where = f" on {bucket_url.split('://', 1)[0]}" if bucket_url is not None else ""
     notes = [
-        f"dlt {dlt.__version__}, REST API source, {destination} destination, parquet loader",
+        f"dlt {dlt.__version__}, REST API source, {destination} destination{where}, parquet loader",
         f"maximum_offset={_maximum_offset(resource, max_rows)}, limit {PAGE_LIMIT}, "
         "stops on a short or empty page",
         f"dlt steps: {steps}",
@@ -381,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--market", help="funding_history of one market only")
     parser.add_argument("--expected", type=int, help="complete row count, if known")
+    parser.add_argument(
+        "--bucket-url",
+        help="parquet: write to this s3://bucket/prefix (credentials and endpoint: the AWS "
+        "variables) instead of --out",
+    )
     parser.add_argument("--cpu", type=int, help="pin this process to one CPU")
     args = parser.parse_args(argv)
     if args.cpu is not None:
@@ -396,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             args.max_rows,
             market=args.market,
             expected=args.expected,
+            bucket_url=args.bucket_url,
         )
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

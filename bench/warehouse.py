@@ -152,8 +152,8 @@ def layout(root: Path) -> list[Figure]:
             (f"one-day query ({middle[0]})", ONE_DAY.format(source="{source}", day=middle[0])),
             ("whole-history sum of funding by market", BY_MARKET),
         ):
-            ours, expected = _timed(con, query.format(source=view))
-            baseline, found = _timed(con, query.format(source=one_file))
+            ours, expected = timed_query(con, query.format(source=view))
+            baseline, found = timed_query(con, query.format(source=one_file))
             assert found == expected, label
             figures.append(
                 Figure(
@@ -170,7 +170,7 @@ def layout(root: Path) -> list[Figure]:
     return figures
 
 
-def _timed(con: duckdb.DuckDBPyConnection, query: str) -> tuple[float, list[object]]:
+def timed_query(con: duckdb.DuckDBPyConnection, query: str) -> tuple[float, list[object]]:
     """The median seconds of a query, and its answer."""
     answer = con.execute(query).fetchall()
     return _median_seconds(con, query), list(answer)
