@@ -225,3 +225,21 @@ def test_plain_duckdb_reads_the_catalog_with_a_registered_filesystem(
     con.register_filesystem(s3fs.S3FileSystem(use_listings_cache=False))
     assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (1,)
     con.close()
+
+
+def test_a_live_lease_is_kept_for_the_time_its_holder_declared_not_the_takers(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two machines set to different lease times: the holder's own time decides when its lease
+    has expired, or a writer with a shorter one would take a lease still renewed."""
+    path = parquet.lock_path(warehouse_root(s3_root), "funding_history")
+    holder = lease.Lease(path, seconds=30)  # renewed every 10 s
+    holder.acquire()
+    try:
+        monkeypatch.setenv(lease.LEASE_SECONDS_ENV, "1")
+        monkeypatch.setenv(lease.WAIT_SECONDS_ENV, "3")
+        with pytest.raises(lease.LeaseError, match="for longer than 3 s"):
+            lease.Lease(path).acquire()
+        holder.check()  # still the holder's
+    finally:
+        holder.release()
