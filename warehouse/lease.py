@@ -6,9 +6,9 @@ second creator with 412), keeps it by rewriting it with ``If-Match: <its ETag>``
 its time to live, and gives it back with a delete under ``If-Match``. A lease whose holder died
 (a SIGKILLed run) expires: once the store's own clock (the ``Date`` of a read) is past the
 object's ``LastModified`` plus the time to live its holder declared in it (machines may be set
-to different times), the next writer takes it over with ``If-Match`` on the ETag it read, so of
-two writers that see it expired only one gets it. Both times come from the store: writers'
-clocks may disagree.
+to different times) and the second those times are rounded to, the next writer takes it over
+with ``If-Match`` on the ETag it read, so of two writers that see it expired only one gets it.
+Both times come from the store: writers' clocks may disagree.
 
 A holder that cannot renew (the store unreachable for longer than the lease lives) has lost it:
 its next `Lease.check` raises before it writes anything more.
@@ -40,6 +40,8 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 #: A writer waiting longer than this for a lease that is kept alive gives up, naming its holder.
 WAIT_SECONDS_ENV: Final = "WAREHOUSE_LEASE_WAIT_SECONDS"
 DEFAULT_WAIT_SECONDS: Final = 900.0
+#: The resolution of the store's times (``Date``, ``LastModified``): whole seconds.
+CLOCK_RESOLUTION_S: Final = 1.0
 
 
 class LeaseError(RuntimeError):
@@ -144,7 +146,8 @@ class Lease:
             held["Body"].close()
         now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
         age = (now - held["LastModified"]).total_seconds()
-        if age <= _declared_seconds(body, self.seconds):
+        # Both times are whole seconds (HTTP dates): the age read may be up to one too many.
+        if age <= _declared_seconds(body, self.seconds) + CLOCK_RESOLUTION_S:
             return False
         try:
             self._etag = self._call("put_object", Body=self._body(), IfMatch=held["ETag"])["ETag"]

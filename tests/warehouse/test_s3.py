@@ -243,3 +243,27 @@ def test_a_live_lease_is_kept_for_the_time_its_holder_declared_not_the_takers(
         holder.check()  # still the holder's
     finally:
         holder.release()
+
+
+def test_a_lease_is_not_taken_over_before_its_holder_sees_it_lost(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's times are whole seconds: a lease made late in a second looks up to a second
+    older than it is. A writer that took it over on that reading would write while its holder,
+    counting on its own clock, still holds it."""
+    monkeypatch.setenv(lease.LEASE_SECONDS_ENV, "1.5")
+    path = parquet.lock_path(warehouse_root(s3_root), "funding_history")
+    time.sleep((0.9 - time.time() % 1) % 1)  # late in a second
+    first = lease.Lease(path)
+    first.acquire()
+    first._stop.set()  # stalled: renews no more
+    second = lease.Lease(path)
+    # At the first moment the second writer would take it over (no backoff between looks).
+    while not second._take_over_expired():
+        time.sleep(0.01)
+    try:
+        with pytest.raises(lease.LeaseError, match="lease lost while writing"):
+            first.check()
+    finally:
+        second.release()
+        first.release()
