@@ -5,11 +5,11 @@ A writer takes the lease by creating its object with ``If-None-Match: *`` (the s
 second creator with 412), keeps it by rewriting it with ``If-Match: <its ETag>`` every third of
 its time to live, and gives it back with a delete under ``If-Match``. A lease whose holder died
 (a SIGKILLed run) expires: once the store's own clock (the ``Date`` of a read) is past the
-object's ``LastModified`` plus the time to live (and a second: both are whole seconds), the
-next writer takes it over with ``If-Match`` on the ETag it read, so of two writers that see it
-expired only one gets it. Both times come from the store: writers' clocks may disagree. The
-holder counts the lease's life from before each request, so it knows it lost the lease before
-another writer can take it.
+object's ``LastModified`` plus the time to live its holder declared in it (machines may be set
+to different times) and the second those times are rounded to, the next writer takes it over
+with ``If-Match`` on the ETag it read, so of two writers that see it expired only one gets it.
+Both times come from the store: writers' clocks may disagree. The holder counts the lease's life
+from before each request, so it knows it lost the lease before another writer can take it.
 
 A holder that cannot renew (the store unreachable for longer than the lease lives) has lost it:
 its next `Lease.check` raises before it writes anything more.
@@ -32,6 +32,7 @@ from contextlib import contextmanager, suppress
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
+from fsspec.asyn import sync
 from upath import UPath
 
 #: How long a lease outlives its holder's last renewal (seconds).
@@ -40,6 +41,8 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 #: A writer waiting longer than this for a lease that is kept alive gives up, naming its holder.
 WAIT_SECONDS_ENV: Final = "WAREHOUSE_LEASE_WAIT_SECONDS"
 DEFAULT_WAIT_SECONDS: Final = 900.0
+#: The resolution of the store's times (``Date``, ``LastModified``): whole seconds.
+CLOCK_RESOLUTION_S: Final = 1.0
 
 
 class LeaseError(RuntimeError):
@@ -66,6 +69,19 @@ def _precondition_failed(exc: BaseException) -> bool:
     if isinstance(response, dict):
         return bool(response.get("Error", {}).get("Code") == "PreconditionFailed")
     return "pre-condition" in str(exc) or "precondition" in str(exc).lower()
+
+
+def _declared_seconds(body: bytes, default: float) -> float:
+    """How long a lease lives, as its holder declared it in its object (it renews every third of
+    that): another machine may be set to a shorter time, and must not take a lease still kept.
+    ``default`` (the reader's own time) for an object that says nothing readable."""
+    try:
+        declared = json.loads(body).get("seconds")
+    except (ValueError, AttributeError):
+        return default
+    if isinstance(declared, bool) or not isinstance(declared, int | float) or declared <= 0:
+        return default
+    return float(declared)
 
 
 class Lease:
@@ -128,11 +144,14 @@ class Lease:
             held = self._call("get_object")
         except FileNotFoundError:
             return False  # released meanwhile: the next create may win
-        held["Body"].close()
+        try:
+            body = sync(self.path.fs.loop, held["Body"].read)  # the object's own version
+        finally:
+            held["Body"].close()
         now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
         age = (now - held["LastModified"]).total_seconds()
-        # Both times are whole seconds: one more makes sure the lease has lived its time.
-        if age <= self.seconds + 1:
+        # Both times are whole seconds (HTTP dates): the age read may be up to one too many.
+        if age <= _declared_seconds(body, self.seconds) + CLOCK_RESOLUTION_S:
             return False
         try:
             self._etag = self._call("put_object", Body=self._body(), IfMatch=held["ETag"])["ETag"]

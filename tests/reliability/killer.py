@@ -8,7 +8,8 @@ real CLI runs. No product code knows about it. The points:
 
 - ``walk``: the funding walk takes its N-th page (`FundingCursor.read`) after the writer process
   reported its first days written: a month is rewritten by then, the rest still to page.
-- ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file.
+- ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file
+  (on an object store, in the memory buffer its PUT would send).
 - ``parquet-before-rename``: the N-th temp file is complete and synced, not yet renamed over.
 - ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, the
   curated ones not).
@@ -32,6 +33,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assets import cli, loading
@@ -76,10 +78,13 @@ _WRITE_TABLE = pq.write_table
 
 
 def _half_written(table: Any, sink: Any, **options: Any) -> None:
-    """Write half of the file the real call would write, durably, then let the kill come."""
+    """Write half of the file the real call would write, durably, then let the kill come. On
+    an object store the file is built in memory before its one PUT: the half stays there."""
     whole = io.BytesIO()
     _WRITE_TABLE(table, whole, **options)
     sink.write(whole.getvalue()[: len(whole.getvalue()) // 2])
+    if isinstance(sink, pa.NativeFile):
+        return
     sink.flush()
     os.fsync(sink.fileno())
 

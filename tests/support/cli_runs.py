@@ -108,7 +108,7 @@ def failures(result: dg.ExecuteInProcessResult) -> list[str]:
 
 def cli_env(
     exchange: SpawnedSimulator | Simulator,
-    root: Path,
+    root: Path | str,
     home: Path,
     credentials: Credentials | None = None,
 ) -> dict[str, str]:
@@ -133,7 +133,7 @@ def cli_env(
 
 
 def two_accounts_env(
-    exchange: SpawnedSimulator | Simulator, root: Path, home: Path, accounts_file: Path
+    exchange: SpawnedSimulator | Simulator, root: Path | str, home: Path, accounts_file: Path
 ) -> dict[str, str]:
     """The environment a user sets for `whitebit-etl` to extract two accounts of this exchange
     into one warehouse: `cli_env`'s, but for the single-account variables, with the accounts

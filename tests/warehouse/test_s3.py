@@ -244,3 +244,45 @@ def test_sql_over_a_table_whose_files_are_gone_says_how_to_rebuild(
     assert result.exit_code == 1
     assert "files the catalog's views read are gone" in result.output
     assert f"--out {tmp_path / catalog.CATALOG_FILE}" in result.output
+
+
+def test_a_live_lease_is_kept_for_the_time_its_holder_declared_not_the_takers(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two machines set to different lease times: the holder's own time decides when its lease
+    has expired, or a writer with a shorter one would take a lease still renewed."""
+    path = parquet.lock_path(warehouse_root(s3_root), "funding_history")
+    holder = lease.Lease(path, seconds=30)  # renewed every 10 s
+    holder.acquire()
+    try:
+        monkeypatch.setenv(lease.LEASE_SECONDS_ENV, "1")
+        monkeypatch.setenv(lease.WAIT_SECONDS_ENV, "3")
+        with pytest.raises(lease.LeaseError, match="for longer than 3 s"):
+            lease.Lease(path).acquire()
+        holder.check()  # still the holder's
+    finally:
+        holder.release()
+
+
+def test_a_lease_is_not_taken_over_before_its_holder_sees_it_lost(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's times are whole seconds: a lease made late in a second looks up to a second
+    older than it is. A writer that took it over on that reading would write while its holder,
+    counting on its own clock, still holds it."""
+    monkeypatch.setenv(lease.LEASE_SECONDS_ENV, "1.5")
+    path = parquet.lock_path(warehouse_root(s3_root), "funding_history")
+    time.sleep((0.9 - time.time() % 1) % 1)  # late in a second
+    first = lease.Lease(path)
+    first.acquire()
+    first._stop.set()  # stalled: renews no more
+    second = lease.Lease(path)
+    # At the first moment the second writer would take it over (no backoff between looks).
+    while not second._take_over_expired():
+        time.sleep(0.01)
+    try:
+        with pytest.raises(lease.LeaseError, match="lease lost while writing"):
+            first.check()
+    finally:
+        second.release()
+        first.release()
