@@ -132,8 +132,20 @@ def connect(
     con = duckdb.connect(str(file), read_only=True)
     try:
         con.execute("SET TimeZone = 'UTC'")
-        named = con.execute(f"SELECT root, had_files FROM {ROOT_VIEW}").fetchone()  # noqa: S608
-        read, had_files = named if named is not None else ("", False)
+        try:
+            named = con.execute(f"SELECT root, had_files FROM {ROOT_VIEW}").fetchone()  # noqa: S608
+        except duckdb.CatalogException:
+            named = None  # built before catalogs named their root
+        if named is None:
+            if path is not None:
+                raise CatalogError(
+                    f"the catalog {file} was written by an older version: rebuild it with "
+                    f"`whitebit-etl catalog --root <the warehouse root> --out {file}`"
+                )
+            con.close()
+            refresh(root)  # the root's own catalog: rebuilt in place, as every run does
+            return connect(root)
+        read, had_files = named
         base = warehouse_root(read)
         _reach(con, base)
         if had_files and not (base / PARQUET_DIR).exists():

@@ -286,3 +286,21 @@ def test_a_lease_is_not_taken_over_before_its_holder_sees_it_lost(
     finally:
         second.release()
         first.release()
+
+
+def test_a_catalog_from_before_it_named_its_root(tmp_path: Path) -> None:
+    """The root's own catalog is rebuilt on first use; another file is refused, saying how."""
+    write_funding(tmp_path, [funding_record()])
+    old = tmp_path / catalog.CATALOG_FILE
+    files = f"{parquet.table_path(tmp_path, 'funding_history').path}/*/*/data.parquet"
+    view = f"CREATE VIEW funding_history AS SELECT * FROM read_parquet('{files}')"  # noqa: S608
+    with duckdb.connect(str(old)) as con:
+        con.execute(view)
+    with catalog.connect(tmp_path) as con:
+        assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (1,)
+        assert con.execute("SELECT root FROM _catalog").fetchone() == (str(tmp_path),)
+    elsewhere = tmp_path / "elsewhere.duckdb"
+    with duckdb.connect(str(elsewhere)) as con:
+        con.execute(view)
+    with pytest.raises(catalog.CatalogError, match="older version: rebuild it with"):
+        catalog.connect(path=elsewhere)
