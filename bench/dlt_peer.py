@@ -273,37 +273,36 @@ def _s3_credentials() -> Any:
     )
 
 
+def _files_url(out_dir: Path, bucket_url: str | None) -> str:
+    """Where the filesystem destination writes: the bucket given, else ``out_dir/files``."""
+    return bucket_url if bucket_url is not None else (out_dir / "files").as_uri()
+
+
 def _destination(destination: Destination, out_dir: Path, bucket_url: str | None = None) -> Any:
-    if destination == "parquet" and bucket_url is not None:
-        return dlt.destinations.filesystem(bucket_url=bucket_url, credentials=_s3_credentials())
     if destination == "parquet":
-        return dlt.destinations.filesystem(bucket_url=(out_dir / "files").as_uri())
+        credentials = _s3_credentials() if bucket_url is not None else None
+        return dlt.destinations.filesystem(
+            bucket_url=_files_url(out_dir, bucket_url), credentials=credentials
+        )
     # Not named after the dataset: DuckDB would see catalog "whitebit" and schema "whitebit" and
     # refuse the ambiguous name.
     return dlt.destinations.duckdb(str(out_dir / DUCKDB_FILE))
 
 
-def _parquet_table(out_dir: Path, table: str) -> tuple[int, dict[str, str]]:
-    """Rows and column types of a table written by the filesystem destination."""
+def _parquet_table(files_url: str, table: str) -> tuple[int, dict[str, str]]:
+    """Rows and column types of a table the filesystem destination wrote under ``files_url`` (a
+    local directory's ``file://`` URL, or ``s3://bucket/prefix``)."""
+    import fsspec
     import pyarrow.parquet as pq
 
-    files = sorted((out_dir / "files" / DATASET / table).glob("*.parquet"))
-    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    types = {f.name: str(f.type) for f in pq.read_schema(files[0])} if files else {}
-    return rows, types
-
-
-def _s3_parquet_table(bucket_url: str, table: str) -> tuple[int, dict[str, str]]:
-    """Rows and column types of a table the filesystem destination wrote to an S3 bucket."""
-    import pyarrow.parquet as pq
-    import s3fs
-
-    fs = s3fs.S3FileSystem(**_s3_credentials().to_s3fs_credentials(), use_listings_cache=False)
-    prefix = bucket_url.removeprefix("s3://").rstrip("/")
-    files = sorted(fs.glob(f"{prefix}/{DATASET}/{table}/*.parquet"))
+    options: dict[str, Any] = {}
+    if files_url.startswith("s3://"):
+        options = {**_s3_credentials().to_s3fs_credentials(), "use_listings_cache": False}
+    fs, prefix = fsspec.core.url_to_fs(files_url, **options)
+    files = sorted(fs.glob(f"{prefix.rstrip('/')}/{DATASET}/{table}/*.parquet"))
     rows, types = 0, dict[str, str]()
-    for key in files:
-        with fs.open(key, "rb") as source:
+    for path in files:
+        with fs.open(path, "rb") as source:
             metadata = pq.ParquetFile(source).metadata
             rows += metadata.num_rows
             types = types or {f.name: str(f.type) for f in metadata.schema.to_arrow_schema()}
@@ -378,10 +377,10 @@ def run(
         for t in (trace.steps if trace is not None else [])
         if t.finished_at is not None
     )
-    if bucket_url is not None:
-        rows, types = _s3_parquet_table(bucket_url, resource)
+    if destination == "parquet":
+        rows, types = _parquet_table(_files_url(out, bucket_url), resource)
     else:
-        rows, types = (_parquet_table if destination == "parquet" else _duckdb_table)(out, resource)
+        rows, types = _duckdb_table(out, resource)
     where = f" on {bucket_url.split('://', 1)[0]}" if bucket_url is not None else ""
     notes = [
         f"dlt {dlt.__version__}, REST API source, {destination} destination{where}, parquet loader",
