@@ -2,8 +2,7 @@
 over a root, wherever it is) and ``tables`` (the data dictionary). `assets.cli` attaches them to
 its group.
 
-Decimals are printed with their exact digits (trailing zeros of the fixed scale trimmed, never
-in exponent form, never through a float); times in UTC, ISO 8601.
+Values are printed as `warehouse.display` shows them: every digit of a decimal, times in UTC.
 """
 
 from __future__ import annotations
@@ -12,15 +11,13 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
 
 import click
 import duckdb
 from rich.console import Console
 from rich.table import Table
 
-from warehouse import catalog, schemas
+from warehouse import catalog, display, schemas
 
 CATALOG_OPTION = click.option(
     "--catalog",
@@ -63,9 +60,11 @@ def sql_command(query: str, catalog_file: str | None, output: str | None) -> Non
     if output == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows([[_text(v) for v in row] for row in rows])
+        writer.writerows([[display.text(v) for v in row] for row in rows])
     elif output == "json":
-        records = [dict(zip(names, (_json_value(v) for v in row), strict=True)) for row in rows]
+        records = [
+            dict(zip(names, (display.json_value(v) for v in row), strict=True)) for row in rows
+        ]
         click.echo(json.dumps(records, ensure_ascii=False, indent=2))
     else:
         print_table(names, rows)
@@ -150,35 +149,5 @@ def print_table(
         # Fold, never ellipsize: a cut-off amount would show wrong digits.
         table.add_column(name, overflow="fold")
     for row in rows:
-        table.add_row(*(_text(v) for v in row))
+        table.add_row(*(display.text(v) for v in row))
     (console or Console()).print(table)
-
-
-def _decimal_text(value: Decimal) -> str:
-    text = format(value, "f")  # never exponent form
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _text(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, Decimal):
-        return _decimal_text(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, list):
-        return json.dumps([_json_value(v) for v in value], ensure_ascii=False)
-    return str(value)
-
-
-def _json_value(value: object) -> object:
-    """JSON-safe value; a decimal becomes a string so that no reader parses it as a float."""
-    if isinstance(value, Decimal):
-        return _decimal_text(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    return value

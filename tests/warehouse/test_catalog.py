@@ -28,7 +28,7 @@ from tests.support.records import (
 )
 from tests.warehouse.test_normalize import decimal_strings
 from warehouse import catalog, normalize, parquet, schemas
-from warehouse.cli import _decimal_text
+from warehouse.display import decimal_text
 from warehouse.schemas import DEFAULT_ACCOUNT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -245,7 +245,7 @@ def test_every_decimal_comes_out_of_duckdb_with_the_same_digits(values: list[str
         )
     for (_, value, text), original in zip(rows, values, strict=True):
         assert value == Decimal(original)
-        assert _decimal_text(Decimal(text)) == canonical(original)
+        assert decimal_text(Decimal(text)) == canonical(original)
 
 
 def canonical(text: str) -> str:
