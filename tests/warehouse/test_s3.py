@@ -18,7 +18,7 @@ import pytest
 from tests.support.records import DAY, EXTRACTED_AT, at, funding_record
 from tests.support.s3 import S3Server
 from tests.warehouse.test_catalog import write_funding, write_snapshots
-from warehouse import catalog, lease, normalize, parquet, schemas
+from warehouse import catalog, lease, normalize, parquet, report, schemas
 from warehouse.schemas import DEFAULT_ACCOUNT
 from warehouse.settings import RootError, warehouse_root
 
@@ -62,6 +62,13 @@ def test_a_warehouse_on_s3_equals_the_same_on_local_disk(s3_root: str, tmp_path:
         remote = parquet.partition_files(s3_root, table)
         held = parquet.partition_files(local, table)
         assert [p.read_bytes() for p in remote] == [p.read_bytes() for p in held]
+    # The report of each says the same, and the S3 one is written on this machine.
+    from_s3, from_disk = report.write(s3_root), report.write(local, out=tmp_path / "local.html")
+    assert from_s3.headline == from_disk.headline
+    assert from_s3.headline.rejected_records == len(on_s3["_rejects"])
+    assert from_s3.headline.funding_payments == len(on_s3["funding_history"])
+    assert from_s3.path == report.default_path(s3_root)
+    assert from_s3.path.is_relative_to(tmp_path)  # XDG_STATE_HOME of the s3_root fixture
 
 
 def test_a_partition_is_one_put_to_its_final_key(s3_root: str, s3_server: S3Server) -> None:
