@@ -2,7 +2,8 @@
 
 ``demo`` fills a warehouse from the embedded simulator's two accounts; ``materialize`` runs an
 account's assets (or every account's) for a day or a range; ``ping`` checks an account's
-exchange; ``sql`` and ``tables`` query and describe the warehouse; ``simulator`` serves the
+exchange; ``sql`` and ``tables`` query and describe the warehouse; ``report`` draws it on one
+page; ``simulator`` serves the
 stand-in exchange; ``reset-key`` is the API's one write, done only here.
 Heavy imports (Dagster) happen inside the commands that need them, so ``--help`` is instant.
 """
@@ -311,6 +312,74 @@ def materialize(
     _ended(failed)
 
 
+@main.command("report")
+@click.option(
+    "--account",
+    "account_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this account (repeat for several); default: every account of the accounts file "
+    "and any other the warehouse holds.",
+)
+@click.option("--from", "first", type=DAY, help="First day (default: the warehouse's first).")
+@click.option("--to", "last", type=DAY, help="Last day, inclusive (default: its last).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="The HTML file to write (default: report.html in the warehouse's local directory, "
+    "where the nightly account_report asset writes it).",
+)
+def report_command(
+    account_names: tuple[str, ...],
+    first: datetime | None,
+    last: datetime | None,
+    out: str | None,
+) -> None:
+    """Write the account report: one HTML page of charts beside exact tables (funding per market
+    and per day, funding rates, balances, investments; a summary across accounts), that opens
+    offline in any browser. Prints its path."""
+    _write_report(
+        _console(),
+        account_names,
+        first.date() if first else None,
+        last.date() if last else None,
+        out,
+    )
+
+
+def _write_report(
+    console: Console,
+    names: tuple[str, ...] = (),
+    first: date | None = None,
+    last: date | None = None,
+    out: str | None = None,
+) -> None:
+    from assets.instance import instance
+    from assets.jobs import build
+    from assets.report import run_facts
+    from warehouse import report
+
+    accounts = _accounts()
+    facts = run_facts(instance(), build(accounts))
+    try:
+        written = report.write(
+            accounts=names,
+            declared=[account.name for account in accounts],
+            first=first,
+            last=last,
+            out=out,
+            facts=facts,
+        )
+    except report.ReportError as exc:
+        raise click.ClickException(str(exc)) from None
+    headline = written.headline
+    days = f"{headline.first_day} .. {headline.last_day}" if headline.first_day else "no data yet"
+    console.print(
+        f"\n[bold]Report[/bold] of {', '.join(headline.accounts) or 'no account'}, {days}, "
+        f"{headline.rows:,} rows, {len(written.html.encode()) / 1e6:.1f} MB:\n  {written.path}"
+    )
+
+
 @main.command()
 def demo() -> None:
     """Fill the warehouse from the embedded simulator's main account and one of its
@@ -368,6 +437,7 @@ def demo() -> None:
         console.print(f"\n[bold]{DEMO_QUERY}[/bold]")
         result = con.execute(DEMO_QUERY)
         print_table([d[0] for d in result.description or ()], result.fetchall(), console)
+    _write_report(console)
     console.print(NEXT_STEPS.format(accounts=demo_file, catalog=catalog.catalog_path()))
 
 

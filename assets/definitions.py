@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from assets import Account, WarehouseResource, WhiteBITResource, alerts, build, jobs
+from assets import Account, WarehouseResource, WhiteBITResource, alerts, build, jobs, report
 from assets.accounts import load
 from warehouse.settings import DEFAULT_ROOT, ROOT_ENV
 
@@ -48,12 +48,18 @@ def definitions(accounts: Sequence[Account] | None = None) -> dg.Definitions:
     chosen = load() if accounts is None else tuple(accounts)
     built = build(chosen)
     scheduled = jobs(built)
+    page = report.report_asset(built)
+    report_job = dg.define_asset_job(
+        "report",
+        selection=[report.REPORT_KEY],
+        description="The account report page (report.html), from the warehouse as it is.",
+    )
     return dg.Definitions(
-        assets=[asset for assets in built for asset in assets.assets],
+        assets=[*(asset for assets in built for asset in assets.assets), page],
         asset_checks=list(scheduled.freshness_checks),
-        jobs=scheduled.jobs,
+        jobs=[*scheduled.jobs, report_job],
         schedules=scheduled.schedules,
-        sensors=alerts.sensors(),
+        sensors=[*alerts.sensors(), report.report_sensor(built, report_job)],
         resources=resources(chosen),
         # A run's API steps hold their account's pool one at a time anyway: a process per step
         # would only add its start-up to each.

@@ -20,7 +20,17 @@ from assets.partitions import today
 from pipeline.simulator import Simulator
 from warehouse import schemas
 
-COMMANDS = ("demo", "simulator", "ping", "materialize", "sql", "tables", "reset-key")
+COMMANDS = (
+    "demo",
+    "simulator",
+    "ping",
+    "materialize",
+    "sql",
+    "tables",
+    "catalog",
+    "report",
+    "reset-key",
+)
 
 
 def _exchange_env(sim: Simulator) -> dict[str, str]:
@@ -207,6 +217,9 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     assert "Rows per table and account" in said
     assert "balances_across_accounts" in said  # the query across the two accounts
     assert "make ui" in said
+    # The demo ends by writing the report of both accounts, and says where.
+    assert "Report of main, sub_1" in said
+    assert 'data-headline="accounts">main, sub_1<' in (warehouse / "report.html").read_text()
     first = _warehouse_rows(warehouse)
     assert len(first["funding_history"]) > 500
     assert all(first[t] for t in schemas.TABLES if t != "_rejects")

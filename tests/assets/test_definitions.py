@@ -31,9 +31,11 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
         "funding_history_job": {"funding_history"},
         "snapshots_job": snapshots,
         "freshness": set(),
+        "report": {"account_report"},
     }
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     assert keys == {
+        "account_report",
         "funding_history",
         "investments",
         "fixed_plans",

@@ -4,6 +4,7 @@ with a bad key fails alone, and a rerun of one account leaves the others' files 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,10 +16,12 @@ from assets import Account, build
 from assets.accounts import load
 from assets.definitions import definitions
 from assets.jobs import nightly_requests
+from assets.report import REPORT_KEY, report_requests, run_facts
+from assets.reporting import ACCOUNT_TAG
 from pipeline.simulator import SimClock, Simulator
 from tests.support.cli_runs import account_files, failures, warehouse_rows
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog
+from warehouse import catalog, display
 
 #: A night of the simulator's data: the funding month that holds its yesterday (2026-09).
 TICK = datetime.fromtimestamp(FROZEN_AT, UTC).replace(hour=0, minute=30, second=0)
@@ -147,3 +150,68 @@ def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouch
     assert after["main"].keys() == before["main"].keys()
     assert all(after["main"][f][1] > before["main"][f][1] for f in after["main"])
     assert {name: warehouse_rows(root, name) for name in rows} == rows
+
+
+def test_the_report_follows_a_night_once_no_account_run_is_going(
+    exchange: Simulator,
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sensor asks for the report after the night's runs, not while one is still going; the
+    report run writes the page of every account (one that failed shows no rows) with its headline
+    as metadata equal to SQL over the catalog, and what the instance knows of each account."""
+    root = tmp_path / "warehouse"
+    monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
+    accounts = _accounts_file(
+        exchange, tmp_path / "accounts.yaml", ["partner", "disabled", "sub_1"], monkeypatch
+    )
+    built = build(accounts)
+    keys = [key for assets in built for asset in assets.assets for key in asset.keys]
+    assert report_requests(instance, keys, "report") == []  # nothing landed yet
+    _night(accounts, root, instance)
+
+    going = dg.DagsterRun(
+        job_name="nightly",
+        run_id=str(uuid.uuid4()),
+        status=dg.DagsterRunStatus.STARTED,
+        tags={ACCOUNT_TAG: "sub_1"},
+    )
+    instance.add_run(going)
+    assert report_requests(instance, keys, "report") == []
+    instance.delete_run(going.run_id)
+    (request,) = report_requests(instance, keys, "report")
+
+    report_job = definitions(accounts).resolve_job_def("report")
+    result = report_job.execute_in_process(instance=instance, tags=request.tags)
+    assert result.success
+    assert report_requests(instance, keys, "report") == []  # the report is newer than every table
+    event = instance.get_latest_materialization_event(REPORT_KEY)
+    assert event is not None
+    assert event.asset_materialization is not None
+    metadata = {name: value.value for name, value in event.asset_materialization.metadata.items()}
+    with catalog.connect(root) as con:
+        payments, net = con.execute(
+            "SELECT count(*), sum(funding_amount) FROM funding_history"
+        ).fetchone() or (0, None)
+    assert payments > 0
+    assert metadata["funding_payments"] == payments
+    assert metadata["funding_net_exact"] == display.text(net)
+    assert metadata["accounts"] == "main, broken, sub_1"
+    page = Path(str(metadata["path"])).read_text(encoding="utf-8")
+    assert page.count('data-chart="') >= 6  # the summary's, and each landed account's
+    assert 'id="account-broken"' not in page  # no section of an account without rows
+    broken = page[page.index('<tr data-account="broken">') :].split("</tr>")[0]
+    assert broken.count(">0<") == 8  # its tables' rows, its rejects
+    assert broken.count("none yet") == 2  # no night, no run succeeded
+    main = page[page.index('<tr data-account="main">') :].split("</tr>")[0]
+    assert main.count("none yet") == 1  # no nightly schedule here; its runs succeeded
+
+    # A field the spec does not name, seen by a table's latest materialization, is on the page.
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            dg.AssetKey(["main", "hedge_mode"]),
+            metadata={"unknown_fields": dg.MetadataValue.json({"newField": "str"})},
+        )
+    )
+    assert run_facts(instance, built).drift == {"main": ("hedge_mode: newField (str)",)}
