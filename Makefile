@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test test-fast bench ui serve lint typecheck simulator bootstrap browser postgres faketime clean
+.PHONY: demo test test-fast bench ui serve lint typecheck simulator bootstrap browser postgres faketime clean screenshot
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
@@ -68,6 +68,10 @@ typecheck: bootstrap
 bench: bootstrap
 	@$(UV) sync --locked --quiet --group bench
 	$(UV) run --locked --no-sync --group bench python -m bench
+
+# The README's picture of the report (docs/report.png): the demo's page, in headless Chromium.
+screenshot: bootstrap browser
+	$(RUN) python scripts/report_screenshot.py
 
 # The Dagster instance the CLI and the demo use (WAREHOUSE_ROOT/dagster unless DAGSTER_HOME says).
 ui: bootstrap

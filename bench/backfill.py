@@ -39,6 +39,7 @@ from typing import Any, Final
 from assets.instance import POSTGRES_URL_ENV
 from bench import Figure
 from bench.postgres import LocalPostgres
+from bench.report import page
 from bench.warehouse import layout
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SpawnedSimulator, spawn
@@ -158,6 +159,7 @@ def run() -> list[Figure]:
         )
         dlt_inv, _, _ = dlt("investments", "parquet")
         layout_figures = layout(base / "core")
+        report_figures = page(base / "core")
 
     def complete(rows: int) -> str:
         return "complete" if rows == truth else f"INCOMPLETE: {rows:,} of {truth:,}"
@@ -214,6 +216,7 @@ def run() -> list[Figure]:
                f"{'complete' if invest['complete'] else 'INCOMPLETE'} ({invest['slices']} "
                "slices); dlt stops at the offset window with exit 0 and no warning"),
         *layout_figures,
+        *report_figures,
     ]  # fmt: skip
 
 
