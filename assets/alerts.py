@@ -7,24 +7,36 @@ message links to the run. Each failed run gets one message: the check sensor rep
 which a blocking check failed, the run-failure sensor every other failed run.
 
 The message names the job, the partition(s), each failed step or check and its reason. Neither
-the webhook URL (itself a credential) nor an API key or secret ever appears in a message or log.
+the webhook URL (itself a credential) nor an API key or secret (of any account), a database
+URL or an AWS secret ever appears in a message or log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Final
 
 import dagster as dg
 import httpx
 
+from assets.accounts import AccountsFileError, load
+from assets.instance import POSTGRES_URL_ENV
 from assets.outcomes import outcome
 from assets.reporting import ACCOUNT_TAG
 
 WEBHOOK_ENV: Final = "WHITEBIT_ALERT_WEBHOOK_URL"
 UI_URL_ENV: Final = "WHITEBIT_UI_URL"
-#: Values that a message must never carry, should an error text hold one.
-_SECRET_ENVS: Final = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET", WEBHOOK_ENV)
+#: Variables whose values a message must never carry, should an error text hold one; with the
+#: variables the accounts file names for each account's key and secret (`_secret_variables`).
+_SECRET_ENVS: Final = (
+    "WHITEBIT_API_KEY",
+    "WHITEBIT_API_SECRET",
+    WEBHOOK_ENV,
+    POSTGRES_URL_ENV,
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+)
 #: How often the sensors look: a failed night reaches the webhook within a minute.
 INTERVAL_S: Final = 15
 _REASON_LINES: Final = 3
@@ -38,8 +50,18 @@ def _one_line(text: str) -> str:
     return short if len(short) <= _REASON_CHARS else short[: _REASON_CHARS - 1] + "…"
 
 
+def _secret_variables() -> list[str]:
+    names = list(_SECRET_ENVS)
+    # A wrong file fails the code location's load first, saying why; here it only adds nothing.
+    with contextlib.suppress(AccountsFileError):
+        names += [
+            name for account in load() for name in (account.key_env, account.secret_env) if name
+        ]
+    return names
+
+
 def _scrubbed(text: str) -> str:
-    for name in _SECRET_ENVS:
+    for name in _secret_variables():
         value = os.environ.get(name)
         if value:
             text = text.replace(value, f"<{name}>")
