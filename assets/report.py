@@ -2,7 +2,8 @@
 accounts' runs, and what the Dagster instance tells the page (`run_facts`).
 
 ``account_report`` is downstream of every account's tables and writes `warehouse.report`'s page of
-every account to ``report.html`` in the warehouse's local directory, with its path and headline
+every account to ``report.html`` in the warehouse's root (`warehouse.report.publish`: on S3 too,
+so that a run on any machine leaves it where the team finds it), with its path and headline
 numbers as metadata (the UI links to the file and plots the numbers over time). The nightly
 schedule's runs are one per account and kind, in parallel, so no run of them is "the last": the
 sensor ``report_after_runs`` asks for a report run once an account's table was materialized after
@@ -73,11 +74,12 @@ def run_facts(instance: dg.DagsterInstance, built: Sequence[AccountAssets]) -> R
     return RunFacts(last_night=nights, last_landed=landed, drift=drift)
 
 
-def metadata(written: Report) -> dict[str, dg.MetadataValue]:
-    """The page's path and headline numbers; the amounts as floats too, for the UI's plots."""
+def metadata(written: Report, shared: str) -> dict[str, dg.MetadataValue]:
+    """Where the page is for everyone, and its headline numbers; the amounts as floats too, for
+    the UI's plots."""
     headline = written.headline
     return {
-        "path": dg.MetadataValue.path(str(written.path)),
+        "path": dg.MetadataValue.path(shared),
         "accounts": dg.MetadataValue.text(", ".join(headline.accounts)),
         "range": dg.MetadataValue.text(f"{headline.first_day} .. {headline.last_day}"),
         "rows": dg.MetadataValue.int(headline.rows),
@@ -106,9 +108,9 @@ def report_asset(built: Sequence[AccountAssets]) -> dg.AssetsDefinition:
         context: AssetExecutionContext, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         facts = run_facts(context.instance, built)
-        written = report.write(warehouse.path, declared=names, facts=facts)
-        context.log.info(f"report written to {written.path}")
-        return dg.MaterializeResult(metadata=metadata(written))
+        written, shared = report.publish(warehouse.path, declared=names, facts=facts)
+        context.log.info(f"report written to {shared}")
+        return dg.MaterializeResult(metadata=metadata(written, shared))
 
     return account_report
 

@@ -69,6 +69,10 @@ def test_a_warehouse_on_s3_equals_the_same_on_local_disk(s3_root: str, tmp_path:
     assert from_s3.headline.funding_payments == len(on_s3["funding_history"])
     assert from_s3.path == report.default_path(s3_root)
     assert from_s3.path.is_relative_to(tmp_path)  # XDG_STATE_HOME of the s3_root fixture
+    # The nightly asset's page goes to the store too, where the whole team finds it.
+    published, shared = report.publish(s3_root)
+    assert shared == f"{s3_root}/{report.REPORT_FILE}"
+    assert (warehouse_root(s3_root) / report.REPORT_FILE).read_text() == published.html
 
 
 def test_a_partition_is_one_put_to_its_final_key(s3_root: str, s3_server: S3Server) -> None:

@@ -33,12 +33,13 @@ from markupsafe import Markup
 
 from warehouse import catalog, display
 from warehouse.parquet import Root
-from warehouse.settings import local_dir, location, warehouse_root
+from warehouse.settings import is_local, local_dir, location, warehouse_root
 
 from . import _charts
 from ._data import SNAPSHOT_TABLES, ZERO, AccountData, Reader, Table
 
-#: The report's file name in this machine's directory of the warehouse (`default_path`).
+#: The report's file name in this machine's directory of the warehouse (`default_path`), and in
+#: a remote root (`publish`).
 REPORT_FILE: Final = "report.html"
 ALL_TABLES: Final = ("funding_history", *SNAPSHOT_TABLES)
 
@@ -139,6 +140,21 @@ def write(
     finally:
         temp.unlink(missing_ok=True)
     return Report(report.html, report.headline, target)
+
+
+def publish(
+    root: Root = None, *, declared: Sequence[str] = (), facts: RunFacts | None = None
+) -> tuple[Report, str]:
+    """The page of every account, where every reader of the warehouse finds it: ``report.html``
+    in the root (on a store, one PUT of the whole page: a reader gets the old page or the new),
+    and in this machine's directory; the page and the shared location."""
+    base = warehouse_root(root)
+    written = write(base, declared=declared, facts=facts)
+    if is_local(base):
+        return written, str(written.path)
+    shared = base / REPORT_FILE
+    shared.fs.pipe_file(shared.path, written.html.encode())
+    return written, location(shared)
 
 
 def build(
