@@ -130,7 +130,10 @@ def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: 
     # The code location loads, every account's checks and jobs resolved.
     defs = definitions(accounts)
     assert defs.resolve_job_def("funding_history_job") is not None
-    assert {key.to_user_string() for key in defs.resolve_all_asset_keys()} == {*main, *eu}
+    # And one report of them all.
+    assert {key.to_user_string() for key in defs.resolve_all_asset_keys()} == {
+        *main, *eu, "account_report"
+    }  # fmt: skip
     assert jobs(built).freshness_checks
 
 
