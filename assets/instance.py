@@ -5,13 +5,19 @@ Its home is ``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``; its configuratio
 package's ``dagster.yaml``, written there when the home has none. With ``DAGSTER_POSTGRES_URL``
 set, the service's instance stores runs, event logs and schedules in PostgreSQL, read from that
 variable, in a home of its own (``WAREHOUSE_ROOT/dagster-postgres`` unless ``DAGSTER_HOME`` says),
-so a SQLite instance's history is never taken for a PostgreSQL one.
+so a SQLite instance's history is never taken for a PostgreSQL one. With Celery asked for
+(`whitebit-etl serve --workers N`, a Celery broker in ``CELERY_BROKER_URL``, `whitebit-etl
+worker`), runs are launched as tasks of dagster-celery's ``CeleryRunLauncher``, its broker and
+result backend read from `BROKER_ENV` and `BACKEND_ENV`: a worker on any machine that reaches the
+broker, the database and the warehouse may run them (docs/many-machines.md).
 
 A run executes in a process of its own (a CLI process, or a run worker of the service); nothing
 outside it ends the run if that process is killed: the run would stay "started" and keep its slot
 of the API pool (limit 1) forever, and every later run of an API asset would wait for that slot.
 `release_dead_runs` marks such runs failed and frees their slots: a CLI run before it starts
-another, `serve` as it starts.
+another, `serve` as it starts. A run launched on Celery may run on another machine, where no pid
+of this one means anything: Dagster's run monitoring judges it by its Celery task instead (the
+daemon asks the result backend; see dagster.yaml).
 """
 
 from __future__ import annotations
@@ -37,6 +43,16 @@ POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
 INSTANCE_LOCK: Final = ".whitebit-etl.lock"
 #: Tag of every CLI run: ``<host>:<pid>`` of the process executing it.
 RUNNER_TAG: Final = "whitebit-etl/runner"
+#: Celery's own variables (Celery reads them itself in a worker): the broker's URL, and the
+#: result backend's (the broker's when unset). They hold a password: never written in a file.
+BROKER_ENV: Final = "CELERY_BROKER_URL"
+BACKEND_ENV: Final = "CELERY_RESULT_BACKEND"
+#: The run launcher of an instance whose runs go to Celery workers (dagster-celery's), and the
+#: tag it puts on each run it launched (`dagster_celery.tags.DAGSTER_CELERY_TASK_ID_TAG`).
+CELERY_LAUNCHER: Final = {"module": "dagster_celery.launcher", "class": "CeleryRunLauncher"}
+CELERY_TASK_TAG: Final = "dagster-celery/task_id"
+#: The first line of a dagster.yaml this package wrote (it may rewrite it; an operator's, never).
+WRITTEN_HEADER: Final = "# Written by whitebit-etl (see assets/dagster.yaml)."
 _UNFINISHED: Final = [
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -48,33 +64,64 @@ class InstanceError(Exception):
     """The instance cannot be used as configured; the message says what to change."""
 
 
-def instance_config(*, postgres: bool) -> dict[str, Any]:
+def instance_config(*, postgres: bool, celery: bool = False) -> dict[str, Any]:
     """The instance's configuration (this package's ``dagster.yaml``), with PostgreSQL storage
-    read from `POSTGRES_URL_ENV` when asked."""
+    read from `POSTGRES_URL_ENV` when asked, and with runs launched on Celery workers, the broker
+    and the result backend read from `BROKER_ENV` and `BACKEND_ENV`, when asked."""
     text = resources.files("assets").joinpath("dagster.yaml").read_text(encoding="utf-8")
     config: dict[str, Any] = yaml.safe_load(text)
     if postgres:
         config["storage"] = {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}
+    if celery:
+        config["run_launcher"] = {
+            **CELERY_LAUNCHER,
+            "config": {"broker": {"env": BROKER_ENV}, "backend": {"env": BACKEND_ENV}},
+        }
     return config
 
 
+def _loaded(config: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    return loaded
+
+
 def _uses_postgres(config: Path) -> bool:
-    loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    return bool("postgres" in (loaded.get("storage") or {}))
+    return bool("postgres" in (_loaded(config).get("storage") or {}))
 
 
-def _home(default: Path, *, postgres: bool) -> Path:
+def _uses_celery(config: Path) -> bool:
+    launcher = _loaded(config).get("run_launcher") or {}
+    return all(launcher.get(key) == value for key, value in CELERY_LAUNCHER.items())
+
+
+def _write(config: Path, *, postgres: bool, celery: bool) -> None:
+    # Whole or not at all: another process may be reading it already.
+    temp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
+    text = yaml.safe_dump(instance_config(postgres=postgres, celery=celery), sort_keys=False)
+    temp.write_text(f"{WRITTEN_HEADER}\n{text}", encoding="utf-8")
+    os.replace(temp, config)
+
+
+def _home(default: Path, *, postgres: bool, celery: bool | None = None) -> Path:
     """``$DAGSTER_HOME``, else ``default``; created with its dagster.yaml, and made the home of
-    this process's instance."""
+    this process's instance. Asked for a run launcher (``celery``: dagster-celery's, or the
+    default; None: whichever it has), a dagster.yaml this package wrote with the other is
+    written again (the launcher holds no history); an operator's own file is refused instead,
+    saying what to change."""
     home = Path(os.environ.get("DAGSTER_HOME") or default)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        # Whole or not at all: another process may be reading it already.
-        temp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
-        text = yaml.safe_dump(instance_config(postgres=postgres), sort_keys=False)
-        temp.write_text("# Written by whitebit-etl (see assets/dagster.yaml).\n" + text)
-        os.replace(temp, config)
+        _write(config, postgres=postgres, celery=bool(celery))
+    elif celery is not None and _uses_celery(config) != celery:
+        if not config.read_text(encoding="utf-8").startswith(WRITTEN_HEADER):
+            change = (
+                "set its run_launcher as deploy/celery/dagster.yaml does"
+                if celery
+                else f"remove its run_launcher section, or set {BROKER_ENV}"
+            )
+            raise InstanceError(f"{config} was not written by whitebit-etl: {change}")
+        _write(config, postgres=_uses_postgres(config), celery=celery)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -85,12 +132,13 @@ def dagster_home() -> Path:
     return _home(local_dir() / "dagster", postgres=False)
 
 
-def instance_home() -> tuple[Path, str]:
-    """The service's instance home, made ready for the storage the environment asks for; and
-    the storage's name."""
+def instance_home(*, celery: bool = False) -> tuple[Path, str]:
+    """The service's (or a Celery worker's) instance home, made ready for the storage the
+    environment asks for and for the run launcher asked for (``celery``: dagster-celery's);
+    and the storage's name."""
     url = os.environ.get(POSTGRES_URL_ENV)
     if not url:
-        home = dagster_home()
+        home = _home(local_dir() / "dagster", postgres=False, celery=celery)
         if _uses_postgres(home / "dagster.yaml"):
             raise InstanceError(
                 f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
@@ -102,7 +150,7 @@ def instance_home() -> tuple[Path, str]:
             f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
             f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
         )
-    home = _home(local_dir() / "dagster-postgres", postgres=True)
+    home = _home(local_dir() / "dagster-postgres", postgres=True, celery=celery)
     if not _uses_postgres(home / "dagster.yaml"):
         raise InstanceError(
             f"{home / 'dagster.yaml'} stores the instance in SQLite under {home}: give the "
@@ -145,6 +193,9 @@ def _dead(instance: dg.DagsterInstance, run: dg.DagsterRun, *, service_stopped: 
         return f"whitebit-etl process {pid}"
     if not service_stopped or run.status == dg.DagsterRunStatus.NOT_STARTED:
         return ""
+    if CELERY_TASK_TAG in run.tags:
+        # Its worker may be on another machine, alive: run monitoring asks Celery about it.
+        return ""
     started = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_START)
     pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
     return "" if pids and process_alive(pids[-1]) else "the service"
@@ -154,8 +205,9 @@ def release_dead_runs(instance: dg.DagsterInstance, *, service_stopped: bool) ->
     """Mark failed each unfinished run whose process is gone, and free the API pool slot it
     holds; their ids. A CLI run is judged by its process (`RUNNER_TAG`, this host only); a
     service run by its run worker, only when the service is known to be stopped
-    (``service_stopped``: `serve` starting), since a worker may be starting it. A reused pid
-    keeps a run as it is: the safe side."""
+    (``service_stopped``: `serve` starting), since a worker may be starting it; never a run
+    launched on Celery (`CELERY_TASK_TAG`: its worker may be another machine's, so Dagster's run
+    monitoring judges it by its task). A reused pid keeps a run as it is: the safe side."""
     released = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=_UNFINISHED)):
         who = _dead(instance, run, service_stopped=service_stopped)

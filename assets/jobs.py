@@ -37,6 +37,12 @@ from .snapshots import snapshots
 #: 00:30 UTC; `WHITEBIT_NIGHTLY_CRON` moves it (the service test fires it every minute).
 NIGHTLY_CRON: Final = os.environ.get("WHITEBIT_NIGHTLY_CRON") or "30 0 * * *"
 FRESHNESS_CRON: Final = "30 2 * * *"
+#: How long a nightly run may go before the daemon's run monitoring fails it (Dagster's
+#: ``dagster/max_runtime`` tag): a run whose Celery worker's machine was lost never reports its
+#: end, and its task stays "started" in the result backend; a night's run of one account takes
+#: minutes.
+NIGHTLY_MAX_RUNTIME_S: Final = 4 * 3600
+MAX_RUNTIME_TAG: Final = "dagster/max_runtime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +107,7 @@ def nightly_requests(
     for assets in built:
         account = assets.account
         prefix = f"{account.name}:" if account.prefixed else ""
-        tags = {ACCOUNT_TAG: account.name}
+        tags = {ACCOUNT_TAG: account.name, MAX_RUNTIME_TAG: str(NIGHTLY_MAX_RUNTIME_S)}
         # The same month is asked for every night: the run key names the night, one run each.
         yield dg.RunRequest(
             run_key=f"{prefix}funding_history:{yesterday.isoformat()}",

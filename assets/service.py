@@ -4,6 +4,12 @@ sensors, the run queue) and the webserver, started and stopped together by ``whi
 Its instance is the CLI's (SQLite) unless ``DAGSTER_POSTGRES_URL`` is set: then PostgreSQL, in a
 home of its own (`assets.instance.instance_home`).
 
+With ``--workers N`` (N > 0), or a Celery broker in ``CELERY_BROKER_URL``, runs are launched on
+Celery workers (`assets.workers`): the service starts N of them beside its other processes, and,
+unless ``CELERY_BROKER_URL`` names a broker, Debian's redis-server on a loopback port as their
+broker and result backend. Workers on other machines that reach the same broker, database and
+warehouse take runs too (docs/many-machines.md).
+
 On SIGTERM or SIGINT the runs in progress are terminated and marked canceled with that reason
 (queued runs stay queued for the next start), then the processes are stopped, each given a few
 seconds before SIGKILL. Schedules, run history and partitions live in the instance's storage, so
@@ -30,7 +36,15 @@ import dagster as dg
 import psutil
 from rich.console import Console
 
-from assets.instance import RUNNER_TAG, InstanceError, instance_home, release_dead_runs
+from assets.instance import (
+    BACKEND_ENV,
+    BROKER_ENV,
+    RUNNER_TAG,
+    InstanceError,
+    instance_home,
+    release_dead_runs,
+)
+from assets.workers import LocalBroker, slots_per_worker, worker_args
 
 #: The code location's name: the one `make ui` gives it, so both see the same schedule state.
 LOCATION: Final = "assets.definitions"
@@ -174,20 +188,39 @@ def cancel_runs_in_progress(reason: str) -> list[str]:
         return [run.run_id for run in running]
 
 
-def serve(console: Console, host: str, port: int) -> None:
-    """Start the code location server, the daemon and the webserver; stop them on SIGTERM or
-    SIGINT (or when one of them exits)."""
-    home, storage = instance_home()
+def _celery_broker(home: Path, workers: int) -> tuple[LocalBroker | None, str]:
+    """The broker of a service whose runs go to Celery: the one `BROKER_ENV` names, else one
+    the service starts (with workers of its own only); set in this process's environment, which
+    its processes inherit. What the banner says of it (never its URL: it holds a password)."""
+    if os.environ.get(BROKER_ENV):
+        os.environ.setdefault(BACKEND_ENV, os.environ[BROKER_ENV])
+        return None, f"broker from {BROKER_ENV}"
+    broker = LocalBroker(free_port(), home / "redis")
+    os.environ[BROKER_ENV] = broker.url(0)
+    os.environ[BACKEND_ENV] = broker.url(1)
+    return broker, f"broker redis-server on 127.0.0.1:{broker.port}"
+
+
+def serve(console: Console, host: str, port: int, workers: int = 0) -> None:
+    """Start the code location server, the daemon and the webserver, and with ``workers`` that
+    many Celery workers (and their broker, unless `BROKER_ENV` names one); stop them on SIGTERM
+    or SIGINT (or when one of them exits)."""
+    celery = workers > 0 or bool(os.environ.get(BROKER_ENV))
+    home, storage = instance_home(celery=celery)
+    broker, said = _celery_broker(home, workers) if celery else (None, "")
     with dg.DagsterInstance.get() as instance:
         for run_id in release_dead_runs(instance, service_stopped=True):
             console.print(f"run {run_id} was left unfinished by a killed process: marked failed")
     code_port = free_port()
     workspace = _workspace(home, code_port)
-    env = dict(os.environ)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     processes: list[_Process] = []
+    brokers: list[_Process] = []
     reason = "one of the service's processes exited"
     try:
+        if broker is not None:
+            brokers.append(_Process("Celery broker (redis-server)", broker.start()))
+        env = dict(os.environ)
         code = _start(
             "code location server",
             [_tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
@@ -206,24 +239,39 @@ def serve(console: Console, host: str, port: int) -> None:
                 env,
             )
         )
+        slots = slots_per_worker(home, workers) if workers else 0
+        processes += [
+            _start(f"Celery worker {index}", worker_args(slots, index), env)
+            for index in range(1, workers + 1)
+        ]
+        on_celery = ""
+        if celery:
+            on_celery = (
+                f"; runs on Celery workers ({workers} here, {slots} run(s) at once each; {said})"
+                if workers
+                else f"; runs on Celery workers elsewhere ({said})"
+            )
         console.print(
             f"whitebit-etl serve: webserver on http://{host}:{port}, daemon, code location server "
-            f"on port {code_port}; instance {home} ({storage}). SIGTERM or Ctrl-C stops it."
+            f"on port {code_port}; instance {home} ({storage}){on_celery}. SIGTERM or Ctrl-C "
+            "stops it."
         )
-        while all(p.popen.poll() is None for p in processes):
+        watched = brokers + processes
+        while all(p.popen.poll() is None for p in watched):
             time.sleep(1)
-        gone = next(p for p in processes if p.popen.poll() is not None)
+        gone = next(p for p in watched if p.popen.poll() is not None)
         reason = f"the {gone.name} exited ({gone.popen.returncode})"
         raise ServiceError(f"{reason}: the service stops")
     except _Stop as stop:
         reason = f"whitebit-etl serve stopped on {stop.signal_name} before this run ended"
     finally:
         # No second signal may cut the stopping short; the runs go first, while their code
-        # location server is still there to terminate them.
+        # location server (or their Celery broker) is still there to terminate them.
         for s in previous:
             signal.signal(s, signal.SIG_IGN)
-        # Every process the service started, run workers and log helpers included, taken
-        # before the stop: once their parent ends they are no longer its children.
+        # Every process the service started, run workers (Celery's pool processes) and log
+        # helpers included, taken before the stop: once their parent ends they are no longer
+        # its children.
         started = psutil.Process().children(recursive=True)
         try:
             if processes:
@@ -233,6 +281,7 @@ def serve(console: Console, host: str, port: int) -> None:
         finally:
             started += psutil.Process().children(recursive=True)  # any launched meanwhile
             _stop_all(processes)
+            _stop_all(brokers)  # after the workers, which talk to it as they stop
             _kill_left(started)
             if processes:
                 canceled = mark_left_canceled(reason)

@@ -32,7 +32,11 @@ SERIAL_MODULES = frozenset({TESTS / "whitebit" / "test_pacing.py"})
 #: launched from the browser). ``make test`` hands out whole modules to its workers
 #: (``--dist loadfile``) in collection order (``--no-loadscope-reorder``): these first, so that
 #: the shorter ones fill the other worker around them rather than leave it idle at the end.
-LONGEST_MODULES = (TESTS / "service" / "test_service.py", TESTS / "ui" / "test_dagster_ui.py")
+LONGEST_MODULES = (
+    TESTS / "service" / "test_service.py",
+    TESTS / "ui" / "test_dagster_ui.py",
+    TESTS / "service" / "test_celery.py",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -48,6 +48,9 @@ EXEMPT: Mapping[str, str] = {
     "DAGSTER_POSTGRES_URL": "read by `whitebit-etl serve` and the CLI for their own instance; "
     "the chart's instance reads its password from the Secret as DAGSTER_PG_PASSWORD",
     "DAGSTER_HOME": "set by the chart on every pod (global.dagsterHome)",
+    "CELERY_BROKER_URL": "the Celery launcher's (serve --workers, whitebit-etl worker); on "
+    "Kubernetes runs are Jobs of the K8sRunLauncher",
+    "CELERY_RESULT_BACKEND": "the Celery launcher's, as CELERY_BROKER_URL",
 }
 #: Read for the product by the libraries it uses: WAREHOUSE_ROOT is s3://, so s3fs (botocore)
 #: needs credentials and a region.

@@ -150,6 +150,8 @@ def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: P
         "desk_eu/main_balances", "desk_eu/trading_balances", "desk_eu/hedge_mode",
         "desk_eu/watcher_links",
     }  # fmt: skip
+    # Failed by the daemon past it, should a worker's machine be lost mid-run.
+    assert {r.tags["dagster/max_runtime"] for r in asked} == {str(4 * 3600)}
 
 
 def test_the_example_file_loads_once_its_variables_are_set() -> None:

@@ -18,8 +18,8 @@ from rich.console import Console
 
 from assets import SINGLE, outcomes, runs
 from assets.console import CLIENT_LOGGER, progress_bar, watched
+from assets.instance import CELERY_TASK_TAG, release_dead_runs, runner_tag
 from assets.instance import instance as open_instance
-from assets.instance import release_dead_runs, runner_tag
 from assets.reporting import PROGRESS_LOGGER
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
@@ -63,6 +63,29 @@ def test_a_killed_run_is_marked_failed_and_its_pool_slot_freed(
     assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
     assert _claimed(instance) == []
     assert release_dead_runs(instance, service_stopped=False) == []  # once is enough
+
+
+def test_a_service_run_whose_process_died_is_released_unless_it_ran_on_celery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `serve` starts: a run of its own run worker whose process is gone is failed; one a
+    Celery worker ran is not, since its pid may be another machine's (run monitoring judges it
+    by its Celery task)."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    for tags in ("{}", f"{{{CELERY_TASK_TAG!r}: 'a-task-id'}}"):
+        script = _KILLED_IN_THE_POOL.replace("tags=runner_tag()", f"tags={tags}")
+        child = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        with open_instance() as instance:  # the next run may take the pool then
+            for run in instance.get_runs():
+                instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+    instance = open_instance()
+    on_celery, own = sorted(instance.get_runs(), key=lambda r: CELERY_TASK_TAG in r.tags)[::-1]
+    assert CELERY_TASK_TAG in on_celery.tags
+    assert release_dead_runs(instance, service_stopped=True) == [own.run_id]
+    assert instance.get_run_by_id(on_celery.run_id).status == dg.DagsterRunStatus.STARTED  # type: ignore[union-attr]
 
 
 def test_a_run_whose_process_lives_is_left_alone(

@@ -16,7 +16,7 @@ from assets.instance import instance_config
 def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
     monkeypatch.setenv("WAREHOUSE_ROOT", str(tmp_path / "warehouse"))
     # Set, then unset: the variables the code under test sets are restored afterwards too.
-    for name in ("DAGSTER_HOME", service.POSTGRES_URL_ENV):
+    for name in ("DAGSTER_HOME", service.POSTGRES_URL_ENV, service.BROKER_ENV, service.BACKEND_ENV):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     return monkeypatch
@@ -64,6 +64,52 @@ def test_a_url_without_the_driver_is_refused_without_its_password(
     with pytest.raises(service.InstanceError, match=r"postgresql\+psycopg2://") as refused:
         service.instance_home()
     assert "pw-789" not in str(refused.value)
+
+
+DEPLOYED = Path(__file__).resolve().parents[2] / "deploy" / "celery" / "dagster.yaml"
+
+
+def test_celery_homes_launch_on_celery_as_deploy_celery_says_and_name_variables_only(
+    env: pytest.MonkeyPatch,
+) -> None:
+    env.setenv(service.POSTGRES_URL_ENV, "postgresql+psycopg2://u:pw-789@db:5432/dagster")
+    env.setenv(service.BROKER_ENV, "redis://:broker-pw-456@broker:6379/0")
+    home, storage = service.instance_home(celery=True)
+    written = (home / "dagster.yaml").read_text()
+    assert storage == "PostgreSQL"
+    assert yaml.safe_load(written) == instance_config(postgres=True, celery=True)
+    assert yaml.safe_load(DEPLOYED.read_text()) == yaml.safe_load(written)
+    assert yaml.safe_load(written)["run_launcher"]["config"] == {
+        "broker": {"env": service.BROKER_ENV},
+        "backend": {"env": service.BACKEND_ENV},
+    }
+    assert "pw-789" not in written
+    assert "broker-pw-456" not in written
+
+
+def test_the_launcher_follows_what_is_asked_in_a_home_it_wrote_and_not_in_an_operators(
+    env: pytest.MonkeyPatch,
+) -> None:
+    home, _ = service.instance_home()
+    config = home / "dagster.yaml"
+    env.setenv("DAGSTER_HOME", str(home))
+    service.instance_home(celery=True)
+    assert yaml.safe_load(config.read_text()) == instance_config(postgres=False, celery=True)
+    service.instance_home()
+    assert yaml.safe_load(config.read_text()) == instance_config(postgres=False)
+    # An operator's own file is theirs: refused, saying what to change.
+    config.write_text(yaml.safe_dump(instance_config(postgres=False)))
+    with pytest.raises(service.InstanceError, match=r"deploy/celery/dagster\.yaml"):
+        service.instance_home(celery=True)
+
+
+def test_a_worker_without_a_broker_is_refused_at_once(env: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from assets.workers import WorkerError, run_worker
+
+    with pytest.raises(WorkerError, match=service.BROKER_ENV):
+        run_worker(Console(), 1, "w")
 
 
 def test_the_instance_configuration_ships_inside_the_package() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -65,7 +66,7 @@ Rows = dict[str, list[tuple[Any, ...]]]
 WHEN_COLUMNS = ("extracted_at", "snapshot_date")
 
 
-def warehouse_rows(root: Path, account: str = schemas.DEFAULT_ACCOUNT) -> Rows:
+def warehouse_rows(root: Path | str, account: str = schemas.DEFAULT_ACCOUNT) -> Rows:
     """Every table of one account of the warehouse (the account of a warehouse without an
     accounts file, by default), through its DuckDB catalog, row for row, in a fixed order,
     without `WHEN_COLUMNS` and the account column."""
@@ -133,12 +134,16 @@ def cli_env(
 
 
 def two_accounts_env(
-    exchange: SpawnedSimulator | Simulator, root: Path | str, home: Path, accounts_file: Path
+    exchange: SpawnedSimulator | Simulator,
+    root: Path | str,
+    home: Path,
+    accounts_file: Path,
+    accounts: Mapping[str, str] = TWO_ACCOUNTS,
 ) -> dict[str, str]:
     """The environment a user sets for `whitebit-etl` to extract two accounts of this exchange
     into one warehouse: `cli_env`'s, but for the single-account variables, with the accounts
-    file (written to ``accounts_file``) of `TWO_ACCOUNTS` and the variables it names holding
-    their keys and secrets (the file holds the names only)."""
+    file (written to ``accounts_file``) of `TWO_ACCOUNTS` (or of ``accounts``: name to key role)
+    and the variables it names holding their keys and secrets (the file holds the names only)."""
     single = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET", "WHITEBIT_BASE_URL")
     env = {
         name: value
@@ -146,7 +151,7 @@ def two_accounts_env(
         if name not in (*single, "WHITEBIT_MINING_ACCOUNTS")
     }
     lines = ["accounts:"]
-    for name, role in TWO_ACCOUNTS.items():
+    for name, role in accounts.items():
         creds = exchange.credentials_for(role)
         key_env, secret_env = (
             f"WHITEBIT_{name.upper()}_API_KEY",

@@ -72,6 +72,8 @@ class Service:
 
     env: dict[str, str]
     log: Path
+    #: More of ``serve``'s options (``--workers 2``).
+    args: list[str] = field(default_factory=list)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -93,7 +95,7 @@ class Service:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.with_name(f"{self.log.name}-{self.starts}.log").open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "assets.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "assets.cli", "serve", "--port", str(self.port), *self.args],
                 cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip

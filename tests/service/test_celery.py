@@ -1,0 +1,410 @@
+"""The nightly service with its runs on Celery workers, on one machine as on many: `whitebit-etl
+serve --workers 2` starts Debian's redis-server (broker and result backend) and two Celery
+workers beside its daemon, webserver and code location server; its instance is on PostgreSQL,
+the warehouse on S3 (moto's server), three accounts in an accounts file.
+
+- The schedule's tick (every minute here) launches each account's two runs; they run in the
+  workers' pool processes, side by side, and what lands on S3 is, account by account, what the
+  same account extracted alone on local disk holds.
+- A run's process SIGKILLed mid-run (during the funding walk, before the month is written):
+  Celery says WorkerLostError and fails the task, the daemon's run monitoring sees the task failed
+  and fails the run; the warehouse keeps the month's old object, whole; the account's API pool
+  slot is freed, and a rerun gives the same warehouse.
+- SIGTERM stops the service, its workers and their pool processes, and redis: nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import dagster as dg
+import httpx
+import psutil
+import pytest
+from dagster_graphql import DagsterGraphQLClient
+
+from assets.accounts import load
+from assets.dagster_private import InstigatorTick, InstigatorType
+from assets.definitions import definitions
+from assets.instance import CELERY_TASK_TAG
+from assets.jobs import build, nightly_requests
+from assets.reporting import ACCOUNT_TAG
+from bench.postgres import LocalPostgres
+from pipeline.simulator import SpawnedSimulator
+from tests.support.cli_runs import Rows, failures, two_accounts_env, warehouse_rows
+from tests.support.s3 import S3Server
+from tests.support.service import Service
+from warehouse import catalog, parquet, schemas
+from warehouse.schemas import month_of
+
+pytestmark = pytest.mark.slow
+
+T = TypeVar("T")
+#: Account name to the simulator key it uses: the main account and both sub-accounts.
+THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
+#: The first tick comes at the next minute; then six runs on two workers.
+RUNS_TIMEOUT_S = 240
+#: Run monitoring looks every 15 s; the killed run's pool slot is freed 10 s after its end, at a
+#: later look; the rerun, queued until then, takes it.
+RECOVERY_TIMEOUT_S = 180
+KILLED = "sub_1"
+
+
+def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        assert service.process is not None
+        assert service.process.poll() is None, service.output()[-4000:]
+        assert time.monotonic() < deadline, (
+            f"{what}: not in {timeout:.0f} s\n{service.output()[-6000:]}"
+        )
+        time.sleep(1)
+
+
+@dataclass
+class Night:
+    service: Service
+    base: Path
+    root: str
+    env: dict[str, str]
+    store: S3Server
+    exchange: SpawnedSimulator
+    #: Each account extracted alone on local disk, for the night of `alone_tick`.
+    alone: dict[str, Rows]
+    alone_tick: datetime
+
+    @property
+    def bucket(self) -> str:
+        return self.root.removeprefix("s3://").split("/")[0]
+
+
+@pytest.fixture(scope="module")
+def night(
+    postgres: LocalPostgres,
+    today_exchange: SpawnedSimulator,
+    s3_server: S3Server,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Night]:
+    """The service with two workers of its own, on PostgreSQL and S3, three accounts; this
+    process's AWS variables pointing at the S3 server too (its catalog of the bucket is read
+    here), and the bucket mirrored under the module's directory at the end (the secrets scan
+    reads it there)."""
+    base = tmp_path_factory.mktemp("celery")
+    bucket = s3_server.bucket()
+    root = f"s3://{bucket}/warehouse"
+    env = two_accounts_env(
+        today_exchange, root, base / "dagster", base / "accounts.yaml", THREE_ACCOUNTS
+    )
+    env = {k: v for k, v in env.items() if not k.startswith(("AWS_", "CELERY_"))}
+    env |= s3_server.env | {
+        "DAGSTER_POSTGRES_URL": postgres.url(postgres.new_database()),
+        "WHITEBIT_NIGHTLY_CRON": "* * * * *",
+        "XDG_STATE_HOME": str(base / "state"),
+        # A lease a killed run held is taken over soon.
+        "WAREHOUSE_LEASE_SECONDS": "5",
+    }
+    env.pop("WAREHOUSE_CATALOG", None)
+    service = Service(env, base / "logs" / "serve", args=["--workers", "2"])
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            patch.delenv(name)
+        for name, value in s3_server.env.items():
+            patch.setenv(name, value)
+        patch.setenv("XDG_STATE_HOME", str(base / "test-state"))
+        patch.delenv("WAREHOUSE_CATALOG", raising=False)
+        try:
+            service.launch()
+            # While the service starts and waits for its first tick: the reference night.
+            now = datetime.now(UTC)
+            alone = _alone(env, now, base / "alone")
+            service.wait_ready()
+            yield Night(service, base, root, env, s3_server, today_exchange, alone, now)
+        finally:
+            service.stop()
+            today_exchange.control("faults", probability=0.0)
+            s3_server.mirror(bucket, base / "s3-objects")
+
+
+def _nightly_state(service: Service) -> tuple[str, str]:
+    with service.instance() as instance:
+        (state,) = [
+            s
+            for s in instance.all_instigator_state(instigator_type=InstigatorType.SCHEDULE)
+            if s.instigator_name == "nightly_schedule"
+        ]
+    return state.instigator_origin_id, state.selector_id
+
+
+def _ticks(service: Service) -> list[InstigatorTick]:
+    origin, selector = _nightly_state(service)
+    with service.instance() as instance:
+        return sorted(instance.get_ticks(origin, selector), key=lambda t: t.timestamp)
+
+
+def _stop_schedule(service: Service) -> None:
+    """Stop the nightly schedule, as its toggle in the UI does: no tick after this one."""
+    origin, selector = _nightly_state(service)
+    mutation = """
+      mutation Stop($origin: String, $selector: String) {
+        stopRunningSchedule(scheduleOriginId: $origin, scheduleSelectorId: $selector) {
+          __typename
+        }
+      }"""
+    answer = httpx.post(
+        service.url + "/graphql",
+        json={"query": mutation, "variables": {"origin": origin, "selector": selector}},
+        timeout=30,
+    ).json()
+    assert answer["data"]["stopRunningSchedule"]["__typename"] == "ScheduleStateResult", answer
+
+
+def _runs(service: Service, run_ids: list[str]) -> list[dg.RunRecord]:
+    with service.instance() as instance:
+        return list(instance.get_run_records(dg.RunsFilter(run_ids=run_ids)))
+
+
+def _worker_of(pid: int) -> str | None:
+    """The Celery worker whose pool process ``pid`` is (its ``-n`` name), if it runs."""
+    try:
+        parent = psutil.Process(pid).parent()
+        command = parent.cmdline() if parent is not None else []
+    except psutil.Error:
+        return None
+    if "celery" not in " ".join(command):
+        return None
+    return command[command.index("-n") + 1]
+
+
+def _run_pid(service: Service, run_id: str) -> int | None:
+    with service.instance() as instance:
+        started = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_START)
+    pids = [e.dagster_event.pid for e in started if e.dagster_event and e.dagster_event.pid]
+    return pids[-1] if pids else None
+
+
+@dataclass
+class FirstNight:
+    tick: InstigatorTick
+    runs: list[dg.RunRecord]
+    workers: set[str]
+
+
+@pytest.fixture(scope="module")
+def first_night(night: Night) -> FirstNight:
+    """The first tick's six runs, ended; the schedule stopped once they were launched. The
+    workers seen running them (sampled while they ran)."""
+    served = night.service
+    workers: set[str] = set()
+
+    def launched() -> InstigatorTick | None:
+        return next((t for t in _ticks(served) if len(t.run_ids) == 6), None)
+
+    tick = _wait("a tick's six runs", launched, RUNS_TIMEOUT_S, served)
+    _stop_schedule(served)
+
+    def ended() -> list[dg.RunRecord] | None:
+        records = _runs(served, list(tick.run_ids))
+        for record in records:
+            pid = _run_pid(served, record.dagster_run.run_id)
+            if pid is not None and not record.dagster_run.is_finished:
+                workers.add(_worker_of(pid) or "")
+        return records if all(r.dagster_run.is_finished for r in records) else None
+
+    runs = _wait("the six runs' ends", ended, RUNS_TIMEOUT_S, served)
+    return FirstNight(tick, runs, workers - {""})
+
+
+def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
+    """Each account's night, extracted alone (its own runs, in this process) on local disk:
+    the schedule's requests for that tick."""
+    rows = {}
+    with pytest.MonkeyPatch.context() as patch, dg.instance_for_test() as instance:
+        for name, value in env.items():
+            if name.startswith("WHITEBIT_") and name != "WHITEBIT_NIGHTLY_CRON":
+                patch.setenv(name, value)
+        accounts = load()
+        for account in accounts:
+            own = root / account.name
+            patch.setenv("WAREHOUSE_ROOT", str(own))
+            nightly = definitions([account]).resolve_job_def("nightly")
+            for request in nightly_requests(build([account]), tick):
+                result = nightly.execute_in_process(
+                    instance=instance,
+                    asset_selection=request.asset_selection,
+                    partition_key=request.partition_key,
+                    tags=request.tags,
+                    raise_on_error=False,
+                )
+                said = [t for t in failures(result) if "nightly_partition_fresh" not in t]
+                assert said == [], said
+            catalog.refresh(own)
+            rows[account.name] = _settled(warehouse_rows(own, account.name), tick)
+    return rows
+
+
+def _settled(rows: Rows, tick: datetime) -> Rows:
+    """The tables without the funding payments of the tick's own day: the simulator's clock
+    runs with the wall clock, so a payment time (every 8 hours) may pass between two runs."""
+    day = [c.name for c in schemas.TABLES["funding_history"].view_columns if c.name not in (
+        "extracted_at", "snapshot_date", schemas.ACCOUNT)].index("funding_date")  # fmt: skip
+    today = tick.astimezone(UTC).date()
+    return rows | {"funding_history": [r for r in rows["funding_history"] if r[day] < today]}
+
+
+def _on_s3(night: Night, tick: datetime) -> dict[str, Rows]:
+    catalog.refresh(night.root)
+    return {name: _settled(warehouse_rows(night.root, name), tick) for name in THREE_ACCOUNTS}
+
+
+@pytest.fixture(scope="module")
+def alone(
+    night: Night, first_night: FirstNight, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Rows]:
+    """Each account extracted alone for the night of the first tick (the one extracted as the
+    service started, unless UTC midnight came between)."""
+    tick = datetime.fromtimestamp(first_night.tick.timestamp, UTC)
+    if tick.date() == night.alone_tick.date():
+        return night.alone
+    return _alone(night.env, tick, tmp_path_factory.mktemp("alone"))
+
+
+def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_alone(
+    night: Night, first_night: FirstNight, alone: dict[str, Rows]
+) -> None:
+    runs = first_night.runs
+    assert [r.dagster_run.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * 6
+    assert sorted(r.dagster_run.tags[ACCOUNT_TAG] for r in runs) == sorted([*THREE_ACCOUNTS] * 2)
+    # Each launched as a Celery task, run by the service's two workers, side by side.
+    assert all(CELERY_TASK_TAG in r.dagster_run.tags for r in runs)
+    assert {name.split("@")[0] for name in first_night.workers} == {"whitebit-1", "whitebit-2"}
+    spans = sorted((r.start_time or 0.0, r.end_time or 0.0) for r in runs)
+    assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
+
+    tick = datetime.fromtimestamp(first_night.tick.timestamp, UTC)
+    landed = _on_s3(night, tick)
+    for name in THREE_ACCOUNTS:
+        assert landed[name] == alone[name], name
+        assert landed[name]["funding_history"], name
+        assert landed[name]["main_balances"], name
+    funding = [tuple(rows["funding_history"]) for rows in landed.values()]
+    assert len(set(funding)) == 3  # each account its own, none another's copy
+    # Nothing but the tables' files in the bucket: no lease left, no temp object.
+    keys = night.store.filesystem().find(night.bucket)
+    assert keys
+    assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
+
+
+def _launch(service: Service, account: str, month: str) -> str:
+    """One funding month of one account, launched from outside as the UI does."""
+    client = DagsterGraphQLClient("127.0.0.1", port_number=service.port, timeout=60)
+    return client.submit_job_execution(
+        "nightly",
+        asset_selection=[dg.AssetKey([account, "funding_history"])],
+        tags={"dagster/partition": month, ACCOUNT_TAG: account},
+    )
+
+
+def _month_key(night: Night, account: str, month: str) -> str:
+    return (
+        f"{night.bucket}/warehouse/{parquet.PARQUET_DIR}/funding_history/account={account}/"
+        f"funding_month={month}/{parquet.PARTITION_FILE}"
+    )
+
+
+def _status(service: Service, run_id: str) -> dg.DagsterRun | None:
+    with service.instance() as instance:
+        return instance.get_run_by_id(run_id)
+
+
+def test_a_run_killed_on_its_worker_is_failed_by_run_monitoring_and_a_rerun_mends_it(
+    night: Night, first_night: FirstNight, alone: dict[str, Rows]
+) -> None:
+    served, fs = night.service, night.store.filesystem()
+    tick = datetime.fromtimestamp(first_night.tick.timestamp, UTC)
+    month = month_of(tick.date() - timedelta(days=1))
+    key = _month_key(night, KILLED, month)
+    old = fs.cat_file(key)
+
+    # Every answer late: the walk is long, the month written at its end only.
+    night.exchange.control("faults", probability=1.0, kinds=["slow"], slow_seconds=3.0)
+    night.exchange.stats(reset=True)
+    run_id = _launch(served, KILLED, month)
+
+    def walking() -> int | None:
+        run = _status(served, run_id)
+        pid = _run_pid(served, run_id)
+        paths = night.exchange.stats()["answered"]
+        pages = sum(n for path, n in paths.items() if "funding-history" in path)
+        started = run is not None and run.status == dg.DagsterRunStatus.STARTED
+        return pid if started and pid and pages else None
+
+    pid = _wait("the run walking its funding pages", walking, RUNS_TIMEOUT_S, served)
+    worker = _worker_of(pid)
+    assert worker is not None
+    assert worker.startswith("whitebit-"), worker
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    night.exchange.control("faults", probability=0.0)
+
+    def failed() -> dg.DagsterRun | None:
+        run = _status(served, run_id)
+        return run if run is not None and run.is_finished else None
+
+    run = _wait("the killed run, failed", failed, RECOVERY_TIMEOUT_S, served)
+    detected_s = time.monotonic() - killed_at
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    with served.instance() as instance:
+        said = [e.message for e in instance.all_logs(run_id)]
+    assert any("Celery task failed" in m for m in said), said[-3:]
+    assert "WorkerLostError" in served.output()
+    print(f"killed run failed by run monitoring {detected_s:.0f} s after the kill")
+
+    # The month's old object, whole: the run died before it was written.
+    assert fs.cat_file(key) == old
+    assert _on_s3(night, tick) == alone
+
+    rerun = _launch(served, KILLED, month)
+
+    def rerun_ended() -> dg.DagsterRun | None:
+        found = _status(served, rerun)
+        return found if found is not None and found.is_finished else None
+
+    again = _wait("the rerun", rerun_ended, RECOVERY_TIMEOUT_S, served)
+    assert again.status == dg.DagsterRunStatus.SUCCESS, served.output()[-4000:]
+    assert fs.cat_file(key) != old  # written again, by the rerun
+    assert _on_s3(night, tick) == alone
+    keys = fs.find(night.bucket)
+    assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
+
+
+def test_sigterm_stops_the_service_its_workers_and_redis(night: Night) -> None:
+    served = night.service
+    assert served.process is not None
+    commands = [
+        " ".join(p.cmdline()) for p in psutil.Process(served.process.pid).children(recursive=True)
+    ]
+    assert sum("redis-server" in c for c in commands) == 1, commands
+    assert sum("celery" in c and "-n whitebit-" in c for c in commands) >= 2 + 2 * 2, commands
+    code, seconds = served.terminate()
+    assert code == 0, served.output()[-3000:]
+    assert seconds < 30
+    assert served.group_ends()
+    assert "whitebit-etl serve: stopped" in served.output()
+    with served.instance() as instance:
+        left = instance.get_runs(
+            filters=dg.RunsFilter(
+                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+            )
+        )
+    assert left == []
