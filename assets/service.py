@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +42,7 @@ from assets.instance import (
     instance_home,
     release_dead_runs,
 )
-from assets.workers import LocalBroker, slots_per_worker, worker_args
+from assets.workers import LocalBroker, slots_per_worker, tool, worker_args
 
 #: The code location's name: the one `make ui` gives it, so both see the same schedule state.
 LOCATION: Final = "assets.definitions"
@@ -82,12 +80,6 @@ def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _tool(name: str) -> str:
-    """A console script of this environment (beside its python), else the one on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else (shutil.which(name) or name)
 
 
 @dataclass
@@ -223,19 +215,19 @@ def serve(console: Console, host: str, port: int, workers: int = 0) -> None:
         env = dict(os.environ)
         code = _start(
             "code location server",
-            [_tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
+            [tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
              "-p", str(code_port)],
             env,
         )  # fmt: skip
         processes.append(code)
         _wait_for_code_server(code, code_port)
         processes.append(
-            _start("daemon", [_tool("dagster-daemon"), "run", "-w", str(workspace)], env)
+            _start("daemon", [tool("dagster-daemon"), "run", "-w", str(workspace)], env)
         )
         processes.append(
             _start(
                 "webserver",
-                [_tool("dagster-webserver"), "-w", str(workspace), "-h", host, "-p", str(port)],
+                [tool("dagster-webserver"), "-w", str(workspace), "-h", host, "-p", str(port)],
                 env,
             )
         )

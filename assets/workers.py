@@ -53,17 +53,17 @@ class WorkerError(InstanceError):
     """A worker cannot start as configured; the message says what to change."""
 
 
-def _celery() -> str:
-    """Celery's command, beside this interpreter (the environment's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "celery"
-    return str(beside) if beside.exists() else (shutil.which("celery") or "celery")
+def tool(name: str) -> str:
+    """A console script of this environment (beside its python), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else (shutil.which(name) or name)
 
 
 def worker_command(concurrency: int, name: str) -> list[str]:
     """The Celery worker's command: what ``dagster-celery worker start`` runs, and a fresh
     process per run."""
     return [
-        _celery(), "-A", CELERY_APP, "worker",
+        tool("celery"), "-A", CELERY_APP, "worker",
         "--prefetch-multiplier=1", "--max-tasks-per-child=1",
         "--concurrency", str(concurrency), "-Q", QUEUE, "-n", f"{name}@%h",
         "--loglevel", "INFO", "--without-gossip", "--without-mingle",
