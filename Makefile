@@ -70,7 +70,7 @@ lint: bootstrap
 typecheck: bootstrap
 	$(RUN) mypy
 
-bench: bootstrap
+bench: bootstrap postgres redis
 	@$(UV) sync --locked --quiet --group bench
 	$(UV) run --locked --no-sync --group bench python -m bench
 

@@ -38,10 +38,13 @@ LAST_DAY: Final = datetime.fromtimestamp(EPOCH, UTC).date() - timedelta(days=1)
 FIRST_DAY: Final = LAST_DAY - timedelta(days=Scale.large().days)
 
 
-def _accounts_file(sim: SpawnedSimulator, path: Path) -> tuple[Path, dict[str, str]]:
-    """The five accounts, their secrets in variables (the environment of the runs)."""
+def accounts_file(
+    sim: SpawnedSimulator, path: Path, subaccounts: int = SUBACCOUNTS
+) -> tuple[Path, dict[str, str]]:
+    """The main account and ``subaccounts`` sub-accounts, their secrets in variables (the
+    environment of the runs)."""
     lines, env = ["accounts:"], {}
-    for role in ("partner", *(f"sub_{n}" for n in range(1, SUBACCOUNTS + 1))):
+    for role in ("partner", *(f"sub_{n}" for n in range(1, subaccounts + 1))):
         name = "main" if role == "partner" else role
         creds = sim.credentials_for(role)
         env[f"BENCH_{name.upper()}_KEY"] = creds.api_key
@@ -125,7 +128,7 @@ def run() -> list[Figure]:
     sim = spawn(scale="large", frozen_at=EPOCH, subaccounts=SUBACCOUNTS)
     with sim, tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
-        path, secrets = _accounts_file(sim, base / "accounts.yaml")
+        path, secrets = accounts_file(sim, base / "accounts.yaml")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
         env |= secrets | {
             "WHITEBIT_ACCOUNTS_FILE": str(path),
