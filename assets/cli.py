@@ -3,8 +3,8 @@
 ``demo`` fills a warehouse from the embedded simulator's two accounts; ``materialize`` runs an
 account's assets (or every account's) for a day or a range; ``ping`` checks an account's
 exchange; ``sql`` and ``tables`` query and describe the warehouse; ``report`` draws it on one
-page; ``simulator`` serves the
-stand-in exchange; ``reset-key`` is the API's one write, done only here.
+page; ``serve`` runs the nightly service and ``worker`` a Celery worker of its runs;
+``simulator`` serves the stand-in exchange; ``reset-key`` is the API's one write, done only here.
 Heavy imports (Dagster) happen inside the commands that need them, so ``--help`` is instant.
 """
 
