@@ -10,9 +10,10 @@ the views read, so a connection knows which store to reach and can tell when the
 
 Where it is (`warehouse.settings.catalog_path`): ``WAREHOUSE_CATALOG``, else ``warehouse.duckdb``
 in the root (a local root) or in this machine's directory for a remote root. With an ``s3://``
-root the views read ``s3://`` paths through an fsspec filesystem (s3fs) that every connection
-made here registers before it reads: DuckDB's httpfs extension is never needed nor downloaded,
-and the file holds no credential (they come from the AWS variables or profile, at query time).
+root the views read ``s3://`` paths through an fsspec filesystem (s3fs, made to look a query's
+files up once: `warehouse.store`) that every connection made here registers before it reads:
+DuckDB's httpfs extension is never needed nor downloaded, and the file holds no credential
+(they come from the AWS variables or profile, at query time).
 `refresh` can also write a catalog elsewhere (``whitebit-etl catalog --root … --out …``): an
 analyst's own file over the shared Parquet, or the catalog of a warehouse that was moved.
 
@@ -60,6 +61,7 @@ from warehouse.schemas import TableSchema
 from warehouse.settings import CATALOG_FILE as CATALOG_FILE
 from warehouse.settings import catalog_path as catalog_path
 from warehouse.settings import is_local, location, warehouse_root
+from warehouse.store import duckdb_filesystem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -169,10 +171,11 @@ def reader(root: Root = None) -> duckdb.DuckDBPyConnection:
 
 def _reach(con: duckdb.DuckDBPyConnection, base: UPath) -> None:
     """Let ``con`` read files under ``base``: nothing to do locally; a store's filesystem is
-    registered (never DuckDB's own extensions, which it would download)."""
+    registered (never DuckDB's own extensions, which it would download), one that looks each
+    file up once per query (`warehouse.store`)."""
     con.execute("SET autoinstall_known_extensions = false")
     if not is_local(base):
-        con.register_filesystem(base.fs)
+        con.register_filesystem(duckdb_filesystem(base))
 
 
 def query(sql: str, params: Sequence[object] = (), *, root: Root = None) -> pd.DataFrame:
