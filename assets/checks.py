@@ -85,7 +85,7 @@ def _files(root: Root, table: str, partitions: Sequence[parquet.Partition]) -> l
     """The files holding these partitions of ``table`` now (a partition may have none; the days
     of a month share its file): one listing of each account's files, not a look per file (on a
     store, a look is a request)."""
-    wanted = {location(parquet.partition_path(root, table, p)): None for p in partitions}
+    wanted = dict.fromkeys(parquet.partition_locations(root, table, partitions))
     held = {
         location(path)
         for account in sorted({str(p[0]) for p in partitions})
