@@ -117,10 +117,11 @@ def stored_rows(root: Root, table: str, account: str, days: Sequence[date]) -> i
     where, params = of_days(table, days)
     with catalog.reader(root) as con:
         for batch in _batches(_files(root, table, _days(account, days))):
-            found = con.execute(
-                f"SELECT count(*) FROM {_read(batch)} {where}",  # noqa: S608
-                params,
-            ).fetchone()
+            with catalog.readable(root, batch) as names:
+                found = con.execute(
+                    f"SELECT count(*) FROM {_read(names)} {where}",  # noqa: S608
+                    params,
+                ).fetchone()
             total += int(found[0]) if found else 0
     return total
 
@@ -139,12 +140,14 @@ def unique_keys(
         for batch in _batches(files):
             if len(duplicated) >= 5:
                 break
-            found = con.execute(
-                f"SELECT {columns}, count(*) AS count_all FROM {_read(batch)} "  # noqa: S608
-                f"GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT {5 - len(duplicated)}"
-            )
-            names = [d[0] for d in found.description or ()]
-            for row in found.fetchall():
+            with catalog.readable(root, batch) as readable:
+                found = con.execute(
+                    f"SELECT {columns}, count(*) AS count_all FROM {_read(readable)} "  # noqa: S608
+                    f"GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT {5 - len(duplicated)}"
+                )
+                names = [d[0] for d in found.description or ()]
+                rows = found.fetchall()
+            for row in rows:
                 held = dict(zip(names, row, strict=True))
                 partition = held.pop(schema.partition_columns[0])
                 duplicated.append(f"{partition}: {held}")
@@ -193,8 +196,8 @@ def no_rejects(
     per_partition: dict[str, int] = {}
     reasons: list[str] = []
     if files:
-        rejects = _read(files)
-        with catalog.reader(root) as con:
+        with catalog.reader(root) as con, catalog.readable(root, files) as readable:
+            rejects = _read(readable)
             # Hive partitioning may read a day-like value as a DATE: text, as the view has it.
             per_partition = dict(
                 con.execute(
@@ -323,9 +326,9 @@ def fresh(
     exists = path.exists()
     if exists:
         where, params = of_days(table, [day])
-        with catalog.reader(root) as con:
+        with catalog.reader(root) as con, catalog.readable(root, [location(path)]) as names:
             found = con.execute(
-                f"SELECT min(extracted_at) FROM {_read([location(path)])} {where}",  # noqa: S608
+                f"SELECT min(extracted_at) FROM {_read(names)} {where}",  # noqa: S608
                 params,
             ).fetchone()
         extracted = found[0] if found else None
