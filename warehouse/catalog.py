@@ -103,8 +103,12 @@ def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> 
         try:
             with duckdb.connect(str(temp)) as con:
                 _reach(con, base)
-                empty = _create_table_views(con, base)
+                # The curated views are bound against the table views without their files
+                # (same columns, same types): binding a view over files reads every file's
+                # footer, and the curated views would bind funding_history's twice more.
+                _create_table_views(con, base, files=False)
                 curated = _create_curated_views(con)
+                empty = _create_table_views(con, base)
                 filled = len(empty) < len(schemas.TABLES)
                 con.execute(
                     f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(location(base))} AS root, "
@@ -247,22 +251,27 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
     raise ValueError(f"no DuckDB type declared for Arrow type {arrow_type}")
 
 
-def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str, ...]:
+def _create_table_views(
+    con: duckdb.DuckDBPyConnection, root: Root, *, files: bool = True
+) -> tuple[str, ...]:
+    """A view per table (replacing one made before): over its files, or typed and empty when
+    it has none yet (or ``files`` is false); the tables that had none."""
     empty = []
     for schema in schemas.TABLES.values():
         columns = ", ".join(_quoted(c.name) for c in schema.view_columns)
-        if partition_files(root, schema.name):
+        view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
+        if files and partition_files(root, schema.name):
             source = _parquet_source(schema, root)
             # Identifiers come from the schemas, quoted; the path is an escaped literal.
             query = f"SELECT {columns} FROM {source}"  # noqa: S608
-            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS {query}")
+            con.execute(f"{view} {query}")
         else:
             empty.append(schema.name)
             typed_nulls = ", ".join(
                 f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}"
                 for c in schema.view_columns
             )
-            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS SELECT {typed_nulls} WHERE false")
+            con.execute(f"{view} SELECT {typed_nulls} WHERE false")
         con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
         for column in schema.view_columns:
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"

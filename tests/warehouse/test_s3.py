@@ -377,3 +377,16 @@ def test_a_file_replaced_after_its_query_globbed_it_is_never_read_mixed(
     assert filesystem.info(found)["ETag"] != old["ETag"]
     with filesystem.open(found, "rb") as fresh:
         assert pq.read_table(fresh).num_rows == 2
+
+
+def test_a_refresh_reads_each_file_once(s3_root: str, s3_requests: Counter[str]) -> None:
+    """Binding a view over files reads every file's footer; the curated views over
+    funding_history are bound before its view reads files, or each would read them again."""
+    _months(s3_root, 3)
+    s3_requests.clear()
+    refreshed = catalog.refresh(s3_root)
+    assert "funding_history" not in refreshed.empty_tables
+    assert s3_requests["get_object"] == 3
+    assert s3_requests["head_object"] <= len(refreshed.empty_tables)
+    with catalog.connect(s3_root) as con:
+        assert con.execute("SELECT count(*) FROM daily_funding_by_market").fetchone() == (3,)
