@@ -56,8 +56,8 @@ from warehouse.parquet import (
     PARTITION_FILE,
     Root,
     exclusive_lock,
-    partition_files,
     table_path,
+    tables_with_files,
 )
 from warehouse.schemas import TableSchema
 from warehouse.settings import CATALOG_FILE as CATALOG_FILE
@@ -257,10 +257,11 @@ def _create_table_views(
     """A view per table (replacing one made before): over its files, or typed and empty when
     it has none yet (or ``files`` is false); the tables that had none."""
     empty = []
+    with_files = tables_with_files(root) if files else set()
     for schema in schemas.TABLES.values():
         columns = ", ".join(_quoted(c.name) for c in schema.view_columns)
         view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
-        if files and partition_files(root, schema.name):
+        if schema.name in with_files:
             source = _parquet_source(schema, root)
             # Identifiers come from the schemas, quoted; the path is an escaped literal.
             query = f"SELECT {columns} FROM {source}"  # noqa: S608

@@ -46,6 +46,7 @@ from typing import BinaryIO, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
 from upath import UPath
 
 from warehouse import lease, schemas
@@ -540,11 +541,36 @@ def _files_under(base: UPath, depth: int) -> list[UPath]:
     # partition's "directory" on its own.
     prefix = base.path.rstrip("/") + "/"
     found = []
-    for key in base.fs.find(prefix):
+    for key in _keys_under(base.fs, prefix):
         parts = key[len(prefix) :].split("/")
         if len(parts) == depth + 1 and parts[-1] == PARTITION_FILE:
             found.append(base / "/".join(parts))
     return sorted(found, key=str)
+
+
+def tables_with_files(root: Root) -> set[str]:
+    """The tables that have a partition file now, of any account: on a store, from one listing
+    of every table's files (a request per 1,000 keys) rather than one per table."""
+    base = warehouse_root(root)
+    if is_local(base):
+        return {name for name in schemas.TABLES if partition_files(base, name)}
+    prefix = f"{base.path}/{PARQUET_DIR}/"
+    held = set()
+    for key in _keys_under(base.fs, prefix):
+        parts = key[len(prefix) :].split("/")
+        schema = schemas.TABLES.get(parts[0])
+        if schema and len(parts) == len(schema.path_columns) + 2 and parts[-1] == PARTITION_FILE:
+            held.add(schema.name)
+    return held
+
+
+def _keys_under(fs: AbstractFileSystem, prefix: str) -> list[str]:
+    """Every key of a store that starts with ``prefix`` (``bucket/…/``), in one listing: asked
+    as the parent's keys that start with the last name, since s3fs asks an empty prefix again
+    whether it is a file (a HEAD and a second listing)."""
+    parent, name = prefix.rstrip("/").rsplit("/", 1)
+    keys: list[str] = fs.find(parent, prefix=f"{name}/")
+    return keys
 
 
 def adopt_unaccounted(root: Root, account: str) -> list[str]:

@@ -390,3 +390,19 @@ def test_a_refresh_reads_each_file_once(s3_root: str, s3_requests: Counter[str])
     assert s3_requests["head_object"] <= len(refreshed.empty_tables)
     with catalog.connect(s3_root) as con:
         assert con.execute("SELECT count(*) FROM daily_funding_by_market").fetchone() == (3,)
+
+
+def test_which_tables_have_files_is_one_listing_and_an_empty_table_one_too(
+    s3_root: str, s3_requests: Counter[str], tmp_path: Path
+) -> None:
+    for root in (s3_root, tmp_path):
+        _months(root, 2)  # type: ignore[arg-type]
+        write_snapshots(root)  # type: ignore[arg-type]
+    s3_requests.clear()
+    held = parquet.tables_with_files(s3_root)
+    assert s3_requests == {"list_objects_v2": 1}
+    assert held == parquet.tables_with_files(tmp_path)
+    assert held == set(schemas.TABLES) - {"_rejects"}
+    s3_requests.clear()
+    assert parquet.partition_files(s3_root, "_rejects") == []
+    assert s3_requests == {"list_objects_v2": 1}  # s3fs's find alone would HEAD and list again
