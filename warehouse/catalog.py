@@ -175,19 +175,23 @@ def reader(root: Root = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+#: Files `copied` fetches at once: memory holds their bytes, never a whole backfill's.
+FETCHED_AT_ONCE: Final = 64
+
+
 @contextmanager
-def readable(root: Root, files: Sequence[str]) -> Iterator[list[str]]:
-    """The names a `reader` reads these files of the root by (`location`s, as `partition_files`
-    listed them a moment ago), for the block: locally, the files themselves; on a store, copies
-    of them, each fetched whole (one GET, so one version of it; all at once) into a temporary
-    directory under its path relative to the root, so that DuckDB reads the same Hive columns
-    from the copy's path, and reads it as a local file. DuckDB over the store's filesystem
-    would ask about each file several times per query, a request each (`warehouse.store`): a
-    check that reads every partition of a backfill pays for one GET per file instead. A file
-    gone since it was listed raises `FileNotFoundError`, as DuckDB would."""
+def copied(root: Root, files: Sequence[str]) -> Iterator[tuple[UPath, list[str]]]:
+    """A local root holding these files of the root (`location`s, as `partition_files` listed
+    them a moment ago) and their names there, for the block: the root itself and the same names
+    when it is local; for a store, a temporary directory where each file is copied, fetched whole
+    (one GET, so one version of it; many at once), under its path relative to the root, so that
+    DuckDB reads the same Hive columns from the copy's path and reads it as a local file. DuckDB
+    over the store's filesystem would ask about each file at each query, a request each
+    (`warehouse.store`): checks that read every partition of a backfill pay one GET per file
+    instead. A file gone since it was listed raises `FileNotFoundError`, as DuckDB would."""
     base = warehouse_root(root)
     if is_local(base):
-        yield list(files)
+        yield base, list(files)
         return
     prefix = location(base) + "/"
     outside = [f for f in files if not f.startswith(prefix)]
@@ -195,17 +199,17 @@ def readable(root: Root, files: Sequence[str]) -> Iterator[list[str]]:
         raise ValueError(f"{outside[0]} is not under the root {location(base)}")
     relative = [f.removeprefix(prefix) for f in files]
     with tempfile.TemporaryDirectory(prefix="fetched-") as scratch:
-        keys = [f"{base.path}/{r}" for r in relative]
-        # One GET each: s3fs would first ask each file's size (a HEAD) to split large ones.
-        fetched = base.fs.cat(keys, on_error="raise", max_concurrency=1) if keys else {}
-        names = []
-        for key, path in zip(keys, relative, strict=True):
-            name = os.path.join(scratch, path)
-            os.makedirs(os.path.dirname(name), exist_ok=True)
-            with open(name, "wb") as copy:
-                copy.write(fetched.pop(key))
-            names.append(name)
-        yield names
+        for start in range(0, len(relative), FETCHED_AT_ONCE):
+            chunk = relative[start : start + FETCHED_AT_ONCE]
+            keys = [f"{base.path}/{r}" for r in chunk]
+            # One GET each: s3fs would first ask each file's size (a HEAD) to split large ones.
+            fetched = base.fs.cat(keys, on_error="raise", max_concurrency=1)
+            for key, path in zip(keys, chunk, strict=True):
+                name = os.path.join(scratch, path)
+                os.makedirs(os.path.dirname(name), exist_ok=True)
+                with open(name, "wb") as copy:
+                    copy.write(fetched.pop(key))
+        yield UPath(scratch), [os.path.join(scratch, r) for r in relative]
 
 
 def _reach(con: duckdb.DuckDBPyConnection, base: UPath) -> None:

@@ -192,16 +192,18 @@ def test_on_s3_the_checks_say_what_they_say_on_local_disk_from_one_get_per_file(
     root: Path, s3_root: str, s3_requests: Counter[str]
 ) -> None:
     """Two months, rejects in both, a key held twice: the same results from a store, which
-    each check reads with one listing and one GET per file, and no HEAD."""
+    each check reads with one listing and one GET per file, and no HEAD; a run's checks
+    together fetch each file once."""
     earlier = DAY - timedelta(days=3)
     at_earlier = int(datetime.combine(earlier, datetime.min.time(), UTC).timestamp()) + 60
     days = [earlier, DAY]
-    results = {}
+    results, requests = {}, {}
     for where in (root, s3_root):
         _write(
             where, [_record("BTC_PERP", time=at_earlier), _record("X", "NaN", at_earlier)], earlier
         )
         written = _write(where, [_record("BTC_PERP"), _record("ETH_PERP", "1,5")])
+        written.days[earlier] = 1  # the run wrote both days
         _key_twice(where, DAY)
         s3_requests.clear()
         results[where] = [
@@ -209,8 +211,13 @@ def test_on_s3_the_checks_say_what_they_say_on_local_disk_from_one_get_per_file(
             checks.no_rejects(where, "funding_history", ACCOUNT, days, key=FUNDING),
             checks.reconciles(where, written, fetched=2, key=FUNDING),
         ]
+        requests[where] = dict(s3_requests)
+        s3_requests.clear()
+        results[where] += checks.for_written(where, written, 2, {}, key=FUNDING)
     local, remote = ([(r.passed, r.description, r.metadata) for r in results[w]] for w in results)
     assert remote == local
-    assert [passed for passed, _, _ in local] == [False, False, False]
-    # unique_keys: the two month files; no_rejects: the two days' rejects; reconciles: DAY's.
-    assert s3_requests == {"list_objects_v2": 3, "get_object": 2 + 2 + 1}
+    assert [passed for passed, _, _ in local] == [False] * 6 + [True]
+    # unique_keys: the two month files; no_rejects: the two days' rejects; reconciles: both.
+    assert requests[s3_root] == {"list_objects_v2": 3, "get_object": 2 + 2 + 2}
+    # All of them at once: the two month files and the two rejects, fetched once.
+    assert s3_requests == {"list_objects_v2": 2, "get_object": 2 + 2}
