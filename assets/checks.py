@@ -85,7 +85,7 @@ def _files(root: Root, table: str, partitions: Sequence[parquet.Partition]) -> l
     """The files holding these partitions of ``table`` now (a partition may have none; the days
     of a month share its file): one listing of each account's files, not a look per file (on a
     store, a look is a request)."""
-    wanted = {location(parquet.partition_path(root, table, p)): None for p in partitions}
+    wanted = dict.fromkeys(parquet.partition_locations(root, table, partitions))
     held = {
         location(path)
         for account in sorted({str(p[0]) for p in partitions})
@@ -111,12 +111,17 @@ def _days(account: str, days: Sequence[date]) -> list[parquet.Partition]:
     return [(account, day) for day in days]
 
 
+def _rejects_of(table: str, account: str, days: Sequence[date]) -> list[parquet.Partition]:
+    return [(account, table, day.isoformat()) for day in days]
+
+
 def stored_rows(root: Root, table: str, account: str, days: Sequence[date]) -> int:
     """Rows the account's files hold of these days."""
     total = 0
     where, params = of_days(table, days)
-    with catalog.reader(root) as con:
-        for batch in _batches(_files(root, table, _days(account, days))):
+    files = _files(root, table, _days(account, days))
+    with catalog.copied(root, files) as (here, names), catalog.reader(here) as con:
+        for batch in _batches(names):
             found = con.execute(
                 f"SELECT count(*) FROM {_read(batch)} {where}",  # noqa: S608
                 params,
@@ -135,17 +140,17 @@ def unique_keys(
     columns = ", ".join(f'"{k}"' for k in by)
     files = _files(root, table, _days(account, days))
     duplicated: list[str] = []
-    with catalog.reader(root) as con:
-        for batch in _batches(files):
+    with catalog.copied(root, files) as (here, names), catalog.reader(here) as con:
+        for batch in _batches(names):
             if len(duplicated) >= 5:
                 break
             found = con.execute(
                 f"SELECT {columns}, count(*) AS count_all FROM {_read(batch)} "  # noqa: S608
                 f"GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT {5 - len(duplicated)}"
             )
-            names = [d[0] for d in found.description or ()]
+            columns_found = [d[0] for d in found.description or ()]
             for row in found.fetchall():
-                held = dict(zip(names, row, strict=True))
+                held = dict(zip(columns_found, row, strict=True))
                 partition = held.pop(schema.partition_columns[0])
                 duplicated.append(f"{partition}: {held}")
     return dg.AssetCheckResult(
@@ -189,12 +194,12 @@ def no_rejects(
 ) -> dg.AssetCheckResult:
     """Rejects in the written partitions; when there are, the description says how many, where,
     the first reasons and the command that lists them (the terminal prints it as it is)."""
-    files = _files(root, schemas.REJECTS, [(account, table, d.isoformat()) for d in days])
+    files = _files(root, schemas.REJECTS, _rejects_of(table, account, days))
     per_partition: dict[str, int] = {}
     reasons: list[str] = []
     if files:
-        rejects = _read(files)
-        with catalog.reader(root) as con:
+        with catalog.copied(root, files) as (here, names), catalog.reader(here) as con:
+            rejects = _read(names)
             # Hive partitioning may read a day-like value as a DATE: text, as the view has it.
             per_partition = dict(
                 con.execute(
@@ -305,12 +310,17 @@ def for_written(
     key: dg.AssetKey,
 ) -> list[dg.AssetCheckResult]:
     days = list(written.days)
-    return [
-        unique_keys(root, written.table, written.account, days, key=key),
-        no_rejects(root, written.table, written.account, days, key=key),
-        reconciles(root, written, fetched, key=key),
-        schema_drift(key, unknown_fields),
-    ]
+    # The checks of a store's partitions read local copies (`catalog.copied`), fetched once for
+    # all of them: the written partitions and their rejects.
+    files = _files(root, written.table, _days(written.account, days))
+    files += _files(root, schemas.REJECTS, _rejects_of(written.table, written.account, days))
+    with catalog.copied(root, files) as (here, _):
+        return [
+            unique_keys(here, written.table, written.account, days, key=key),
+            no_rejects(here, written.table, written.account, days, key=key),
+            reconciles(here, written, fetched, key=key),
+            schema_drift(key, unknown_fields),
+        ]
 
 
 def fresh(
@@ -323,9 +333,10 @@ def fresh(
     exists = path.exists()
     if exists:
         where, params = of_days(table, [day])
-        with catalog.reader(root) as con:
+        copy = catalog.copied(root, [location(path)])
+        with copy as (here, names), catalog.reader(here) as con:
             found = con.execute(
-                f"SELECT min(extracted_at) FROM {_read([location(path)])} {where}",  # noqa: S608
+                f"SELECT min(extracted_at) FROM {_read(names)} {where}",  # noqa: S608
                 params,
             ).fetchone()
         extracted = found[0] if found else None

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import s3fs
 
 from pipeline.simulator import Scale, SimClock, Simulator
 from tests.support.leaks import LEDGER
@@ -198,6 +201,20 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def s3_requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The S3 requests this process sends (through s3fs) from here on, by operation."""
+    sent: Counter[str] = Counter()
+    send = s3fs.S3FileSystem._call_s3
+
+    async def counted(self: s3fs.S3FileSystem, method: str, *args: Any, **kwargs: Any) -> Any:
+        sent[method] += 1
+        return await send(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
+    return sent
 
 
 @pytest.fixture

@@ -10,9 +10,10 @@ the views read, so a connection knows which store to reach and can tell when the
 
 Where it is (`warehouse.settings.catalog_path`): ``WAREHOUSE_CATALOG``, else ``warehouse.duckdb``
 in the root (a local root) or in this machine's directory for a remote root. With an ``s3://``
-root the views read ``s3://`` paths through an fsspec filesystem (s3fs) that every connection
-made here registers before it reads: DuckDB's httpfs extension is never needed nor downloaded,
-and the file holds no credential (they come from the AWS variables or profile, at query time).
+root the views read ``s3://`` paths through an fsspec filesystem (s3fs, made to look a query's
+files up once: `warehouse.store`) that every connection made here registers before it reads:
+DuckDB's httpfs extension is never needed nor downloaded, and the file holds no credential
+(they come from the AWS variables or profile, at query time).
 `refresh` can also write a catalog elsewhere (``whitebit-etl catalog --root … --out …``): an
 analyst's own file over the shared Parquet, or the catalog of a warehouse that was moved.
 
@@ -36,8 +37,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -53,13 +56,14 @@ from warehouse.parquet import (
     PARTITION_FILE,
     Root,
     exclusive_lock,
-    partition_files,
     table_path,
+    tables_with_files,
 )
 from warehouse.schemas import TableSchema
 from warehouse.settings import CATALOG_FILE as CATALOG_FILE
 from warehouse.settings import catalog_path as catalog_path
 from warehouse.settings import is_local, location, warehouse_root
+from warehouse.store import duckdb_filesystem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,8 +103,12 @@ def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> 
         try:
             with duckdb.connect(str(temp)) as con:
                 _reach(con, base)
-                empty = _create_table_views(con, base)
+                # The curated views are bound against the table views without their files
+                # (same columns, same types): binding a view over files reads every file's
+                # footer, and the curated views would bind funding_history's twice more.
+                _create_table_views(con, base, files=False)
                 curated = _create_curated_views(con)
+                empty = _create_table_views(con, base)
                 filled = len(empty) < len(schemas.TABLES)
                 con.execute(
                     f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(location(base))} AS root, "
@@ -167,12 +175,50 @@ def reader(root: Root = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+#: Files `copied` fetches at once: memory holds their bytes, never a whole backfill's.
+FETCHED_AT_ONCE: Final = 64
+
+
+@contextmanager
+def copied(root: Root, files: Sequence[str]) -> Iterator[tuple[UPath, list[str]]]:
+    """A local root holding these files of the root (`location`s, as `partition_files` listed
+    them a moment ago) and their names there, for the block: the root itself and the same names
+    when it is local; for a store, a temporary directory where each file is copied, fetched whole
+    (one GET, so one version of it; many at once), under its path relative to the root, so that
+    DuckDB reads the same Hive columns from the copy's path and reads it as a local file. DuckDB
+    over the store's filesystem would ask about each file at each query, a request each
+    (`warehouse.store`): checks that read every partition of a backfill pay one GET per file
+    instead. A file gone since it was listed raises `FileNotFoundError`, as DuckDB would."""
+    base = warehouse_root(root)
+    if is_local(base):
+        yield base, list(files)
+        return
+    prefix = location(base) + "/"
+    outside = [f for f in files if not f.startswith(prefix)]
+    if outside:
+        raise ValueError(f"{outside[0]} is not under the root {location(base)}")
+    relative = [f.removeprefix(prefix) for f in files]
+    with tempfile.TemporaryDirectory(prefix="fetched-") as scratch:
+        for start in range(0, len(relative), FETCHED_AT_ONCE):
+            chunk = relative[start : start + FETCHED_AT_ONCE]
+            keys = [f"{base.path}/{r}" for r in chunk]
+            # One GET each: s3fs would first ask each file's size (a HEAD) to split large ones.
+            fetched = base.fs.cat(keys, on_error="raise", max_concurrency=1)
+            for key, path in zip(keys, chunk, strict=True):
+                name = os.path.join(scratch, path)
+                os.makedirs(os.path.dirname(name), exist_ok=True)
+                with open(name, "wb") as copy:
+                    copy.write(fetched.pop(key))
+        yield UPath(scratch), [os.path.join(scratch, r) for r in relative]
+
+
 def _reach(con: duckdb.DuckDBPyConnection, base: UPath) -> None:
     """Let ``con`` read files under ``base``: nothing to do locally; a store's filesystem is
-    registered (never DuckDB's own extensions, which it would download)."""
+    registered (never DuckDB's own extensions, which it would download), one that looks each
+    file up once per query (`warehouse.store`)."""
     con.execute("SET autoinstall_known_extensions = false")
     if not is_local(base):
-        con.register_filesystem(base.fs)
+        con.register_filesystem(duckdb_filesystem(base))
 
 
 def query(sql: str, params: Sequence[object] = (), *, root: Root = None) -> pd.DataFrame:
@@ -209,22 +255,28 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
     raise ValueError(f"no DuckDB type declared for Arrow type {arrow_type}")
 
 
-def _create_table_views(con: duckdb.DuckDBPyConnection, root: Root) -> tuple[str, ...]:
+def _create_table_views(
+    con: duckdb.DuckDBPyConnection, root: Root, *, files: bool = True
+) -> tuple[str, ...]:
+    """A view per table (replacing one made before): over its files, or typed and empty when
+    it has none yet (or ``files`` is false); the tables that had none."""
     empty = []
+    with_files = tables_with_files(root) if files else set()
     for schema in schemas.TABLES.values():
         columns = ", ".join(_quoted(c.name) for c in schema.view_columns)
-        if partition_files(root, schema.name):
+        view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
+        if schema.name in with_files:
             source = _parquet_source(schema, root)
             # Identifiers come from the schemas, quoted; the path is an escaped literal.
             query = f"SELECT {columns} FROM {source}"  # noqa: S608
-            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS {query}")
+            con.execute(f"{view} {query}")
         else:
             empty.append(schema.name)
             typed_nulls = ", ".join(
                 f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}"
                 for c in schema.view_columns
             )
-            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS SELECT {typed_nulls} WHERE false")
+            con.execute(f"{view} SELECT {typed_nulls} WHERE false")
         con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
         for column in schema.view_columns:
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"

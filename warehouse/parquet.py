@@ -46,12 +46,13 @@ from typing import BinaryIO, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
 from upath import UPath
 
 from warehouse import lease, schemas
 from warehouse.normalize import Batch, has_equal_keys, has_equal_neighbours
 from warehouse.schemas import REJECTS, TableSchema
-from warehouse.settings import is_local, warehouse_root
+from warehouse.settings import is_local, location, warehouse_root
 
 PARQUET_DIR: Final = "parquet"
 #: The one file of a partition; a stable name, so a swap is a single rename.
@@ -103,10 +104,22 @@ def _table_dir(schema: TableSchema) -> str:
 def partition_path(root: Root, table_name: str, partition: Partition) -> UPath:
     """The file holding one partition of a table."""
     schema = _schema(table_name)
-    values = _partition_text(schema, partition)
-    segments = [f"{c}={v}" for c, v in zip(schema.path_columns, values, strict=True)]
     # One join of the whole relative path: each join parses the path again.
-    return warehouse_root(root) / "/".join((_table_dir(schema), *segments, PARTITION_FILE))
+    return warehouse_root(root) / _relative_path(schema, _partition_text(schema, partition))
+
+
+def partition_locations(root: Root, table_name: str, partitions: Iterable[Partition]) -> list[str]:
+    """The `location` of each partition's file, as `partition_path` would give it: built as
+    text, without a path object per partition (each costs a parse of the path, and a backfill's
+    checks ask for every day of it)."""
+    schema = _schema(table_name)
+    base = location(warehouse_root(root))
+    return [f"{base}/{_relative_path(schema, _partition_text(schema, p))}" for p in partitions]
+
+
+def _relative_path(schema: TableSchema, values: tuple[str, ...]) -> str:
+    segments = [f"{c}={v}" for c, v in zip(schema.path_columns, values, strict=True)]
+    return "/".join((_table_dir(schema), *segments, PARTITION_FILE))
 
 
 def replace_partition(
@@ -528,11 +541,36 @@ def _files_under(base: UPath, depth: int) -> list[UPath]:
     # partition's "directory" on its own.
     prefix = base.path.rstrip("/") + "/"
     found = []
-    for key in base.fs.find(prefix):
+    for key in _keys_under(base.fs, prefix):
         parts = key[len(prefix) :].split("/")
         if len(parts) == depth + 1 and parts[-1] == PARTITION_FILE:
             found.append(base / "/".join(parts))
     return sorted(found, key=str)
+
+
+def tables_with_files(root: Root) -> set[str]:
+    """The tables that have a partition file now, of any account: on a store, from one listing
+    of every table's files (a request per 1,000 keys) rather than one per table."""
+    base = warehouse_root(root)
+    if is_local(base):
+        return {name for name in schemas.TABLES if partition_files(base, name)}
+    prefix = f"{base.path}/{PARQUET_DIR}/"
+    held = set()
+    for key in _keys_under(base.fs, prefix):
+        parts = key[len(prefix) :].split("/")
+        schema = schemas.TABLES.get(parts[0])
+        if schema and len(parts) == len(schema.path_columns) + 2 and parts[-1] == PARTITION_FILE:
+            held.add(schema.name)
+    return held
+
+
+def _keys_under(fs: AbstractFileSystem, prefix: str) -> list[str]:
+    """Every key of a store that starts with ``prefix`` (``bucket/…/``), in one listing: asked
+    as the parent's keys that start with the last name, since s3fs asks an empty prefix again
+    whether it is a file (a HEAD and a second listing)."""
+    parent, name = prefix.rstrip("/").rsplit("/", 1)
+    keys: list[str] = fs.find(parent, prefix=f"{name}/")
+    return keys
 
 
 def adopt_unaccounted(root: Root, account: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def _record(market: str, amount: str = "1.5", time: int = 1_788_220_800) -> dict
     }
 
 
-def _write(root: Path, records: list[dict[str, str]], day: date = DAY) -> Written:
+def _write(root: Path | str, records: list[dict[str, str]], day: date = DAY) -> Written:
     batch = normalize.normalize_funding_history(
         records, extracted_at=EXTRACTED, partition_for_rejects=day
     )
@@ -175,3 +176,48 @@ def test_complete_fails_when_a_slice_is_out_of_reach(
     assert not complete.passed
     assert "status=1" in (complete.description or "")
     assert "10100" in (complete.description or "").replace(",", "")
+
+
+def _key_twice(root: Path | str, day: date) -> None:
+    """A key held twice in the day's file, written behind the writer's back (a faulty tool)."""
+    path = parquet.partition_path(root, "funding_history", (ACCOUNT, day))
+    with path.open("rb") as source:
+        table = pq.read_table(source)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), sink)
+    path.write_bytes(sink.getvalue().to_pybytes())
+
+
+def test_on_s3_the_checks_say_what_they_say_on_local_disk_from_one_get_per_file(
+    root: Path, s3_root: str, s3_requests: Counter[str]
+) -> None:
+    """Two months, rejects in both, a key held twice: the same results from a store, which
+    each check reads with one listing and one GET per file, and no HEAD; a run's checks
+    together fetch each file once."""
+    earlier = DAY - timedelta(days=3)
+    at_earlier = int(datetime.combine(earlier, datetime.min.time(), UTC).timestamp()) + 60
+    days = [earlier, DAY]
+    results, requests = {}, {}
+    for where in (root, s3_root):
+        _write(
+            where, [_record("BTC_PERP", time=at_earlier), _record("X", "NaN", at_earlier)], earlier
+        )
+        written = _write(where, [_record("BTC_PERP"), _record("ETH_PERP", "1,5")])
+        written.days[earlier] = 1  # the run wrote both days
+        _key_twice(where, DAY)
+        s3_requests.clear()
+        results[where] = [
+            checks.unique_keys(where, "funding_history", ACCOUNT, days, key=FUNDING),
+            checks.no_rejects(where, "funding_history", ACCOUNT, days, key=FUNDING),
+            checks.reconciles(where, written, fetched=2, key=FUNDING),
+        ]
+        requests[where] = dict(s3_requests)
+        s3_requests.clear()
+        results[where] += checks.for_written(where, written, 2, {}, key=FUNDING)
+    local, remote = ([(r.passed, r.description, r.metadata) for r in results[w]] for w in results)
+    assert remote == local
+    assert [passed for passed, _, _ in local] == [False] * 6 + [True]
+    # unique_keys: the two month files; no_rejects: the two days' rejects; reconciles: both.
+    assert requests[s3_root] == {"list_objects_v2": 3, "get_object": 2 + 2 + 2}
+    # All of them at once: the two month files and the two rejects, fetched once.
+    assert s3_requests == {"list_objects_v2": 2, "get_object": 2 + 2}

@@ -11,8 +11,8 @@ real CLI runs. No product code knows about it. The points:
 - ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file
   (on an object store, in the memory buffer its PUT would send).
 - ``parquet-before-rename``: the N-th temp file is complete and synced, not yet renamed over.
-- ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, the
-  curated ones not).
+- ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, still
+  without their files; the curated ones not).
 
 ``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, and wait
 for each chunk's answer before the next, so that months are rewritten while the walk is still

@@ -19,6 +19,7 @@ from tests.warehouse.children import large_funding_table
 from warehouse import normalize, parquet, schemas
 from warehouse.parquet import InvalidPartitionValue, SchemaMismatch
 from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse.settings import location
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -250,3 +251,16 @@ def test_a_month_write_replaces_the_days_it_covers_and_keeps_the_others(root: Pa
         (DAY, "BTC_PERP"), (second, "ETH_PERP"), (date(2024, 3, 3), "BTC_PERP")
     ]  # fmt: skip
     assert not rejects_file.exists()  # the covered day's rejects went with its rows
+
+
+@pytest.mark.parametrize("root", ["s3://bucket/prefix", "/srv/warehouse", "relative/warehouse"])
+def test_partition_locations_are_the_locations_of_partition_paths(root: str) -> None:
+    partitions: dict[str, list[parquet.Partition]] = {
+        "funding_history": [("main", date(2025, 3, 14)), ("sub_1", "2025-04")],
+        "main_balances": [("main", date(2025, 3, 14))],
+        "_rejects": [("main", "funding_history", "2025-03-14")],
+    }
+    for table, wanted in partitions.items():
+        assert parquet.partition_locations(root, table, wanted) == [
+            location(parquet.partition_path(root, table, p)) for p in wanted
+        ]

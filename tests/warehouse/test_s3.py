@@ -9,16 +9,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from tests.support.records import DAY, EXTRACTED_AT, at, funding_record
 from tests.support.s3 import S3Server
 from tests.warehouse.test_catalog import write_funding, write_snapshots
-from warehouse import catalog, lease, normalize, parquet, report, schemas
+from warehouse import catalog, lease, normalize, parquet, report, schemas, store
 from warehouse.schemas import DEFAULT_ACCOUNT
 from warehouse.settings import RootError, warehouse_root
 
@@ -315,3 +317,96 @@ def test_a_catalog_from_before_it_named_its_root(tmp_path: Path) -> None:
         con.execute(view)
     with pytest.raises(catalog.CatalogError, match="older version: rebuild it with"):
         catalog.connect(path=elsewhere)
+
+
+# --- How DuckDB reaches the store (warehouse.store) --------------------------------------------
+
+
+def _months(root: str, count: int) -> None:
+    for n in range(count):
+        day = DAY - timedelta(days=31 * n)  # before the rows were extracted
+        write_funding(root, [at(day, 8)], day=day)  # type: ignore[arg-type]
+
+
+def test_a_query_through_the_view_lists_the_table_once_and_asks_nothing_per_file(
+    s3_root: str, s3_requests: Counter[str]
+) -> None:
+    """Three month files: s3fs alone would list each partition's prefix and send ten HEADs per
+    file (three per open, three opens, and the glob's own)."""
+    _months(s3_root, 3)
+    catalog.refresh(s3_root)
+    with catalog.connect(s3_root) as con:
+        s3_requests.clear()
+        assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (3,)
+    assert s3_requests["list_objects_v2"] == 1
+    assert s3_requests["head_object"] == 0
+    assert s3_requests["get_object"] <= 3 * 2  # each file's footer and rows, at most
+
+
+def test_the_store_is_globbed_as_s3fs_globs_it(s3_root: str) -> None:
+    _months(s3_root, 3)
+    write_funding(s3_root, [funding_record(fundingRate="not a number")])  # type: ignore[arg-type]
+    base = warehouse_root(s3_root)
+    listed, plain = store.duckdb_filesystem(base), base.fs
+    for pattern in (
+        "parquet/funding_history/*/*/data.parquet",
+        "parquet/_rejects/*/*/*/data.parquet",
+        "parquet/*",
+        "parquet/funding_history/account=*/funding_month=2024-0*",
+        "parquet/**/data.parquet",
+        "parquet/funding_history/*/*/nothing.parquet",
+    ):
+        path = f"{s3_root}/{pattern}"
+        assert listed.glob(path) == plain.glob(path), pattern
+        assert listed.glob(path, maxdepth=2) == plain.glob(path, maxdepth=2), pattern
+
+
+def test_a_file_replaced_after_its_query_globbed_it_is_never_read_mixed(
+    s3_root: str, s3_requests: Counter[str]
+) -> None:
+    """Its details come from the glob, and reads are pinned to the ETag the glob saw: a read
+    after the file was replaced fails; the next glob looks again and reads the new file."""
+    write_funding(s3_root, [at(DAY, 8)])  # type: ignore[arg-type]
+    filesystem = store.duckdb_filesystem(warehouse_root(s3_root))
+    path = parquet.partition_path(s3_root, "funding_history", (DEFAULT_ACCOUNT, DAY))
+    (found,) = filesystem.glob(str(path))  # a plain path: looked up afresh, one HEAD
+    old = filesystem.info(found)
+    write_funding(s3_root, [at(DAY, 8), at(DAY, 16)])  # type: ignore[arg-type]
+    s3_requests.clear()
+    assert filesystem.info(found) == old  # from the glob: no request
+    assert s3_requests["head_object"] == 0
+    with pytest.raises(OSError), filesystem.open(found, "rb") as stale:  # noqa: PT011
+        stale.read()
+    filesystem.glob(str(path).rsplit("/", 2)[0] + "/*/data.parquet")
+    assert filesystem.info(found)["ETag"] != old["ETag"]
+    with filesystem.open(found, "rb") as fresh:
+        assert pq.read_table(fresh).num_rows == 2
+
+
+def test_a_refresh_reads_each_file_once(s3_root: str, s3_requests: Counter[str]) -> None:
+    """Binding a view over files reads every file's footer; the curated views over
+    funding_history are bound before its view reads files, or each would read them again."""
+    _months(s3_root, 3)
+    s3_requests.clear()
+    refreshed = catalog.refresh(s3_root)
+    assert "funding_history" not in refreshed.empty_tables
+    assert s3_requests["get_object"] == 3
+    assert s3_requests["head_object"] <= len(refreshed.empty_tables)
+    with catalog.connect(s3_root) as con:
+        assert con.execute("SELECT count(*) FROM daily_funding_by_market").fetchone() == (3,)
+
+
+def test_which_tables_have_files_is_one_listing_and_an_empty_table_one_too(
+    s3_root: str, s3_requests: Counter[str], tmp_path: Path
+) -> None:
+    for root in (s3_root, tmp_path):
+        _months(root, 2)  # type: ignore[arg-type]
+        write_snapshots(root)  # type: ignore[arg-type]
+    s3_requests.clear()
+    held = parquet.tables_with_files(s3_root)
+    assert s3_requests == {"list_objects_v2": 1}
+    assert held == parquet.tables_with_files(tmp_path)
+    assert held == set(schemas.TABLES) - {"_rejects"}
+    s3_requests.clear()
+    assert parquet.partition_files(s3_root, "_rejects") == []
+    assert s3_requests == {"list_objects_v2": 1}  # s3fs's find alone would HEAD and list again
