@@ -81,8 +81,8 @@ def _night(
     failed = [r.dagster_run.run_id for r in records if r.dagster_run.status.value != "SUCCESS"]
     if failed:
         raise RuntimeError(f"runs failed with {workers} workers: {failed}; see {log.name}")
-    tick = min(r.create_timestamp.timestamp() for r in records)
-    return max(r.end_time or 0.0 for r in records) - tick, limited
+    ticked = min(r.create_timestamp.timestamp() for r in records)
+    return max(r.end_time or 0.0 for r in records) - ticked, limited
 
 
 def _port() -> int:
