@@ -63,7 +63,7 @@ from warehouse.schemas import TableSchema
 from warehouse.settings import CATALOG_FILE as CATALOG_FILE
 from warehouse.settings import catalog_path as catalog_path
 from warehouse.settings import is_local, location, warehouse_root
-from warehouse.store import duckdb_filesystem
+from warehouse.store import duckdb_filesystem, read_again
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,29 +101,39 @@ def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> 
             killed.unlink(missing_ok=True)
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
-            with duckdb.connect(str(temp)) as con:
-                _reach(con, base)
-                # The curated views are bound against the table views without their files
-                # (same columns, same types): binding a view over files reads every file's
-                # footer, and the curated views would bind funding_history's twice more.
-                _create_table_views(con, base, files=False)
-                curated = _create_curated_views(con)
-                empty = _create_table_views(con, base)
-                filled = len(empty) < len(schemas.TABLES)
-                con.execute(
-                    f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(location(base))} AS root, "
-                    f"{filled} AS had_files"
-                )
-                con.execute(
-                    f"COMMENT ON VIEW {ROOT_VIEW} IS "
-                    "'The warehouse root the views of this catalog read, and whether it held "
-                    "files when the catalog was built.'"
-                )
+            curated, empty = _build(temp, base)
             os.replace(temp, target)
         finally:
             for leftover in (temp, temp.with_name(temp.name + ".wal")):
                 leftover.unlink(missing_ok=True)
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
+
+
+@read_again
+def _build(temp: Path, base: UPath) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The catalog's views in the new file ``temp`` (made again from nothing if a write replaced
+    a file while its views were bound): the curated views and the tables without files."""
+    for leftover in (temp, temp.with_name(temp.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+    with duckdb.connect(str(temp)) as con:
+        _reach(con, base)
+        # The curated views are bound against the table views without their files (same
+        # columns, same types): binding a view over files reads every file's footer, and the
+        # curated views would bind funding_history's twice more.
+        _create_table_views(con, base, files=False)
+        curated = _create_curated_views(con)
+        empty = _create_table_views(con, base)
+        filled = len(empty) < len(schemas.TABLES)
+        con.execute(
+            f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(location(base))} AS root, "
+            f"{filled} AS had_files"
+        )
+        con.execute(
+            f"COMMENT ON VIEW {ROOT_VIEW} IS "
+            "'The warehouse root the views of this catalog read, and whether it held "
+            "files when the catalog was built.'"
+        )
+    return curated, empty
 
 
 def connect(

@@ -22,10 +22,13 @@ from __future__ import annotations
 from glob import has_magic
 from typing import Any
 
+import duckdb
 import s3fs
+import tenacity
+from s3fs.core import FileExpired
 from upath import UPath
 
-__all__ = ["ListedS3FileSystem", "duckdb_filesystem"]
+__all__ = ["ListedS3FileSystem", "duckdb_filesystem", "read_again", "replaced_while_read"]
 
 
 class ListedS3FileSystem(s3fs.S3FileSystem):  # type: ignore[misc]
@@ -90,3 +93,22 @@ def duckdb_filesystem(base: UPath) -> ListedS3FileSystem:
     options in a process (fsspec's instance cache), as ``base``'s own is."""
     filesystem = ListedS3FileSystem(**base.fs.storage_options)
     return filesystem
+
+
+def replaced_while_read(error: BaseException) -> bool:
+    """An object replaced between a query's glob and its read (another account's run wrote its
+    partition meanwhile): s3fs refuses the read, its ETag changed, and DuckDB passes the error on
+    as text."""
+    return isinstance(error, FileExpired) or (
+        isinstance(error, duckdb.Error) and FileExpired.__name__ in str(error)
+    )
+
+
+#: Reads across accounts (a catalog refresh, the report) run again when a write replaced a file
+#: under them: a partition is replaced by one PUT, so the next glob finds the new object whole.
+read_again = tenacity.retry(
+    retry=tenacity.retry_if_exception(replaced_while_read),
+    stop=tenacity.stop_after_attempt(5),
+    wait=tenacity.wait_fixed(0.2),
+    reraise=True,
+)

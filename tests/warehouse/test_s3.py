@@ -3,6 +3,7 @@ one PUT per partition, a lease for writers, and catalogs that read the store."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -11,8 +12,11 @@ import threading
 import time
 from collections import Counter
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import boto3
 import duckdb
 import pyarrow.parquet as pq
 import pytest
@@ -410,3 +414,53 @@ def test_which_tables_have_files_is_one_listing_and_an_empty_table_one_too(
     s3_requests.clear()
     assert parquet.partition_files(s3_root, "_rejects") == []
     assert s3_requests == {"list_objects_v2": 1}  # s3fs's find alone would HEAD and list again
+
+
+def test_a_refresh_whose_file_is_replaced_under_it_builds_its_views_again(
+    s3_root: str,
+    s3_server: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Another account's run replaces a partition between the refresh's glob and its read (as
+    the nightly runs of several accounts do, each refreshing the catalog of them all): the read
+    is refused, its ETag changed, and the refresh builds its views again over the new object,
+    where it would have failed the run."""
+    write_snapshots(s3_root)  # type: ignore[arg-type]
+    (partition,) = parquet.partition_files(s3_root, "main_balances")
+    bucket, _, key = partition.path.partition("/")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server.url,
+        aws_access_key_id=s3_server.key_id,
+        aws_secret_access_key=s3_server.secret,
+        region_name="us-east-1",
+    )
+    replaced: list[str] = []
+    globbed = store.ListedS3FileSystem._glob
+
+    async def racing(self: store.ListedS3FileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
+        found = await globbed(self, path, *args, **kwargs)
+        if not replaced and "/main_balances/" in path:
+            # The same rows in other bytes, put by another writer: a new ETag.
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            table = pq.read_table(io.BytesIO(body))
+            other = io.BytesIO()
+            pq.write_table(table, other, compression="gzip")
+            client.put_object(Bucket=bucket, Key=key, Body=other.getvalue())
+            replaced.append(key)
+        return found
+
+    monkeypatch.setattr(store.ListedS3FileSystem, "_glob", racing)
+    # An instance binds its sync methods as it is made: this test's filesystems are new ones, and
+    # the next test's too.
+    store.ListedS3FileSystem.clear_instance_cache()
+    request.addfinalizer(store.ListedS3FileSystem.clear_instance_cache)
+    catalog.refresh(s3_root)
+    assert replaced
+    with catalog.connect(s3_root) as con:
+        held = con.execute("SELECT ticker, main_balance FROM main_balances ORDER BY ticker")
+        assert held.fetchall() == [("BTC", Decimal(0)), ("USDT", Decimal("100.5"))]
+    # What is refused is a replaced file's read, nothing else.
+    assert store.replaced_while_read(duckdb.IOException("... FileExpired: [Errno 16] ..."))
+    assert not store.replaced_while_read(duckdb.IOException("No files found that match"))

@@ -34,6 +34,7 @@ from markupsafe import Markup
 from warehouse import catalog, display
 from warehouse.parquet import Root
 from warehouse.settings import is_local, local_dir, location, warehouse_root
+from warehouse.store import read_again
 
 from . import _charts
 from ._data import SNAPSHOT_TABLES, ZERO, AccountData, Reader, Table
@@ -121,16 +122,21 @@ def write(
     base = warehouse_root(root)
     if not catalog.catalog_path(base).exists():
         catalog.refresh(base)  # a fresh warehouse: the catalog is views only, cheap to create
-    with catalog.connect(base) as con:
-        report = build(
-            con,
-            accounts=accounts,
-            declared=declared,
-            first=first,
-            last=last,
-            facts=facts,
-            root=location(base),
-        )
+
+    @read_again
+    def built() -> Report:
+        with catalog.connect(base) as con:
+            return build(
+                con,
+                accounts=accounts,
+                declared=declared,
+                first=first,
+                last=last,
+                facts=facts,
+                root=location(base),
+            )
+
+    report = built()
     target = Path(os.path.abspath(out)) if out is not None else default_path(base)
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
