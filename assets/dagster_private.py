@@ -6,18 +6,31 @@ checks it is what the code expects, so an upgrade that moves one fails there, by
 
 from __future__ import annotations
 
+# A configured class's schema check (tests/test_deploy.py checks the Kubernetes instance's).
+from dagster._config import process_config
+
 # Raised in the main thread to interrupt a run between steps, as Dagster's own handler does.
 from dagster._core.errors import DagsterExecutionInterruptedError
 
+# The instance configuration's own check: its schema and its sections' conflicts.
+from dagster._core.instance.config import dagster_instance_config
+
 # A run's "ticks" of a schedule, as the daemon records them (the service's tests read them).
 from dagster._core.scheduler.instigation import InstigatorTick, InstigatorType
+
+# Where the instance finds a configured class (its module and name), as it loads it.
+from dagster._serdes.config_class import ConfigurableClassData, class_from_code_pointer
 
 # Whether Dagster's signal handler caught SIGTERM or SIGINT during the run.
 from dagster._utils.interrupts import check_captured_interrupt
 
 __all__ = [
+    "ConfigurableClassData",
     "DagsterExecutionInterruptedError",
     "InstigatorTick",
     "InstigatorType",
     "check_captured_interrupt",
+    "class_from_code_pointer",
+    "dagster_instance_config",
+    "process_config",
 ]

@@ -416,10 +416,14 @@ def rendered_instance(values: Mapping[str, Any]) -> dict[str, Any]:
 def instance_problems(instance: Mapping[str, Any], home: Path) -> list[str]:
     """What Dagster refuses in the instance's configuration: its schema and the conflicts between
     its sections, then each configured class's own schema."""
-    from dagster._config import process_config
-    from dagster._core.errors import DagsterInvalidConfigError
-    from dagster._core.instance.config import dagster_instance_config
-    from dagster._serdes.config_class import ConfigurableClassData, class_from_code_pointer
+    from dagster import DagsterInvalidConfigError
+
+    from assets.dagster_private import (
+        ConfigurableClassData,
+        class_from_code_pointer,
+        dagster_instance_config,
+        process_config,
+    )
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text(yaml.safe_dump(dict(instance)), encoding="utf-8")
