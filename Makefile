@@ -22,9 +22,7 @@ demo: bootstrap
 # those, with the machine to themselves, the scan last. Each process saves its ledger of secrets
 # in one directory; the scan takes them all in and reads the files of both sessions
 # (tests/conftest.py). The sessions' files are removed when both pass, kept when one fails.
-# Three processes on two cores: the service, Celery and browser modules spend most of their time
-# waiting (for a schedule's tick, a run on a worker, a page), and a third process works meanwhile.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: bootstrap browser postgres redis faketime lint typecheck
