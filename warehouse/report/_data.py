@@ -16,6 +16,8 @@ from typing import Final
 import duckdb
 import pandas as pd
 
+from warehouse import schemas
+
 #: Markets drawn one by one in the funding charts, the largest net first; the others are summed
 #: into one line, so that a page of hundreds of markets stays readable and small.
 TOP_MARKETS: Final = 8
@@ -26,14 +28,9 @@ TOP_TICKERS: Final = 12
 DAILY_POINTS: Final = 400
 #: A range longer than this lists funding per month in the table beside the per-day chart.
 DAILY_ROWS: Final = 92
-#: The snapshot tables with a ``snapshot_date``, in the order the header lists them.
-SNAPSHOT_TABLES: Final = (
-    "investments",
-    "fixed_plans",
-    "main_balances",
-    "trading_balances",
-    "hedge_mode",
-    "watcher_links",
+#: The tables partitioned by ``snapshot_date``, in the schema's order (the header's).
+SNAPSHOT_TABLES: Final = tuple(
+    name for name, table in schemas.TABLES.items() if "snapshot_date" in table.partition_columns
 )
 ZERO: Final = Decimal(0)
 
