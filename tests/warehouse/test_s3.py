@@ -24,7 +24,7 @@ import pytest
 from tests.support.records import DAY, EXTRACTED_AT, at, funding_record
 from tests.support.s3 import S3Server
 from tests.warehouse.test_catalog import write_funding, write_snapshots
-from warehouse import catalog, lease, normalize, parquet, report, schemas, store
+from warehouse import catalog, lease, listed_s3, normalize, parquet, report, schemas, store
 from warehouse.schemas import DEFAULT_ACCOUNT
 from warehouse.settings import RootError, warehouse_root
 
@@ -437,9 +437,11 @@ def test_a_refresh_whose_file_is_replaced_under_it_builds_its_views_again(
         region_name="us-east-1",
     )
     replaced: list[str] = []
-    globbed = store.ListedS3FileSystem._glob
+    globbed = listed_s3.ListedS3FileSystem._glob
 
-    async def racing(self: store.ListedS3FileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
+    async def racing(
+        self: listed_s3.ListedS3FileSystem, path: str, *args: Any, **kwargs: Any
+    ) -> Any:
         found = await globbed(self, path, *args, **kwargs)
         if not replaced and "/main_balances/" in path:
             # The same rows in other bytes, put by another writer: a new ETag.
@@ -451,11 +453,11 @@ def test_a_refresh_whose_file_is_replaced_under_it_builds_its_views_again(
             replaced.append(key)
         return found
 
-    monkeypatch.setattr(store.ListedS3FileSystem, "_glob", racing)
+    monkeypatch.setattr(listed_s3.ListedS3FileSystem, "_glob", racing)
     # An instance binds its sync methods as it is made: this test's filesystems are new ones, and
     # the next test's too.
-    store.ListedS3FileSystem.clear_instance_cache()
-    request.addfinalizer(store.ListedS3FileSystem.clear_instance_cache)
+    listed_s3.ListedS3FileSystem.clear_instance_cache()
+    request.addfinalizer(listed_s3.ListedS3FileSystem.clear_instance_cache)
     catalog.refresh(s3_root)
     assert replaced
     with catalog.connect(s3_root) as con:

@@ -32,6 +32,8 @@ DAILY_ROWS: Final = 92
 SNAPSHOT_TABLES: Final = tuple(
     name for name, table in schemas.TABLES.items() if "snapshot_date" in table.partition_columns
 )
+#: Every table the page counts: the funding history, then the snapshots.
+ALL_TABLES: Final = ("funding_history", *SNAPSHOT_TABLES)
 ZERO: Final = Decimal(0)
 
 Rows = list[tuple[object, ...]]
