@@ -21,6 +21,11 @@ paging (a short walk would otherwise end before the writer has started).
 Funding partitions are written by the load's writer process (`warehouse.writer`): this module
 starts it too (``killer writer POINT --at N -- FDS``), armed the same way, and a kill there takes
 its parent with it, as a kill of the whole job would.
+
+``killer worker POINT --at N --queue Q -- <whitebit-etl worker args>`` is a Celery worker of the
+nightly service's runs, armed: Celery runs in this process instead of replacing it, so each pool
+process it forks (one per run) inherits the hooks, and so does that run's writer; it takes the
+runs sent to queue Q only (their ``dagster-celery/queue`` tag).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assets import cli, loading
+from assets import cli, loading, workers
 from pipeline.whitebit import _paging
 from warehouse import catalog, parquet, writer
 
@@ -44,6 +49,8 @@ _WHOLE_JOB = False
 
 
 def _die() -> None:
+    print(f"killer: SIGKILL in {'the writer' if _WHOLE_JOB else 'the run'}", file=sys.stderr)
+    sys.stderr.flush()
     if _WHOLE_JOB:  # the writer process: its parent, the run, dies with it
         os.kill(os.getppid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -105,6 +112,20 @@ def arm(point: str, at: int) -> None:
         raise SystemExit(f"unknown kill point {point!r}")
 
 
+def _celery_here(queue: str) -> Callable[[str, list[str]], None]:
+    """In place of `os.execv` for `whitebit-etl worker`: its Celery command, run in this process,
+    taking the runs of ``queue`` only."""
+
+    def run(_path: str, command: list[str]) -> None:
+        from celery.bin.celery import celery
+
+        args = command[1:]
+        args[args.index("-Q") + 1] = queue
+        celery.main(args=args, prog_name="celery")
+
+    return run
+
+
 def main(argv: list[str]) -> None:
     global _WHOLE_JOB
     split = argv.index("--")
@@ -113,11 +134,13 @@ def main(argv: list[str]) -> None:
         arm(argv[1], int(argv[3]))
         sys.exit(writer.main(argv[split + 1 :]))
         return
+    worker = argv[0] == "worker"
     parser = argparse.ArgumentParser(prog="killer")
     parser.add_argument("point")
     parser.add_argument("--at", type=int, default=1)
     parser.add_argument("--chunk-records", type=int, default=None)
-    options = parser.parse_args(argv[:split])
+    parser.add_argument("--queue", default=workers.QUEUE)
+    options = parser.parse_args(argv[1 if worker else 0 : split])
     if options.chunk_records is not None:
         loading.CHUNK_RECORDS = options.chunk_records  # type: ignore[misc]
         writer.CHUNKS_IN_FLIGHT = 1  # type: ignore[misc]
@@ -126,7 +149,12 @@ def main(argv: list[str]) -> None:
         sys.executable, "-m", "tests.reliability.killer", "writer", options.point,
         "--at", str(options.at), "--",
     ]  # fmt: skip
-    cli.main(args=argv[split + 1 :], prog_name="whitebit-etl")
+    args = argv[split + 1 :]
+    if worker:
+        # This process only: it does nothing else (the service's own workers are untouched).
+        os.execv = _celery_here(options.queue)  # type: ignore[assignment]
+        args = ["worker", *args]
+    cli.main(args=args, prog_name="whitebit-etl")
 
 
 if __name__ == "__main__":

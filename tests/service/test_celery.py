@@ -6,10 +6,11 @@ the warehouse on S3 (moto's server), three accounts in an accounts file.
 - The schedule's tick (every minute here) launches each account's two runs; they run in the
   workers' pool processes, side by side, and what lands on S3 is, account by account, what the
   same account extracted alone on local disk holds.
-- A run's process SIGKILLed mid-run (during the funding walk, before the month is written):
-  Celery says WorkerLostError and fails the task, the daemon's run monitoring sees the task failed
-  and fails the run; the warehouse keeps the month's old object, whole; the account's API pool
-  slot is freed, and a rerun gives the same warehouse.
+- A worker SIGKILLed mid-write (a third worker, armed to die halfway through a month's Parquet
+  file, with the run's process): Celery says WorkerLostError and fails the task, the daemon's run
+  monitoring sees the task failed and fails the run; the warehouse keeps the month's old object,
+  whole; the account's API pool slot is freed, the dead writer's lease taken over, and a rerun
+  gives the same warehouse.
 - SIGTERM stops the service, its workers and their pool processes, and redis: nothing outlives it.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ import dagster as dg
 import httpx
 import psutil
 import pytest
+from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 from dagster_graphql import DagsterGraphQLClient
 
 from assets.accounts import load
@@ -39,7 +40,7 @@ from assets.jobs import build, nightly_requests
 from assets.reporting import ACCOUNT_TAG
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
-from tests.support.cli_runs import Rows, failures, two_accounts_env, warehouse_rows
+from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
 from tests.support.s3 import S3Server
 from tests.support.service import Service
 from warehouse import catalog, parquet, report, schemas
@@ -56,6 +57,8 @@ RUNS_TIMEOUT_S = 240
 #: later look; the rerun, queued until then, takes it.
 RECOVERY_TIMEOUT_S = 180
 KILLED = "sub_1"
+#: The Celery queue only the killable worker takes runs from.
+KILL_QUEUE = "killable"
 
 
 def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
@@ -305,13 +308,15 @@ def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_
     assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
 
 
-def _launch(service: Service, account: str, month: str) -> str:
-    """One funding month of one account, launched from outside as the UI does."""
+def _launch(service: Service, account: str, month: str, queue: str | None = None) -> str:
+    """One funding month of one account, launched from outside as the UI does (to the Celery
+    queue ``queue`` when given)."""
     client = DagsterGraphQLClient("127.0.0.1", port_number=service.port, timeout=60)
+    queued = {DAGSTER_CELERY_QUEUE_TAG: queue} if queue else {}
     return client.submit_job_execution(
         "nightly",
         asset_selection=[dg.AssetKey([account, "funding_history"])],
-        tags={"dagster/partition": month, ACCOUNT_TAG: account},
+        tags={"dagster/partition": month, ACCOUNT_TAG: account, **queued},
     )
 
 
@@ -327,8 +332,35 @@ def _status(service: Service, run_id: str) -> dg.DagsterRun | None:
         return instance.get_run_by_id(run_id)
 
 
-def test_a_run_killed_on_its_worker_is_failed_by_run_monitoring_and_a_rerun_mends_it(
-    night: Night, first_night: FirstNight, alone: dict[str, Rows]
+def _worker_environment(service: Service) -> dict[str, str]:
+    """The environment of the service's first worker: what a worker on another machine is given
+    (the instance's, the warehouse's and the broker's variables)."""
+    assert service.process is not None
+    for process in psutil.Process(service.process.pid).children(recursive=True):
+        if "-n whitebit-1@" in _command(process):
+            return process.environ()
+    raise AssertionError("the service's first worker is not running")
+
+
+@pytest.fixture
+def killable(night: Night) -> Iterator[Child]:
+    """A third worker, started as on another machine, taking the runs of its own queue only; in
+    its processes, the first Parquet write dies halfway (SIGKILL) with the process running the
+    run (`tests.reliability.killer`)."""
+    args = ["worker", "parquet-mid-file", "--at", "1", "--queue", KILL_QUEUE, "--"]
+    args += ["--concurrency", "1", "--name", "killable"]
+    log = night.base / "logs" / "killable"
+    worker = Child.start("tests.reliability.killer", args, _worker_environment(night.service), log)
+    try:
+        _wait("the killable worker, ready", lambda: " ready." in worker.output, 60, night.service)
+        yield worker
+    finally:
+        worker.process.terminate()
+        worker.process.wait(timeout=30)
+
+
+def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
+    night: Night, first_night: FirstNight, alone: dict[str, Rows], killable: Child
 ) -> None:
     served, fs = night.service, night.store.filesystem()
     tick = datetime.fromtimestamp(first_night.tick.timestamp, UTC)
@@ -336,41 +368,21 @@ def test_a_run_killed_on_its_worker_is_failed_by_run_monitoring_and_a_rerun_mend
     key = _month_key(night, KILLED, month)
     old = fs.cat_file(key)
 
-    # Every answer late: the walk is long, the month written at its end only.
-    night.exchange.control("faults", probability=1.0, kinds=["slow"], slow_seconds=3.0)
-    night.exchange.stats(reset=True)
-    run_id = _launch(served, KILLED, month)
-
-    def walking() -> int | None:
-        run = _status(served, run_id)
-        pid = _run_pid(served, run_id)
-        paths = night.exchange.stats()["answered"]
-        pages = sum(n for path, n in paths.items() if "funding-history" in path)
-        started = run is not None and run.status == dg.DagsterRunStatus.STARTED
-        return pid if started and pid and pages else None
-
-    pid = _wait("the run walking its funding pages", walking, RUNS_TIMEOUT_S, served)
-    worker = _worker_of(pid)
-    assert worker is not None
-    assert worker.startswith("whitebit-"), worker
-    os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
-    night.exchange.control("faults", probability=0.0)
+    run_id = _launch(served, KILLED, month, queue=KILL_QUEUE)
 
     def failed() -> dg.DagsterRun | None:
         run = _status(served, run_id)
         return run if run is not None and run.is_finished else None
 
     run = _wait("the killed run, failed", failed, RECOVERY_TIMEOUT_S, served)
-    detected_s = time.monotonic() - killed_at
+    # Killed halfway through the month's Parquet file, in the run's writer, with the run.
+    assert "killer: SIGKILL in the writer" in killable.output
+    assert "WorkerLostError" in killable.output
     assert run.status == dg.DagsterRunStatus.FAILURE
     with served.instance() as instance:
         said = [e.message for e in instance.all_logs(run_id)]
     assert any("Celery task failed" in m for m in said), said[-3:]
-    assert "WorkerLostError" in served.output()
-    print(f"killed run failed by run monitoring {detected_s:.0f} s after the kill")
-
-    # The month's old object, whole: the run died before it was written.
+    # The month's old object, whole: the half file never left the dead process.
     assert fs.cat_file(key) == old
     assert _on_s3(night, tick) == alone
 
@@ -384,7 +396,8 @@ def test_a_run_killed_on_its_worker_is_failed_by_run_monitoring_and_a_rerun_mend
     assert again.status == dg.DagsterRunStatus.SUCCESS, served.output()[-4000:]
     assert fs.cat_file(key) != old  # written again, by the rerun
     assert _on_s3(night, tick) == alone
-    # Nothing but partitions, and the report page the sensor had written after a night's runs.
+    # Nothing but partitions (the dead writer's lease was taken over and given back), and the
+    # report page the sensor had written after a night's runs.
     page = f"{night.root.removeprefix('s3://')}/{report.REPORT_FILE}"
     keys = [k for k in fs.find(night.bucket) if k != page]
     assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
