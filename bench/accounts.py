@@ -1,7 +1,8 @@
 """`make bench`, the accounts section: five accounts of one exchange address (a main account and
 four sub-accounts of the large scale) under the spec's budgets, through Dagster, as the nightly
-service runs them: each account a run in a process of its own, all at once, against the same
-five one after another, and against the floor the address's budgets set.
+service runs them: each account a run in a process of its own, on one Dagster instance (its
+storage made once), all at once, against the same five one after another, and against the floor
+the address's budgets set.
 
 - a backfill: every account's whole funding history (over a million rows each);
 - a nightly-sized run: each account's funding of one day, then its snapshots (the investments
@@ -124,6 +125,18 @@ def _walked(stats: dict[str, Any]) -> float:
     return pages / span / (budget.requests / budget.period_s) if span else 0.0
 
 
+def _instance(home: Path) -> Path:
+    """A Dagster instance on SQLite, its storage made before any clock runs: the instance every
+    run of the service opens, rather than one made anew for each run."""
+    import dagster as dg
+
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
+    return home
+
+
 def run() -> list[Figure]:
     sim = spawn(scale="large", frozen_at=EPOCH, subaccounts=SUBACCOUNTS)
     with sim, tempfile.TemporaryDirectory() as scratch:
@@ -135,6 +148,7 @@ def run() -> list[Figure]:
             "WHITEBIT_START_DATE": FIRST_DAY.isoformat(),
             "WHITEBIT_PACING_DIR": str(base / "pacing"),
             "PYTHONUNBUFFERED": "1",
+            "DAGSTER_HOME": str(_instance(base / "dagster")),
         }
         accounts = ["main", *(f"sub_{n}" for n in range(1, SUBACCOUNTS + 1))]
         # Each sub-account's data is built on its first request: before any clock runs.
@@ -195,7 +209,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         "dagster/asset_partition_range_start": month_of(first),
         "dagster/asset_partition_range_end": month_of(last),
     }
-    with tempfile.TemporaryDirectory() as home, dg.instance_for_test(temp_dir=home) as instance:
+    with dg.DagsterInstance.get() as instance:
         results = [
             dg.materialize(
                 [assets.funding], resources=configured, instance=instance, tags=months,
