@@ -34,7 +34,7 @@ SERIAL_MODULES = frozenset({TESTS / "whitebit" / "test_pacing.py"})
 #: The modules that take longest, mostly waiting (on the daemon's per-minute ticks, on runs
 #: launched from the browser). ``make test`` hands out whole modules to its workers
 #: (``--dist loadfile``) in collection order (``--no-loadscope-reorder``): these first, so that
-#: the shorter ones fill the other worker around them rather than leave it idle at the end.
+#: the shorter ones fill the other workers around them rather than leave them idle at the end.
 LONGEST_MODULES = (
     TESTS / "service" / "test_service.py",
     TESTS / "ui" / "test_dagster_ui.py",
