@@ -420,15 +420,4 @@ def test_sigterm_stops_the_service_its_workers_and_redis(night: Night) -> None:
     # Both workers (their pool processes come and go: one per run).
     for name in ("whitebit-1@", "whitebit-2@"):
         assert any("celery" in c and f"-n {name}" in c for c in commands), commands
-    code, seconds = served.terminate()
-    assert code == 0, served.output()[-3000:]
-    assert seconds < 30
-    assert served.group_ends()
-    assert "whitebit-etl serve: stopped" in served.output()
-    with served.instance() as instance:
-        left = instance.get_runs(
-            filters=dg.RunsFilter(
-                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-            )
-        )
-    assert left == []
+    served.assert_stops_cleanly(within_s=30)

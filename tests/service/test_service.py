@@ -204,18 +204,7 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
         assert month_of(yesterday) in materialized
 
     # Stopped while the new tick's runs may still run: none is left "started".
-    code, seconds = served.terminate()
-    assert code == 0, served.output()[-3000:]
-    assert seconds < 20
-    assert served.group_ends()
-    assert "whitebit-etl serve: stopped" in served.output()
-    with served.instance() as instance:
-        left = instance.get_runs(
-            filters=dg.RunsFilter(
-                statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-            )
-        )
-    assert left == []
+    served.assert_stops_cleanly(within_s=20)
 
 
 def test_a_failed_night_reaches_the_webhook_once_per_run_with_its_reason_and_no_secret(

@@ -153,6 +153,22 @@ class Service:
         code = self.process.wait(timeout=60)
         return code, time.monotonic() - started
 
+    def assert_stops_cleanly(self, within_s: float) -> None:
+        """SIGTERM ends the service in time with status 0, every process of its group with it,
+        and no run of its instance is left starting or started."""
+        code, seconds = self.terminate()
+        assert code == 0, self.output()[-3000:]
+        assert seconds < within_s
+        assert self.group_ends()
+        assert "whitebit-etl serve: stopped" in self.output()
+        with self.instance() as instance:
+            left = instance.get_runs(
+                filters=dg.RunsFilter(
+                    statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+                )
+            )
+        assert left == []
+
     def stop(self) -> None:
         if self.process is not None and self.group_alive():
             os.killpg(self.process.pid, signal.SIGKILL)
