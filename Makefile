@@ -1,7 +1,8 @@
 # Every target bootstraps what it needs: uv (installed with pip when missing), then the locked
 # environment, its packages compiled to bytecode once (where PYTHONDONTWRITEBYTECODE is set, as
-# on CI, each process would otherwise compile Dagster and the rest again: 3.9 s to import the
-# definitions instead of 1.7). Nothing else has to be on the machine but python3 and make.
+# on our build machines, each process would otherwise compile Dagster and the rest again: 3.9 s
+# to import the definitions instead of 1.7). Nothing else has to be on the machine but python3
+# and make.
 SHELL := /bin/bash
 PYTHON ?= python3
 UV := $(PYTHON) -m uv
