@@ -104,8 +104,7 @@ def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> 
             curated, empty = _build(temp, base)
             os.replace(temp, target)
         finally:
-            for leftover in (temp, temp.with_name(temp.name + ".wal")):
-                leftover.unlink(missing_ok=True)
+            _remove(temp)
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
 
 
@@ -113,8 +112,7 @@ def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> 
 def _build(temp: Path, base: UPath) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The catalog's views in the new file ``temp`` (made again from nothing if a write replaced
     a file while its views were bound): the curated views and the tables without files."""
-    for leftover in (temp, temp.with_name(temp.name + ".wal")):
-        leftover.unlink(missing_ok=True)
+    _remove(temp)
     with duckdb.connect(str(temp)) as con:
         _reach(con, base)
         # The curated views are bound against the table views without their files (same
@@ -134,6 +132,12 @@ def _build(temp: Path, base: UPath) -> tuple[tuple[str, ...], tuple[str, ...]]:
             "files when the catalog was built.'"
         )
     return curated, empty
+
+
+def _remove(temp: Path) -> None:
+    """A catalog file being built, and its write-ahead log."""
+    for leftover in (temp, temp.with_name(temp.name + ".wal")):
+        leftover.unlink(missing_ok=True)
 
 
 def connect(
