@@ -49,6 +49,9 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+#: How long a page may take, for an action or an assertion: Playwright's own 5 s for assertions
+#: is too short on a busy machine (a "Launched run" waited on the code server longer than that).
+UI_TIMEOUT_MS = 60_000
 
 
 @dataclass
@@ -127,7 +130,8 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     p = context.new_page()
-    p.set_default_timeout(60_000)
+    p.set_default_timeout(UI_TIMEOUT_MS)
+    expect.set_options(timeout=UI_TIMEOUT_MS)
     # Dagster greets a new browser with a "Join the Dagster community" modal, at a moment of its
     # choosing: whenever it covers the page, skip it.
     p.add_locator_handler(
@@ -176,7 +180,7 @@ def _wait_for_runs(page: Page, dev: DagsterDev, succeeded: int) -> None:
         assert time.monotonic() < deadline, f"runs did not succeed in time: {statuses}"
         time.sleep(2)
     page.goto(f"{dev.url}/runs")
-    expect(page.get_by_text("Success").first).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Success").first).to_be_visible()
     expect(page.get_by_text("Failure")).to_have_count(0)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from tests.ui.test_dagster_ui import CHROMIUM_FLAGS, MAIN, SUB
+from tests.ui.test_dagster_ui import CHROMIUM_FLAGS, MAIN, SUB, UI_TIMEOUT_MS
 from tests.warehouse.test_report import sql_headline
 from warehouse import catalog, report
 
@@ -92,7 +92,8 @@ class Seen:
 def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     p = context.new_page()
-    p.set_default_timeout(60_000)
+    p.set_default_timeout(UI_TIMEOUT_MS)
+    expect.set_options(timeout=UI_TIMEOUT_MS)
     yield p
     p.screenshot(path=str(tmp_path / "last.png"), full_page=True)
     context.close()
