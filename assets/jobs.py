@@ -40,7 +40,8 @@ FRESHNESS_CRON: Final = "30 2 * * *"
 #: How long a nightly run may go before the daemon's run monitoring fails it (Dagster's
 #: ``dagster/max_runtime`` tag): a run whose Celery worker's machine was lost never reports its
 #: end, and its task stays "started" in the result backend; a night's run of one account takes
-#: minutes.
+#: minutes. The instance whitebit-etl writes gives every run this limit (``max_runtime_seconds``
+#: in ``assets/dagster.yaml``); the tag keeps it on the nightly runs of any other instance.
 NIGHTLY_MAX_RUNTIME_S: Final = 4 * 3600
 MAX_RUNTIME_TAG: Final = "dagster/max_runtime"
 

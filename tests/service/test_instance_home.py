@@ -103,6 +103,22 @@ def test_the_launcher_follows_what_is_asked_in_a_home_it_wrote_and_not_in_an_ope
         service.instance_home(celery=True)
 
 
+def test_every_run_is_failed_past_the_nightly_runs_limit(env: pytest.MonkeyPatch) -> None:
+    """A run whose worker's machine was lost never reports its end: the daemon fails it after the
+    nightly runs' limit, whatever launched it (a backfill from the UI too)."""
+    import dagster as dg
+
+    from assets.jobs import NIGHTLY_MAX_RUNTIME_S
+
+    for celery in (False, True):
+        run_monitoring = instance_config(postgres=False, celery=celery)["run_monitoring"]
+        assert run_monitoring["max_runtime_seconds"] == NIGHTLY_MAX_RUNTIME_S
+    home, _ = service.instance_home()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_max_runtime_seconds == NIGHTLY_MAX_RUNTIME_S
+
+
 def test_a_worker_without_a_broker_is_refused_at_once(env: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
