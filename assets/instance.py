@@ -104,24 +104,29 @@ def _write(config: Path, *, postgres: bool, celery: bool) -> None:
 
 def _home(default: Path, *, postgres: bool, celery: bool | None = None) -> Path:
     """``$DAGSTER_HOME``, else ``default``; created with its dagster.yaml, and made the home of
-    this process's instance. Asked for a run launcher (``celery``: dagster-celery's, or the
-    default; None: whichever it has), a dagster.yaml this package wrote with the other is
-    written again (the launcher holds no history); an operator's own file is refused instead,
-    saying what to change."""
+    this process's instance. A dagster.yaml this package wrote is written again when this
+    version would write another: asked for the other run launcher (``celery``: dagster-celery's,
+    or the default; None: whichever it has; the launcher holds no history), or written by a
+    version with other settings (the run monitoring's limits). An operator's own file is left as
+    it is, and refused when it has the other launcher, saying what to change."""
     home = Path(os.environ.get("DAGSTER_HOME") or default)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         _write(config, postgres=postgres, celery=bool(celery))
-    elif celery is not None and _uses_celery(config) != celery:
-        if not config.read_text(encoding="utf-8").startswith(WRITTEN_HEADER):
+    else:
+        launcher = _uses_celery(config) if celery is None else celery
+        if config.read_text(encoding="utf-8").startswith(WRITTEN_HEADER):
+            storage = _uses_postgres(config)
+            if _loaded(config) != instance_config(postgres=storage, celery=launcher):
+                _write(config, postgres=storage, celery=launcher)
+        elif launcher != _uses_celery(config):
             change = (
                 "set its run_launcher as deploy/celery/dagster.yaml does"
-                if celery
+                if launcher
                 else f"remove its run_launcher section, or set {BROKER_ENV}"
             )
             raise InstanceError(f"{config} was not written by whitebit-etl: {change}")
-        _write(config, postgres=_uses_postgres(config), celery=celery)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

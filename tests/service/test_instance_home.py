@@ -119,6 +119,28 @@ def test_every_run_is_failed_past_the_nightly_runs_limit(env: pytest.MonkeyPatch
         assert instance.run_monitoring_max_runtime_seconds == NIGHTLY_MAX_RUNTIME_S
 
 
+def test_a_file_an_older_version_wrote_is_brought_up_to_date_and_an_operators_is_left(
+    env: pytest.MonkeyPatch,
+) -> None:
+    """An upgrade reaches the homes whitebit-etl wrote before (here: the runs' time limit, new in
+    this version), the CLI's and the service's; a file of an operator's own stays theirs."""
+    home, _ = service.instance_home()
+    config = home / "dagster.yaml"
+    env.setenv("DAGSTER_HOME", str(home))
+    for celery in (False, True):
+        older = instance_config(postgres=False, celery=celery)
+        del older["run_monitoring"]["max_runtime_seconds"]
+        config.write_text(f"{service.WRITTEN_HEADER}\n{yaml.safe_dump(older)}")
+        if celery:
+            service.dagster_home()  # the CLI's: whichever launcher the file has
+        else:
+            service.instance_home()
+        assert yaml.safe_load(config.read_text()) == instance_config(postgres=False, celery=celery)
+    config.write_text(yaml.safe_dump(older))
+    service.instance_home(celery=True)
+    assert yaml.safe_load(config.read_text()) == older
+
+
 def test_a_worker_without_a_broker_is_refused_at_once(env: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
