@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -59,6 +60,13 @@ RECOVERY_TIMEOUT_S = 180
 KILLED = "sub_1"
 #: The Celery queue only the killable worker takes runs from.
 KILL_QUEUE = "killable"
+UNFINISHED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 
 
 def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
@@ -75,9 +83,45 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Ser
         time.sleep(1)
 
 
+class PoolProcesses:
+    """The Celery worker of each of the service's pool processes, looked at every half second
+    from the service's launch: a pool process lives from its worker's start (or its
+    predecessor's end) until its one run ends, so the worker of every run is known however late
+    the test reads the runs (it may be busy with the reference night while the first ones end)."""
+
+    def __init__(self, service: Service) -> None:
+        self.workers: dict[int, str] = {}
+        self._service = service
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="pool-processes", daemon=True)
+
+    def __enter__(self) -> PoolProcesses:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            process = self._service.process
+            if process is None:
+                continue
+            try:
+                descendants = psutil.Process(process.pid).children(recursive=True)
+            except psutil.Error:
+                continue
+            for child in descendants:
+                worker = _worker_of(child.pid)
+                if worker is not None:
+                    self.workers.setdefault(child.pid, worker)
+
+
 @dataclass
 class Night:
     service: Service
+    pools: PoolProcesses
     base: Path
     root: str
     env: dict[str, str]
@@ -128,11 +172,12 @@ def night(
         patch.delenv("WAREHOUSE_CATALOG", raising=False)
         try:
             service.launch()
-            # While the service starts and waits for its first tick: the reference night.
-            now = datetime.now(UTC)
-            alone = _alone(env, now, base / "alone")
-            service.wait_ready()
-            yield Night(service, base, root, env, s3_server, today_exchange, alone, now)
+            with PoolProcesses(service) as pools:
+                # While the service starts and waits for its first tick: the reference night.
+                now = datetime.now(UTC)
+                alone = _alone(env, now, base / "alone")
+                service.wait_ready()
+                yield Night(service, pools, base, root, env, s3_server, today_exchange, alone, now)
         finally:
             service.stop()
             today_exchange.control("faults", probability=0.0)
@@ -184,7 +229,7 @@ def _worker_of(pid: int) -> str | None:
         command = parent.cmdline() if parent is not None else []
     except psutil.Error:
         return None
-    if "celery" not in " ".join(command):
+    if "celery" not in " ".join(command) or "-n" not in command:
         return None
     return command[command.index("-n") + 1]
 
@@ -206,9 +251,8 @@ class FirstNight:
 @pytest.fixture(scope="module")
 def first_night(night: Night) -> FirstNight:
     """The first tick's six runs, ended; the schedule stopped once they were launched. The
-    workers seen running them (sampled while they ran)."""
+    workers whose pool processes ran them."""
     served = night.service
-    workers: set[str] = set()
 
     def launched() -> InstigatorTick | None:
         return next((t for t in _ticks(served) if len(t.run_ids) == 6), None)
@@ -217,15 +261,20 @@ def first_night(night: Night) -> FirstNight:
     _stop_schedule(served)
 
     def ended() -> list[dg.RunRecord] | None:
+        # Every run, not only the tick's: a later tick may have come before the schedule was
+        # stopped (the reference night can outlast a minute), and its runs must not be writing
+        # while the bucket is read.
+        with served.instance() as instance:
+            going = instance.get_run_records(dg.RunsFilter(statuses=UNFINISHED), limit=1)
         records = _runs(served, list(tick.run_ids))
-        for record in records:
-            pid = _run_pid(served, record.dagster_run.run_id)
-            if pid is not None and not record.dagster_run.is_finished:
-                workers.add(_worker_of(pid) or "")
-        return records if all(r.dagster_run.is_finished for r in records) else None
+        finished = not going and all(r.dagster_run.is_finished for r in records)
+        return records if finished else None
 
     runs = _wait("the six runs' ends", ended, RUNS_TIMEOUT_S, served)
-    return FirstNight(tick, runs, workers - {""})
+    pids = [_run_pid(served, r.dagster_run.run_id) for r in runs]
+    seen = night.pools.workers
+    workers = {seen.get(pid or 0, f"not a worker's pool process: {pid}") for pid in pids}
+    return FirstNight(tick, runs, workers)
 
 
 def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
@@ -303,7 +352,7 @@ def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_
     funding = [tuple(rows["funding_history"]) for rows in landed.values()]
     assert len(set(funding)) == 3  # each account its own, none another's copy
     # Nothing but the tables' files in the bucket: no lease left, no temp object.
-    keys = night.store.filesystem().find(night.bucket)
+    keys = _keys_but_the_report(night)
     assert keys
     assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
 
@@ -318,6 +367,13 @@ def _launch(service: Service, account: str, month: str, queue: str | None = None
         asset_selection=[dg.AssetKey([account, "funding_history"])],
         tags={"dagster/partition": month, ACCOUNT_TAG: account, **queued},
     )
+
+
+def _keys_but_the_report(night: Night) -> list[str]:
+    """The bucket's keys but the report page, which the sensor writes after a night's runs, at
+    a moment of its own."""
+    page = f"{night.root.removeprefix('s3://')}/{report.REPORT_FILE}"
+    return [k for k in night.store.filesystem().find(night.bucket) if k != page]
 
 
 def _month_key(night: Night, account: str, month: str) -> str:
@@ -396,10 +452,8 @@ def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
     assert again.status == dg.DagsterRunStatus.SUCCESS, served.output()[-4000:]
     assert fs.cat_file(key) != old  # written again, by the rerun
     assert _on_s3(night, tick) == alone
-    # Nothing but partitions (the dead writer's lease was taken over and given back), and the
-    # report page the sensor had written after a night's runs.
-    page = f"{night.root.removeprefix('s3://')}/{report.REPORT_FILE}"
-    keys = [k for k in fs.find(night.bucket) if k != page]
+    # Nothing but partitions: the dead writer's lease was taken over and given back.
+    keys = _keys_but_the_report(night)
     assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
 
 
