@@ -261,11 +261,12 @@ def first_night(night: Night) -> FirstNight:
     _stop_schedule(served)
 
     def ended() -> list[dg.RunRecord] | None:
-        # Every run, not only the tick's: a later tick may have come before the schedule was
-        # stopped (the reference night can outlast a minute), and its runs must not be writing
-        # while the bucket is read.
+        # Every nightly run, not only the tick's: a later tick may have come before the schedule
+        # was stopped (the reference night can outlast a minute), and its runs must not be
+        # writing while the bucket is read. (A report run writes only the page, set aside there.)
         with served.instance() as instance:
-            going = instance.get_run_records(dg.RunsFilter(statuses=UNFINISHED), limit=1)
+            nightly = dg.RunsFilter(job_name="nightly", statuses=UNFINISHED)
+            going = instance.get_run_records(nightly, limit=1)
         records = _runs(served, list(tick.run_ids))
         finished = not going and all(r.dagster_run.is_finished for r in records)
         return records if finished else None
