@@ -1,8 +1,7 @@
 # Every target bootstraps what it needs: uv (installed with pip when missing), then the locked
 # environment, its packages compiled to bytecode once (where PYTHONDONTWRITEBYTECODE is set, as
-# on our build machines, each process would otherwise compile Dagster and the rest again: 3.9 s
-# to import the definitions instead of 1.7). Nothing else has to be on the machine but python3
-# and make.
+# on our build machines, each process would otherwise compile Dagster and the rest again).
+# Nothing else has to be on the machine but python3 and make.
 SHELL := /bin/bash
 PYTHON ?= python3
 UV := $(PYTHON) -m uv
@@ -26,8 +25,8 @@ demo: bootstrap
 # in one directory; the scan takes them all in and reads the files of both sessions
 # (tests/conftest.py). The sessions' files are removed when both pass, kept when one fails.
 # Three processes on two cores: the three longest modules mostly wait on Dagster's daemon (a
-# schedule's minute, a backfill's 30 s, run monitoring's 15 s) and run side by side. From a
-# fresh clone, the parallel session took 8 min 56 s on three, 9 min 41 s and 10 min 37 s on two.
+# schedule's minute, a backfill's 30 s, run monitoring's 15 s) and run side by side
+# (docs/benchmarks.md has the figures).
 PYTEST_WORKERS ?= 3
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

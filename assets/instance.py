@@ -85,12 +85,12 @@ def _loaded(config: Path) -> dict[str, Any]:
     return loaded
 
 
-def _uses_postgres(config: Path) -> bool:
-    return bool("postgres" in (_loaded(config).get("storage") or {}))
+def _uses_postgres(config: dict[str, Any]) -> bool:
+    return bool("postgres" in (config.get("storage") or {}))
 
 
-def _uses_celery(config: Path) -> bool:
-    launcher = _loaded(config).get("run_launcher") or {}
+def _uses_celery(config: dict[str, Any]) -> bool:
+    launcher = config.get("run_launcher") or {}
     return all(launcher.get(key) == value for key, value in CELERY_LAUNCHER.items())
 
 
@@ -115,12 +115,14 @@ def _home(default: Path, *, postgres: bool, celery: bool | None = None) -> Path:
     if not config.exists():
         _write(config, postgres=postgres, celery=bool(celery))
     else:
-        launcher = _uses_celery(config) if celery is None else celery
-        if config.read_text(encoding="utf-8").startswith(WRITTEN_HEADER):
-            storage = _uses_postgres(config)
-            if _loaded(config) != instance_config(postgres=storage, celery=launcher):
+        text = config.read_text(encoding="utf-8")
+        loaded: dict[str, Any] = yaml.safe_load(text) or {}
+        launcher = _uses_celery(loaded) if celery is None else celery
+        if text.startswith(WRITTEN_HEADER):
+            storage = _uses_postgres(loaded)
+            if loaded != instance_config(postgres=storage, celery=launcher):
                 _write(config, postgres=storage, celery=launcher)
-        elif launcher != _uses_celery(config):
+        elif launcher != _uses_celery(loaded):
             change = (
                 "set its run_launcher as deploy/celery/dagster.yaml does"
                 if launcher
@@ -144,7 +146,7 @@ def instance_home(*, celery: bool = False) -> tuple[Path, str]:
     url = os.environ.get(POSTGRES_URL_ENV)
     if not url:
         home = _home(local_dir() / "dagster", postgres=False, celery=celery)
-        if _uses_postgres(home / "dagster.yaml"):
+        if _uses_postgres(_loaded(home / "dagster.yaml")):
             raise InstanceError(
                 f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
             )
@@ -156,7 +158,7 @@ def instance_home(*, celery: bool = False) -> tuple[Path, str]:
             f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
         )
     home = _home(local_dir() / "dagster-postgres", postgres=True, celery=celery)
-    if not _uses_postgres(home / "dagster.yaml"):
+    if not _uses_postgres(_loaded(home / "dagster.yaml")):
         raise InstanceError(
             f"{home / 'dagster.yaml'} stores the instance in SQLite under {home}: give the "
             f"PostgreSQL instance a DAGSTER_HOME of its own (or unset {POSTGRES_URL_ENV})"

@@ -3,7 +3,7 @@ each query's own listing, `warehouse.listed_s3`), and reading again when a file 
 a read (`read_again`).
 
 s3fs (and botocore under it) is imported when an object store is first read: a run on local disk
-never loads it (about 0.2 s of each process's start).
+never pays for loading it.
 """
 
 from __future__ import annotations

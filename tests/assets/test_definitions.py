@@ -141,7 +141,7 @@ def test_a_runs_days_are_its_months_up_to_today_narrowed_by_its_config() -> None
 
 def test_a_run_on_local_disk_loads_neither_s3fs_nor_plotly() -> None:
     """Every run's process imports the definitions: s3fs comes with the first read of an object
-    store, plotly with the first report page drawn (together a fifth of the import's time)."""
+    store, plotly with the first report page drawn, not with every process's start."""
     code = (
         "import sys, assets.definitions, warehouse.writer; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'s3fs', 'botocore', 'plotly'}))"

@@ -60,13 +60,6 @@ RECOVERY_TIMEOUT_S = 180
 KILLED = "sub_1"
 #: The Celery queue only the killable worker takes runs from.
 KILL_QUEUE = "killable"
-UNFINISHED = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
 
 
 def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
@@ -265,11 +258,10 @@ def first_night(night: Night) -> FirstNight:
         # was stopped (the reference night can outlast a minute), and its runs must not be
         # writing while the bucket is read. (A report run writes only the page, set aside there.)
         with served.instance() as instance:
-            nightly = dg.RunsFilter(job_name="nightly", statuses=UNFINISHED)
-            going = instance.get_run_records(nightly, limit=1)
-        records = _runs(served, list(tick.run_ids))
-        finished = not going and all(r.dagster_run.is_finished for r in records)
-        return records if finished else None
+            nightly = instance.get_run_records(dg.RunsFilter(job_name="nightly"))
+        if not all(r.dagster_run.is_finished for r in nightly):
+            return None
+        return _runs(served, list(tick.run_ids))
 
     runs = _wait("the six runs' ends", ended, RUNS_TIMEOUT_S, served)
     pids = [_run_pid(served, r.dagster_run.run_id) for r in runs]
