@@ -38,9 +38,6 @@ from ._errors import (
     RateLimitError,
 )
 
-#: Operations that change state on the exchange.
-STATE_CHANGING: Final = frozenset({spec.RESET_SUBACCOUNT_KEY.name})
-
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -59,7 +56,7 @@ class RetryPolicy:
         raised ``error``. The one place that tells which failures are retried, and how often."""
         if not isinstance(error, APIError):
             return False
-        if operation.name in STATE_CHANGING and not isinstance(
+        if operation.writes and not isinstance(
             error, RateLimitError | NonceRejectedError
         ):
             return False

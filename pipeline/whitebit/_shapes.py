@@ -304,22 +304,27 @@ def _page(record_fields: Iterable[spec.Field]) -> Shape:
     )
 
 
+def _shape(answer: spec.Answer) -> Shape:
+    """The shape of one kind of answer (docs/api.md, section 4)."""
+    if isinstance(answer, spec.Page):
+        return _page(answer.records)
+    if isinstance(answer, spec.Keyed):
+        return _keyed(_record(answer.record))
+    if isinstance(answer, spec.Single):
+        return _single(_record(answer.record))
+    if isinstance(answer, spec.Listed):
+        return _envelope({answer.envelope: _records(_record(answer.records))})
+    if isinstance(answer, spec.Pong):
+        return _pong()
+    return _envelope({})
+
+
 #: The answer of each operation, by operation name; every operation of the spec has one.
-SHAPES: Final[Mapping[str, Shape]] = {
-    spec.PING.name: _pong(),
-    spec.INVESTMENTS_HISTORY.name: _page(spec.INVESTMENT_FIELDS),
-    spec.HEDGE_MODE.name: _single(_record(spec.HEDGE_MODE_FIELDS)),
-    # An empty object (section 4.3).
-    spec.RESET_SUBACCOUNT_KEY.name: _envelope({}),
-    spec.FUNDING_HISTORY.name: _page(spec.FUNDING_ENTRY_FIELDS),
-    spec.MAIN_BALANCE.name: _keyed(_record(spec.MAIN_BALANCE_FIELDS)),
-    spec.TRADING_BALANCE.name: _keyed(_record(spec.TRADING_BALANCE_FIELDS)),
-    spec.WATCHER_LINKS.name: _envelope({"data": _records(_record(spec.WATCHER_LINK_FIELDS))}),
-}
+SHAPES: Final[Mapping[str, Shape]] = {op.name: _shape(op.answer) for op in spec.OPERATIONS}
 
 #: Answers keyed by ticker: small, so parsed a second time to see a key listed twice, which a
 #: JSON parser otherwise resolves silently by keeping the last value.
-KEYED: Final = frozenset({spec.MAIN_BALANCE.name, spec.TRADING_BALANCE.name})
+KEYED: Final = frozenset(op.name for op in spec.OPERATIONS if isinstance(op.answer, spec.Keyed))
 
 
 def _json_type(value: Any) -> str:
@@ -406,7 +411,7 @@ def parse(
 
 
 #: Answers that are pages: ``offset``, ``limit`` and ``records``.
-PAGED: Final = frozenset({spec.FUNDING_HISTORY.name, spec.INVESTMENTS_HISTORY.name})
+PAGED: Final = frozenset(op.name for op in spec.OPERATIONS if isinstance(op.answer, spec.Page))
 
 
 def _check_page(operation: spec.Operation, page: Any, params: Mapping[str, Any]) -> None:

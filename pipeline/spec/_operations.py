@@ -2,7 +2,7 @@
 
 Written from the contract in `docs/api.md` (sections 4, 7 and 8), filled in where it is silent
 by that document's section on how the real service behaves. The client and the simulator both
-read this module, and nothing else of each other: they agree because both follow this table.
+read this package, and nothing else of each other: they agree because both follow this table.
 
 Each `Operation` says how it is called (method, path, public or private), which rate budget it
 draws from, which body parameters it takes with their bounds, how a validation failure is
@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Final, Literal
+from typing import Final
 
-API_PREFIX: Final = "/api/v4/"
+from ._contract import (
+    Empty,
+    Field,
+    FieldType,
+    Keyed,
+    Listed,
+    Operation,
+    Page,
+    Param,
+    Pong,
+    RateBudget,
+    Single,
+    ValidationAnswer,
+)
 
 #: Base addresses of the real service (docs/api.md, "Base addresses").
 GLOBAL_BASE_URL: Final = "https://whitebit.com"
@@ -26,102 +37,12 @@ EU_BASE_URL: Final = "https://whitebit.eu"
 #: A nonce sent with ``nonceWindow: true`` must be a millisecond time this close to the server's.
 NONCE_WINDOW_MS: Final = 5_000
 
-#: Every budget is published per this many seconds.
-BUDGET_PERIOD_S: Final = 10.0
-
 #: UUID in its canonical textual form; sub-account API key ids look like this.
 UUID_PATTERN: Final = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 #: A perpetual market name, ``<BASE>_PERP``.
 PERP_MARKET_PATTERN: Final = re.compile(r"^[A-Z0-9]{1,20}_PERP$")
-
-
-@dataclass(frozen=True, slots=True)
-class RateBudget:
-    """Requests allowed per period, enforced per API key and per client address.
-
-    Operations that name the same ``group`` draw from one shared budget.
-    """
-
-    group: str
-    requests: int
-    period_s: float = BUDGET_PERIOD_S
-
-    @property
-    def per_second(self) -> float:
-        return self.requests / self.period_s
-
-
-@dataclass(frozen=True, slots=True)
-class Param:
-    """One body (or query) parameter and the rules the service enforces on it."""
-
-    name: str
-    kind: type[int] | type[str]
-    required: bool = False
-    default: int | None = None
-    minimum: int | None = None
-    maximum: int | None = None
-    choices: tuple[int, ...] | None = None
-    max_length: int | None = None
-    pattern: re.Pattern[str] | None = None
-    #: The value must name something that exists in the account (a ticker, a market, an id).
-    must_exist: bool = False
-
-
-class FieldType(Enum):
-    """JSON types of response fields, as the spec's section 2 writes them."""
-
-    STRING = "string"
-    DECIMAL = "decimal string"
-    INTEGER = "integer"
-    TIMESTAMP = "Unix timestamp (integer)"
-    TIMESTAMP_STRING = "Unix timestamp carried as a string"
-    BOOLEAN = "boolean"
-    STRING_LIST = "array of string"
-    OBJECT = "object"
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    name: str
-    type: FieldType
-    nullable: bool = False
-    meaning: str = ""
-    #: For ``OBJECT`` fields: the fields of the nested object.
-    fields: tuple[Field, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ValidationAnswer:
-    """How the service answers a request whose parameters fail validation."""
-
-    status: int
-    code: int
-    message: str = "Validation failed"
-
-
-@dataclass(frozen=True, slots=True)
-class Operation:
-    name: str
-    method: Literal["GET", "POST"]
-    path: str
-    private: bool
-    budget: RateBudget
-    params: tuple[Param, ...] = ()
-    validation: ValidationAnswer = ValidationAnswer(400, 0)
-    #: Answer for a value that fails only the ``must_exist`` rule, when it differs (funding's
-    #: unknown market is code 31).
-    unknown_value: ValidationAnswer | None = None
-    summary: str = ""
-    params_by_name: Mapping[str, Param] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "params_by_name", {p.name: p for p in self.params})
-
-    def param(self, name: str) -> Param:
-        return self.params_by_name[name]
 
 
 # --- Response shapes (spec section 2) --------------------------------------------------------
@@ -198,6 +119,7 @@ PING: Final = Operation(
     path="/api/v4/public/ping",
     private=False,
     budget=RateBudget("public", 2000),
+    answer=Pong(),
     summary='Server status; answers ["pong"]',
 )
 
@@ -208,6 +130,7 @@ INVESTMENTS_HISTORY: Final = Operation(
     private=True,
     # main-account/* share one budget of 1000 per 10 s (docs/api.md, "Rate limits").
     budget=RateBudget("main-account", 1000),
+    answer=Page(INVESTMENT_FIELDS),
     params=(
         Param("id", str, must_exist=True),
         Param("ticker", str, must_exist=True),
@@ -224,6 +147,7 @@ HEDGE_MODE: Final = Operation(
     path="/api/v4/collateral-account/hedge-mode",
     private=True,
     budget=RateBudget("hedge-mode", 12_000),
+    answer=Single(HEDGE_MODE_FIELDS),
     summary="Whether hedge mode is on for the collateral account",
 )
 
@@ -233,6 +157,8 @@ RESET_SUBACCOUNT_KEY: Final = Operation(
     path="/api/v4/sub-account/api-key/reset",
     private=True,
     budget=RateBudget("sub-account-key-reset", 1000),
+    answer=Empty(),
+    writes=True,
     params=(Param("apiKeyId", str, required=True, pattern=UUID_PATTERN, must_exist=True),),
     summary="Regenerate a sub-account API key's secret; answers {}",
 )
@@ -244,6 +170,7 @@ FUNDING_HISTORY: Final = Operation(
     private=True,
     # Not published; "everything else 10000 by default" (docs/api.md, "Rate limits").
     budget=RateBudget("funding-history", 10_000),
+    answer=Page(FUNDING_ENTRY_FIELDS),
     params=(
         Param("market", str, pattern=PERP_MARKET_PATTERN, must_exist=True),
         _LIMIT_100,
@@ -260,6 +187,7 @@ MAIN_BALANCE: Final = Operation(
     path="/api/v4/main-account/balance",
     private=True,
     budget=RateBudget("main-account", 1000),
+    answer=Keyed(MAIN_BALANCE_FIELDS),
     # An unknown ticker answers a zero balance, not an error (docs/api.md, section 10).
     params=(Param("ticker", str),),
     summary="Main-account balance per ticker",
@@ -271,6 +199,7 @@ TRADING_BALANCE: Final = Operation(
     path="/api/v4/trade-account/balance",
     private=True,
     budget=RateBudget("trade-account", 12_000),
+    answer=Keyed(TRADING_BALANCE_FIELDS),
     params=(Param("ticker", str),),
     summary="Trading-account balance per ticker; zero balances omitted without a ticker",
 )
@@ -281,6 +210,7 @@ WATCHER_LINKS: Final = Operation(
     path="/api/v4/mining/watcher-links/list",
     private=True,
     budget=RateBudget("mining", 10_000),
+    answer=Listed("data", WATCHER_LINK_FIELDS),
     params=(Param("account", str, required=True, max_length=255, must_exist=True),),
     summary="Watcher links of a mining-pool account",
 )

@@ -1,0 +1,177 @@
+"""What a history declares: the words of `_histories`.
+
+A `History` is everything the product needs to know about one of the account's records: the
+operation that answers it, how that operation pages (`NewestFirst`, `OffsetWindow`, or one call
+per value of a `Fanout`), the record's fields read into the columns of a table (`Column`), the
+table's key and how it is partitioned (`Monthly` by the record's own time, or one file per
+`Snapshot` day). The client walks it, the warehouse normalizes, writes and catalogues it, the
+Dagster application makes an asset of it for each account and checks it, and the report counts
+it: each from the declaration, none with a branch of its own for one history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from ._contract import Field, Operation
+
+#: A column's source that is not a field of the record: the key it is listed under in its
+#: answer (a ticker of a balance), or the value of the parameter it was asked for (a mining
+#: account of its watcher links).
+OWNER: Final = ("@owner",)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a history's table, and where its value comes from.
+
+    ``source`` is the path of the record field it is read from (``("plan", "ticker")`` inside a
+    nested object), `OWNER`, or empty for a column the warehouse derives (``sign_of`` or
+    ``day_of``). A ``labels`` column (an integer status) comes with a ``<name>_label`` column
+    beside it. A time is in the past (up to a day after the extraction) unless ``scheduled``
+    (bounded by 2100 instead: a payment time, an expiry).
+    """
+
+    name: str
+    description: str
+    source: tuple[str, ...] = ()
+    nullable: bool = False
+    #: Text: the form a value must match (a regular expression), and its name in a reject.
+    pattern: str | None = None
+    form: str = ""
+    allow_empty: bool = False
+    labels: Mapping[int, str] | None = None
+    scheduled: bool = False
+    #: Derived: ``"long"``/``"short"`` by the sign of this column's decimal value.
+    sign_of: str | None = None
+    #: Derived: the UTC day of this time column.
+    day_of: str | None = None
+
+    @property
+    def derived(self) -> bool:
+        return not self.source
+
+
+@dataclass(frozen=True, slots=True)
+class Monthly:
+    """Partitioned by the UTC day of the record's own time (``day``, derived from ``time``), a
+    file per account and month of it (the path names the month under ``month_path``)."""
+
+    time: str
+    day: str
+    month_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The account as it is now: a file per account and ``snapshot_date``, the day it was taken."""
+
+
+#: The one `Snapshot` partitioning.
+SNAPSHOT: Final = Snapshot()
+
+
+@dataclass(frozen=True, slots=True)
+class NewestFirst:
+    """Offset pages of a history the exchange lists newest first, new records arriving at its
+    head while it is read. Pages overlap by a record, so that a shift is seen and neither a
+    repeat nor a gap results. A record is known by its ``key`` fields, the sign of ``side``
+    (a long and a short at one time), and its ``time``. With the account's ``split`` setting
+    (its markets), each value is walked on its own and the walks merged newest first."""
+
+    time: str
+    key: tuple[str, ...]
+    side: str | None = None
+    split: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A filter that narrows a slice: its values are the parameter's choices, else those seen
+    in the records read so far at ``seen``, with the keys of ``listed_by``'s answer."""
+
+    param: str
+    seen: tuple[str, ...] = ()
+    listed_by: Operation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWindow:
+    """Offset pages up to the operation's largest offset and no further. The walk reads a slice
+    per value of the first split; a slice whose last reachable page is full is split by the next,
+    and one that still fills the window is reported out of reach, never silently cut. Records
+    are told apart by ``identity`` across slices."""
+
+    splits: tuple[Split, ...]
+    identity: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fanout:
+    """One call per value of the account's ``setting`` (its mining accounts), the value sent as
+    ``param``; a snapshot of no value is empty."""
+
+    param: str
+    setting: str
+
+
+Paging = NewestFirst | OffsetWindow | Fanout
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """One of the account's histories (or snapshots), from the operation to the table."""
+
+    name: str
+    description: str
+    operation: Operation
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    partition: Monthly | Snapshot
+    #: How the operation is walked; None: one call answers all.
+    paging: Paging | None = None
+    #: A history made of objects nested in another's records (an investment's plan): not
+    #: fetched on its own, but from each record of ``nested_in`` at ``nested_at``, each once.
+    nested_in: History | None = None
+    nested_at: str = ""
+    #: The accounts-file switch without which an account does not extract it (B2B access).
+    access: str | None = None
+    columns_by_name: Mapping[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name = {c.name: c for c in self.columns}
+        if len(by_name) != len(self.columns):
+            raise ValueError(f"history {self.name}: a column name appears twice")
+        named = {*by_name, *(f"{c.name}_label" for c in self.columns if c.labels)}
+        missing = [k for k in self.key if k not in named and k != "snapshot_date"]
+        if missing:
+            raise ValueError(f"history {self.name}: its key names unknown columns {missing}")
+        for column in self.columns:
+            if column.source and column.source != OWNER:
+                self.field_of(column)  # raises for a path the record does not have
+        object.__setattr__(self, "columns_by_name", by_name)
+
+    @property
+    def record(self) -> tuple[Field, ...]:
+        """The fields of one record (for a nested history, of the nested object)."""
+        if self.nested_in is not None:
+            parent = {f.name: f for f in self.nested_in.record}[self.nested_at]
+            return parent.fields
+        return self.operation.record
+
+    def field_of(self, column: Column) -> Field:
+        """The record field a column is read from."""
+        (first, *rest) = column.source
+        try:
+            return {f.name: f for f in self.record}[first].at(tuple(rest))
+        except KeyError:
+            raise ValueError(
+                f"history {self.name}: column {column.name} reads {'.'.join(column.source)}, "
+                "which its record does not have"
+            ) from None
+
+    @property
+    def monthly(self) -> bool:
+        return isinstance(self.partition, Monthly)
