@@ -128,7 +128,7 @@ async def _funding_walk(
     sim: SpawnedSimulator, creds: Credentials, since: int, pacing: Pacer | bool
 ) -> WalkReport:
     async with AsyncWhiteBIT(creds, base_url=sim.url, pacing=pacing) as client:
-        walk = client.walk_funding(since=datetime.fromtimestamp(since, UTC))
+        walk = client.walk(spec.FUNDING, since=datetime.fromtimestamp(since, UTC))
         async for _ in walk:
             pass
     return walk.report
@@ -138,7 +138,7 @@ async def _investments_walk(
     sim: SpawnedSimulator, creds: Credentials, pacing: Pacer | bool
 ) -> WalkReport:
     async with AsyncWhiteBIT(creds, base_url=sim.url, pacing=pacing) as client:
-        walk = client.walk_investments()
+        walk = client.walk(spec.INVESTMENTS)
         async for _ in walk:
             pass
     return walk.report

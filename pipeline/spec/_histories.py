@@ -68,7 +68,11 @@ FUNDING: Final = History(
     # A few hundred payments a day: a file a day would be thousands of tiny files.
     partition=Monthly(time="funding_time", day="funding_date", month_path="funding_month"),
     paging=NewestFirst(
-        time="fundingTime", key=("market", "fundingTime"), side="positionAmount", split="markets"
+        time="fundingTime",
+        key=("market", "fundingTime"),
+        side="positionAmount",
+        split_param="market",
+        split_setting="markets",
     ),
 )
 

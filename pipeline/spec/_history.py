@@ -78,13 +78,15 @@ class NewestFirst:
     """Offset pages of a history the exchange lists newest first, new records arriving at its
     head while it is read. Pages overlap by a record, so that a shift is seen and neither a
     repeat nor a gap results. A record is known by its ``key`` fields, the sign of ``side``
-    (a long and a short at one time), and its ``time``. With the account's ``split`` setting
-    (its markets), each value is walked on its own and the walks merged newest first."""
+    (a long and a short at one time), and its ``time``. Given values of the account's
+    ``split_setting`` (its markets), each is walked on its own (sent as ``split_param``) and the
+    walks merged newest first."""
 
     time: str
     key: tuple[str, ...]
     side: str | None = None
-    split: str | None = None
+    split_param: str | None = None
+    split_setting: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB.
 
-`AsyncWhiteBIT` has one typed method per operation of `spec`, and two walks that fetch everything
-there is (`walk_funding`, `walk_investments`) or say why they could not. Failures are the tree in
+`AsyncWhiteBIT` has one typed method per operation of `spec`, a walk of any history the spec
+declares that fetches everything there is or says why it could not (`walk`), and a snapshot's
+fetch (`snapshot`). Failures are the tree in
 `_errors`.
 """
 
@@ -12,7 +13,7 @@ from ._errors import (
     APIStatusError,
     AuthenticationError,
     ContractError,
-    FundingOrderError,
+    HistoryOrderError,
     NonceRejectedError,
     NotFoundError,
     OffsetWindowExceeded,
@@ -42,7 +43,7 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import FundingWalk, InvestmentsWalk
+from ._walks import NewestFirstWalk, OffsetWindowWalk, Walk
 
 __all__ = [
     "NO_RETRIES",
@@ -55,17 +56,17 @@ __all__ = [
     "Credentials",
     "FixedPlan",
     "FundingEntry",
-    "FundingOrderError",
     "FundingPage",
-    "FundingWalk",
     "HedgeMode",
+    "HistoryOrderError",
     "Investment",
     "InvestmentsPage",
-    "InvestmentsWalk",
     "MainBalance",
+    "NewestFirstWalk",
     "NonceRejectedError",
     "NotFoundError",
     "OffsetWindowExceeded",
+    "OffsetWindowWalk",
     "Pacer",
     "PayloadRejectedError",
     "PermissionDeniedError",
@@ -78,6 +79,7 @@ __all__ = [
     "TransportTimeout",
     "UnreadableResponseError",
     "ValidationError",
+    "Walk",
     "WalkError",
     "WalkReport",
     "WatcherLink",

@@ -12,7 +12,7 @@ import asyncio
 import ipaddress
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self, cast
@@ -46,7 +46,7 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import FundingWalk, InvestmentsWalk
+from ._walks import NewestFirstWalk, OffsetWindowWalk, Walk
 
 log = logging.getLogger("pipeline.whitebit")
 #: The attribute of a retry's log record that holds its wait in seconds (a float), for a
@@ -218,7 +218,7 @@ class AsyncWhiteBIT:
         offset: int | None = None,
         report: WalkReport | None = None,
     ) -> InvestmentsPage:
-        """One page of fixed-term investments (B2B partners only); see `walk_investments`."""
+        """One page of fixed-term investments (B2B partners only); see `walk`."""
         params = _present(
             id=investment_id, ticker=ticker, status=status, limit=limit, offset=offset
         )
@@ -244,7 +244,7 @@ class AsyncWhiteBIT:
         offset: int | None = None,
         report: WalkReport | None = None,
     ) -> FundingPage:
-        """One page of funding payments, newest first; see `walk_funding`."""
+        """One page of funding payments, newest first; see `walk`."""
         params = _present(market=market, limit=limit, offset=offset)
         return cast(FundingPage, await self.call(spec.FUNDING_HISTORY, params, report=report))
 
@@ -269,36 +269,57 @@ class AsyncWhiteBIT:
         answer = await self.call(spec.WATCHER_LINKS, {"account": account}, report=report)
         return cast("list[WatcherLink]", answer["data"])
 
-    # --- walks ---------------------------------------------------------------------------
+    # --- histories ---------------------------------------------------------------------
 
-    def walk_funding(
+    def walk(
         self,
+        history: spec.History,
         *,
         since: datetime | None = None,
         until: datetime | None = None,
-        markets: list[str] | None = None,
-    ) -> FundingWalk:
-        """Every funding payment with ``since <= fundingTime < until``, newest first, in pages.
-
-        With ``markets``, each market is walked on its own (concurrently) and the walks are
-        merged into one newest-first stream; entries funded at the same second come in the
-        order of ``markets``.
-        """
-        return FundingWalk(
-            self,
-            since=_seconds(since, "since"),
-            until=_seconds(until, "until"),
-            markets=markets,
-        )
-
-    def walk_investments(
-        self,
-        *,
+        split: Sequence[str] | None = None,
+        values: Mapping[str, Sequence[str]] | None = None,
         on_window_exceeded: Literal["raise", "report"] = "raise",
-        tickers: list[str] | None = None,
-    ) -> InvestmentsWalk:
-        """Every investment, each once, in pages; see `InvestmentsWalk`."""
-        return InvestmentsWalk(self, on_window_exceeded=on_window_exceeded, tickers=tickers or [])
+    ) -> Walk:
+        """Every record of a history, in pages, as its paging declares.
+
+        A newest-first history (`NewestFirstWalk`) gives those with ``since <= time < until``,
+        newest first; with ``split`` values (the account's markets) each is walked on its own,
+        concurrently, and merged. A history read by offset window (`OffsetWindowWalk`) gives
+        every record, each once, its splits taking ``values`` too (tickers to split by).
+        """
+        paging = history.paging
+        if isinstance(paging, spec.NewestFirst):
+            return NewestFirstWalk(
+                self,
+                history,
+                since=_seconds(since, "since"),
+                until=_seconds(until, "until"),
+                split=split,
+            )
+        if isinstance(paging, spec.OffsetWindow):
+            return OffsetWindowWalk(
+                self, history, on_window_exceeded=on_window_exceeded, values=values
+            )
+        raise TypeError(f"{history.name} is not walked: it is a snapshot (see `snapshot`)")
+
+    async def snapshot(
+        self,
+        history: spec.History,
+        *,
+        values: Sequence[str] = (),
+        report: WalkReport | None = None,
+    ) -> Any:
+        """A snapshot's answer as the exchange gave it; for one fanned out over ``values`` (a
+        mining account each), each value's records by value."""
+        op = history.operation
+        if not isinstance(history.paging, spec.Fanout):
+            return await self.call(op, {}, report=report)
+        param = history.paging.param
+        answers = await asyncio.gather(
+            *(self.call(op, {param: value}, report=report) for value in values)
+        )
+        return {value: _listed(op, answer) for value, answer in zip(values, answers, strict=True)}
 
     # --- one call: sign, pace, send, check, retry ---------------------------------------
 
@@ -440,6 +461,12 @@ class AsyncWhiteBIT:
         elif status == 429 and report is not None:
             report.rate_limited += 1
         raise error_for_answer(operation, status, response.headers, content)
+
+
+def _listed(operation: spec.Operation, answer: Any) -> Any:
+    """The records of an answer that lists them under an envelope field."""
+    shape = operation.answer
+    return answer[shape.envelope] if isinstance(shape, spec.Listed) else answer
 
 
 def _failure(state: RetryCallState) -> BaseException | None:

@@ -52,17 +52,17 @@ PER_MARKET_PREFETCH_PAGES: Final = 2
 #: A page that shows neither the walk's last record nor only records already behind it is
 #: fetched again this many times before the walk gives up on the exchange's ordering.
 MAX_REFETCHES: Final = 3
-#: Pages in a row that bring no funding entry new to a walk before it gives up: each such page
-#: means a page of entries arrived at the head meanwhile, and a funding round brings one per
+#: Pages in a row that bring no record new to a newest-first walk before it gives up: each such
+#: page means a page of records arrived at the head meanwhile, and a funding round brings one per
 #: market and position side (hundreds), never this many pages' worth. An exchange answering the
-#: same entries for every offset would otherwise keep a walk paging forever.
+#: same records for every offset would otherwise keep a walk paging forever.
 MAX_PAGES_WITHOUT_NEWS: Final = 100
 
 #: Characters of an answer quoted in an error.
 EXCERPT_CHARS: Final = 160
 
-#: Funding times before this (2009-01-01, before any exchange existed) are not trusted for a
-#: walk's order or window; the warehouse rejects them (warehouse.normalize.EARLIEST, the same day).
-EARLIEST_FUNDING_TIME: Final = 1_230_768_000
+#: Times before this (2009-01-01, before any exchange existed) are not trusted for a walk's order
+#: or window; the warehouse rejects them (warehouse.normalize.EARLIEST, the same day).
+EARLIEST_TIME: Final = 1_230_768_000
 #: Nor are times more than this after the clock (warehouse.normalize.FUTURE_TOLERANCE).
 FUTURE_TOLERANCE_S: Final = 86_400

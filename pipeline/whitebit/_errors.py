@@ -20,7 +20,7 @@ WhiteBITError
 │                                 limit other than asked, a key listed twice [retried once, at once]
 └── WalkError                     a walk cannot vouch that it fetched everything
     ├── OffsetWindowExceeded      a slice still fills the offset window after splitting
-    └── FundingOrderError         funding history broke its newest-first order, or repeats
+    └── HistoryOrderError         a newest-first history broke its order, or repeats
 ```
 
 Retried errors are retried only for operations that change nothing, except the two answers that
@@ -196,18 +196,19 @@ class OffsetWindowExceeded(WalkError):
     """A slice still fills the offset window after splitting: only ``reachable`` rows of it
     could be fetched, and the rest cannot be reached through this API."""
 
-    def __init__(self, slice: str, reachable: int, *, more: int = 0) -> None:
+    def __init__(self, history: str, slice: str, reachable: int, *, more: int = 0) -> None:
         also = f"; {more} more slice(s) likewise, see the walk's report" if more else ""
         super().__init__(
-            f"investments slice {slice} fills the offset window: only its newest {reachable} "
+            f"{history} slice {slice} fills the offset window: only its newest {reachable} "
             f"rows are reachable, older ones were not fetched{also}"
         )
+        self.history = history
         self.slice = slice
         self.reachable = reachable
 
 
-class FundingOrderError(WalkError):
-    """Funding history answered out of its newest-first order, or the same entries whatever the
+class HistoryOrderError(WalkError):
+    """A history answered out of its newest-first order, or the same records whatever the
     offset, so a walk cannot prove it has neither gaps nor repeats. The walk already fetched the
     pages again that a moving head could explain (`MAX_REFETCHES`), so this is the exchange's
     answer, not a moment of it: not worth a later try (``retryable`` false)."""

@@ -1,4 +1,8 @@
-"""Walks: every page of a paged operation, fetched concurrently, yielded in order, never short.
+"""Walks: every page of a history, fetched concurrently, yielded in order, never short.
+
+Each kind of `spec.Paging` has its walk: `NewestFirstWalk` (a history whose head grows while it is
+read) and `OffsetWindowWalk` (a history split by its filters wherever a slice fills the offset
+window); `walk` picks the one a history declares.
 
 A walk is an async iterator of pages (lists of raw records, in the exchange's order) with a
 `WalkReport` that says what it did. Pages are requested ahead of the one being read, up to the
@@ -26,6 +30,7 @@ from collections.abc import (
     Coroutine,
     Iterable,
     Mapping,
+    Sequence,
 )
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -35,19 +40,12 @@ from pipeline import spec
 from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
 from ._errors import (
     ContractError,
-    FundingOrderError,
+    HistoryOrderError,
     OffsetWindowExceeded,
     ValidationError,
 )
-from ._paging import (
-    FundingCursor,
-    OffsetWindow,
-    investment_identities,
-    plan_tickers,
-    plausible_time,
-)
+from ._paging import NewestFirstCursor, OffsetWindow, RecordKeys, identities, seen_values
 from ._report import WalkReport
-from ._types import FundingEntry, FundingPage, Investment, InvestmentsPage
 
 T = TypeVar("T")
 
@@ -67,8 +65,8 @@ class Caller(Protocol):
     ) -> Any: ...
 
 
-#: (records, their funding times): one batch of a single funding stream.
-_Batch = tuple[list[FundingEntry], list[int | None]]
+#: (records, their times): one batch of a single newest-first stream.
+_Batch = tuple[list[Any], list[int | None]]
 
 
 class _Ahead(Generic[T]):
@@ -133,60 +131,64 @@ async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
         return None
 
 
-class FundingWalk:
-    """Funding payments with ``since <= fundingTime < until``, newest first, in pages.
+class NewestFirstWalk:
+    """A newest-first history's records with ``since <= time < until``, newest first, in pages.
 
-    Pages overlap by one record and are checked against each other (see `_paging`): entries that
+    Pages overlap by one record and are checked against each other (see `_paging`): records that
     arrive at the head mid-walk cause neither a repeat nor a gap, whatever order the concurrent
-    pages were answered in. Entries newer than ``until`` are paged through but not yielded; the
-    walk stops at the first short page or once a page reaches entries older than ``since``, and
-    raises `FundingOrderError` when page after page brings nothing new (`MAX_PAGES_WITHOUT_NEWS`).
+    pages were answered in. Records newer than ``until`` are paged through but not yielded; the
+    walk stops at the first short page or once a page reaches records older than ``since``, and
+    raises `HistoryOrderError` when page after page brings nothing new (`MAX_PAGES_WITHOUT_NEWS`).
+    With ``split`` values (the account's markets), each is walked on its own, concurrently, and
+    the walks merged newest first; records of the same second come in the order of the values.
     """
 
     def __init__(
         self,
         client: Caller,
+        history: spec.History,
         *,
         since: int | None,
         until: int | None,
-        markets: list[str] | None,
+        split: Sequence[str] | None,
     ) -> None:
+        paging = history.paging
+        if not isinstance(paging, spec.NewestFirst):
+            raise TypeError(f"{history.name} is not a newest-first history")
         self._client = client
+        self._history, self._paging = history, paging
+        self._keys = RecordKeys(paging)
         self.since, self.until = since, until
-        self.markets = list(markets) if markets is not None else None
-        op = spec.FUNDING_HISTORY
-        limit = op.param("limit").maximum
-        assert limit is not None  # the spec bounds it (1..100)
-        self.page_size = limit
+        self.split = list(split) if split is not None else None
+        op = history.operation
+        self.page_size = op.bound("limit")
         self.report = WalkReport(op.name)
         self._started = False
 
-    def __aiter__(self) -> AsyncIterator[list[FundingEntry]]:
+    def __aiter__(self) -> AsyncIterator[list[Any]]:
         if self._started:
             raise RuntimeError("a walk runs once; start another for a second pass")
         self._started = True
         return self._run()
 
-    async def _run(self) -> AsyncIterator[list[FundingEntry]]:
+    async def _run(self) -> AsyncIterator[list[Any]]:
         report, started = self.report, time.monotonic()
         try:
-            if self.markets is None:
+            if self.split is None:
                 report.slices.append("all")
                 depth = self._client.max_concurrency
                 async for records, _ in self._stream(None, depth, self.until):
                     report.rows += len(records)
                     yield records
             else:
-                report.slices.extend(self.markets)
-                async for batch in self._merged(self.markets):
+                report.slices.extend(self.split)
+                async for batch in self._merged(self.split):
                     report.rows += len(batch)
                     yield batch
         finally:
             report.elapsed_s = time.monotonic() - started
 
-    def _in_window(
-        self, records: list[FundingEntry], times: list[int | None], until: int | None
-    ) -> _Batch:
+    def _in_window(self, records: list[Any], times: list[int | None], until: int | None) -> _Batch:
         since = self.since
         first, last = times[0], times[-1]
         if (since is None or (last is not None and last >= since)) and (
@@ -201,23 +203,26 @@ class FundingWalk:
         return [r for r, _ in kept], [t for _, t in kept]
 
     async def _stream(
-        self, market: str | None, depth: int, until: int | None
+        self, value: str | None, depth: int, until: int | None
     ) -> AsyncGenerator[_Batch, None]:
-        """One newest-first stream (all markets, or one), as non-empty batches in the window."""
-        client, report, op = self._client, self.report, spec.FUNDING_HISTORY
-        cursor = FundingCursor(self.page_size)
+        """One newest-first stream (all, or one split value), as non-empty batches in the
+        window."""
+        client, report, op = self._client, self.report, self._history.operation
+        cursor = NewestFirstCursor(self.page_size, self._keys)
         params: dict[str, Any] = {"limit": self.page_size}
-        if market is not None:
-            params["market"] = market
+        if value is not None:
+            assert self._paging.split_param is not None  # a split value has its parameter
+            params[self._paging.split_param] = value
 
-        async def fetch(offset: int) -> tuple[list[FundingEntry], int]:
-            page: FundingPage = await client.call(op, {**params, "offset": offset}, report=report)
+        async def fetch(offset: int) -> tuple[list[Any], int]:
+            page = await client.call(op, {**params, "offset": offset}, report=report)
             report.pages += 1
             return _records(page)
 
         ahead = _Ahead(fetch, depth)
         offset, refetched, without_news = 0, 0, 0
-        of_market = f" of {market}" if market else ""
+        of_value = f" ({self._paging.split_param} {value})" if value else ""
+        name = self._history.name
         try:
             while True:
                 ahead.request(offset + j * cursor.step for j in range(ahead.depth))
@@ -240,8 +245,8 @@ class FundingWalk:
                     refetched += 1
                     report.refetches += 1
                     if refetched > MAX_REFETCHES:
-                        raise FundingOrderError(
-                            f"funding history{of_market} at offset {offset} still does not line "
+                        raise HistoryOrderError(
+                            f"{name}{of_value} at offset {offset} still does not line "
                             f"up with the page before it after {MAX_REFETCHES} fetches: the "
                             "newest-first order is not holding"
                         )
@@ -249,10 +254,10 @@ class FundingWalk:
                 refetched = 0
                 without_news = 0 if step.fresh or step.last else without_news + 1
                 if without_news == MAX_PAGES_WITHOUT_NEWS:
-                    raise FundingOrderError(
-                        f"funding history{of_market}: {without_news} pages in a row, up to "
-                        f"offset {offset}, brought no entry the walk had not already passed: "
-                        "the exchange answers the same entries whatever the offset"
+                    raise HistoryOrderError(
+                        f"{name}{of_value}: {without_news} pages in a row, up to "
+                        f"offset {offset}, brought no record the walk had not already passed: "
+                        "the exchange answers the same records whatever the offset"
                     )
                 report.duplicates_dropped += step.repeated
                 offset = step.offset
@@ -272,37 +277,35 @@ class FundingWalk:
             await ahead.aclose()
 
     async def _head_time(self) -> int | None:
-        """The newest funding time of the whole history, as the walk begins."""
-        op = spec.FUNDING_HISTORY
-        page: FundingPage = await self._client.call(op, {"limit": 1}, report=self.report)
+        """The newest time of the whole history, as the walk begins."""
+        op = self._history.operation
+        page = await self._client.call(op, {"limit": 1}, report=self.report)
         self.report.pages += 1
         first = page["records"][0] if page["records"] else None
-        return plausible_time(
-            first.get("fundingTime") if type(first) is dict else None, time.time()
-        )
+        return self._keys.time_of(first, time.time())
 
-    async def _merged(self, markets: list[str]) -> AsyncIterator[list[FundingEntry]]:
-        """Each market walked on its own, concurrently, merged newest first.
+    async def _merged(self, values: list[str]) -> AsyncIterator[list[Any]]:
+        """Each split value walked on its own, concurrently, merged newest first.
 
-        The markets' first pages are answered at different moments; so that all of them show
-        the history as it was when the walk began (as a single walk does), entries newer than
-        the newest of the whole history at the start are left out."""
+        The values' first pages are answered at different moments; so that all of them show the
+        history as it was when the walk began (as a single walk does), records newer than the
+        newest of the whole history at the start are left out."""
         until = self.until
         head = await self._head_time()
         if head is not None and (until is None or head + 1 < until):
             until = head + 1
-        streams = [self._stream(m, PER_MARKET_PREFETCH_PAGES, until) for m in markets]
+        streams = [self._stream(v, PER_MARKET_PREFETCH_PAGES, until) for v in values]
         pending = {i: asyncio.create_task(_next_batch(s)) for i, s in enumerate(streams)}
-        buffers: list[deque[tuple[float, FundingEntry]]] = [deque() for _ in markets]
-        heads: list[tuple[float, int]] = []  # (minus the head's time, market index)
-        empty = set(range(len(markets)))  # markets whose next records are not in hand yet
-        batch: list[FundingEntry] = []
+        buffers: list[deque[tuple[float, Any]]] = [deque() for _ in values]
+        heads: list[tuple[float, int]] = []  # (minus the head's time, value index)
+        empty = set(range(len(values)))  # values whose next records are not in hand yet
+        batch: list[Any] = []
         try:
             while True:
                 for i in sorted(empty):
                     got = await pending.pop(i)
                     if got is None:
-                        continue  # this market is done
+                        continue  # this value is done
                     records, times = got
                     pending[i] = asyncio.create_task(_next_batch(streams[i]))
                     buffers[i].extend(
@@ -316,7 +319,7 @@ class FundingWalk:
                 empty.clear()
                 if not heads:
                     break
-                # Emit while every market still in the walk has its next record in hand.
+                # Emit while every value still in the walk has its next record in hand.
                 while heads:
                     _, i = heapq.heappop(heads)
                     batch.append(buffers[i].popleft()[1])
@@ -347,109 +350,128 @@ class _Slice:
     filled: bool = False
 
 
-class InvestmentsWalk:
-    """Every investment, each once, in pages.
+class OffsetWindowWalk:
+    """Every record of a history read in slices of the offset window, each once, in pages.
 
-    Each status slice is read up to the offset window (``limit`` 100, offsets 0..10000). A slice
-    whose last reachable page is full may hold more, so it is split by ticker: the tickers seen
-    in the rows read so far, those of the main balance, and any the caller names. A sub-slice
-    that still fills the window is `OffsetWindowExceeded`: raised once the walk has yielded all
-    it could (``on_window_exceeded="raise"``), or only listed in the report (``"report"``).
+    A slice is read up to the offset window (the operation's ``limit`` and ``offset`` maxima). The
+    walk reads a slice per value of the declaration's first split (an investment's status); a
+    slice whose last reachable page is full may hold more, so it is split by the next (by
+    ticker: the values seen in the rows read so far, those of the operation the split names
+    (the main balance), and any the caller names). A slice that still fills the window after the
+    last split is `OffsetWindowExceeded`: raised once the walk has yielded all it could
+    (``on_window_exceeded="raise"``), or only listed in the report (``"report"``).
 
-    Repeats across slices are dropped by id, so the walk remembers every id it yielded: its
-    memory grows with the account's investments (tens of thousands), not with pages.
+    Repeats across slices are dropped by identity, so the walk remembers every identity it
+    yielded: its memory grows with the history's records (tens of thousands), not with pages.
 
-    Limitation: the API can filter only by id, ticker and status, and tells no totals. A ticker
-    held in no balance, seen in none of the rows within reach, and not named by the caller,
-    cannot be split out: its rows beyond the window of a filled slice stay out of reach.
+    Limitation: the API can filter only by its parameters, and tells no totals. A value held
+    nowhere the split looks, and not named by the caller, cannot be split out: its rows beyond the
+    window of a filled slice stay out of reach.
     """
 
     def __init__(
         self,
         client: Caller,
+        history: spec.History,
         *,
         on_window_exceeded: Literal["raise", "report"],
-        tickers: list[str],
+        values: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        paging = history.paging
+        if not isinstance(paging, spec.OffsetWindow):
+            raise TypeError(f"{history.name} is not read by offset window")
         if on_window_exceeded not in ("raise", "report"):
             raise ValueError(
                 f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
             )
         self._client = client
+        self._history, self._paging = history, paging
         self.on_window_exceeded = on_window_exceeded
-        op = spec.INVESTMENTS_HISTORY
-        limit, offset = op.param("limit"), op.param("offset")
-        # The spec bounds both (limit 1..100, offset 0..10000).
-        assert limit.maximum is not None
-        assert offset.maximum is not None
-        self.window = OffsetWindow(limit.maximum, offset.maximum)
+        op = history.operation
+        self.window = OffsetWindow(op.bound("limit"), op.bound("offset"))
         self.report = WalkReport(op.name)
-        self._tickers = set(tickers)
-        self._balance_tickers: set[str] | None = None
+        # The values of each split known so far: named by the caller, seen, listed.
+        self._values = {s.param: set((values or {}).get(s.param, ())) for s in paging.splits}
+        self._listed: set[str] = set()
         self._seen: set[str | bytes] = set()
         self._started = False
 
-    def __aiter__(self) -> AsyncIterator[list[Investment]]:
+    def __aiter__(self) -> AsyncIterator[list[Any]]:
         if self._started:
             raise RuntimeError("a walk runs once; start another for a second pass")
         self._started = True
         return self._run()
 
-    async def _run(self) -> AsyncIterator[list[Investment]]:
+    async def _run(self) -> AsyncIterator[list[Any]]:
         report, started = self.report, time.monotonic()
-        statuses = spec.INVESTMENTS_HISTORY.param("status").choices or ()
         try:
-            filled: list[int] = []
-            for status in statuses:
-                whole = _Slice(f"status={status}", {"status": status})
-                async for page in self._slice(whole):
-                    yield page
-                if whole.filled:
-                    filled.append(status)
-            for status in filled:
-                for ticker in await self._split_tickers():
-                    part = _Slice(
-                        f"status={status},ticker={ticker}", {"status": status, "ticker": ticker}
-                    )
-                    try:
-                        async for page in self._slice(part):
-                            yield page
-                    except ValidationError as refused:
-                        if set(refused.errors) != {"ticker"}:
-                            raise
-                        report.notes.append(f"ticker {ticker} is unknown to the exchange: skipped")
-                        continue
-                    if part.filled:
-                        report.incomplete_slices.append(
-                            OffsetWindowExceeded(part.name, self.window.reachable)
-                        )
+            async for page in self._split({}, 0):
+                yield page
         finally:
             report.elapsed_s = time.monotonic() - started
         if report.incomplete_slices and self.on_window_exceeded == "raise":
             first = report.incomplete_slices[0]
             raise OffsetWindowExceeded(
-                first.slice, first.reachable, more=len(report.incomplete_slices) - 1
+                self._history.name,
+                first.slice,
+                first.reachable,
+                more=len(report.incomplete_slices) - 1,
             )
 
-    async def _split_tickers(self) -> list[str]:
-        """Tickers to split a filled slice by: those seen, named, and held in the main balance."""
-        if self._balance_tickers is None:
-            # Its own report: the balance's unknown fields are not the investments'.
-            own = WalkReport(spec.MAIN_BALANCE.name)
-            balance = await self._client.call(spec.MAIN_BALANCE, {}, report=own)
+    async def _split(self, params: dict[str, Any], level: int) -> AsyncIterator[list[Any]]:
+        """The slices of ``params`` narrowed by split ``level``'s values; a filled one is split
+        by the next level, or reported when there is none."""
+        split = self._paging.splits[level]
+        last = level == len(self._paging.splits) - 1
+        filled: list[_Slice] = []
+        for value in await self._split_values(split):
+            part = _Slice(
+                _slice_name({**params, split.param: value}), {**params, split.param: value}
+            )
+            try:
+                async for page in self._slice(part):
+                    yield page
+            except ValidationError as refused:
+                if split.param not in refused.errors or set(refused.errors) != {split.param}:
+                    raise
+                self.report.notes.append(
+                    f"{split.param} {value} is unknown to the exchange: skipped"
+                )
+                continue
+            if part.filled:
+                filled.append(part)
+        for part in filled:
+            if last:
+                self.report.incomplete_slices.append(
+                    OffsetWindowExceeded(self._history.name, part.name, self.window.reachable)
+                )
+                continue
+            async for page in self._split(part.params, level + 1):
+                yield page
+
+    async def _split_values(self, split: spec.Split) -> list[Any]:
+        """A split's values: its parameter's choices, else those seen, named and listed."""
+        choices = self._history.operation.param(split.param).choices
+        if choices is not None:
+            return list(choices)
+        if split.listed_by is not None and split.listed_by.name not in self._listed:
+            # Its own report: the listing's unknown fields are not this history's.
+            own = WalkReport(split.listed_by.name)
+            listed = await self._client.call(split.listed_by, {}, report=own)
             self.report.retries += own.retries
             self.report.rate_limited += own.rate_limited
-            self._balance_tickers = set(balance)
-        return sorted(self._tickers | self._balance_tickers)
+            self._values[split.param] |= set(listed)
+            self._listed.add(split.listed_by.name)
+        return sorted(self._values[split.param])
 
-    async def _slice(self, part: _Slice) -> AsyncIterator[list[Investment]]:
+    async def _slice(self, part: _Slice) -> AsyncIterator[list[Any]]:
         client, report, seen = self._client, self.report, self._seen
-        op = spec.INVESTMENTS_HISTORY
+        op, paging = self._history.operation, self._paging
         report.slices.append(part.name)
 
-        async def fetch(offset: int) -> tuple[list[Investment], int]:
+        async def fetch(offset: int) -> tuple[list[Any], int]:
             params = {**part.params, "limit": self.window.limit, "offset": offset}
-            page: InvestmentsPage = await client.call(op, params, report=report)
+            page = await client.call(op, params, report=report)
             report.pages += 1
             return _records(page)
 
@@ -465,10 +487,12 @@ class InvestmentsWalk:
                     _follow_page_size(report, self.window.limit, size)
                     self.window = OffsetWindow(size, self.window.max_offset)
                 window = self.window
-                identities = investment_identities(records)
-                fresh = [r for r, i in zip(records, identities, strict=True) if i not in seen]
-                seen.update(identities)
-                self._tickers.update(plan_tickers(records))
+                found = identities(records, paging.identity)
+                fresh = [r for r, i in zip(records, found, strict=True) if i not in seen]
+                seen.update(found)
+                for split in paging.splits:
+                    if split.seen:
+                        self._values[split.param] |= seen_values(records, split.seen)
                 report.duplicates_dropped += len(records) - len(fresh)
                 if fresh:
                     report.rows += len(fresh)
@@ -480,3 +504,10 @@ class InvestmentsWalk:
                 ahead.grow()
         finally:
             await ahead.aclose()
+
+
+def _slice_name(params: Mapping[str, Any]) -> str:
+    return ",".join(f"{name}={value}" for name, value in params.items())
+
+
+Walk = NewestFirstWalk | OffsetWindowWalk

@@ -6,7 +6,7 @@ Inside this process only, the function at POINT is wrapped so that its N-th call
 process with SIGKILL (no handler, no cleanup, as the OOM killer or a power cut would), then the
 real CLI runs. No product code knows about it. The points:
 
-- ``walk``: the funding walk takes its N-th page (`FundingCursor.read`) after the writer process
+- ``walk``: the funding walk takes its N-th page (`NewestFirstCursor.read`) after the writer process
   reported its first days written: a month is rewritten by then, the rest still to page.
 - ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file
   (on an object store, in the memory buffer its PUT would send).
@@ -101,7 +101,7 @@ def arm(point: str, at: int) -> None:
         kill = _on_call(at)
         wrote: list[object] = []
         _wrap(loading.Written, "wrote", lambda *args: wrote.append(args))
-        _wrap(_paging.FundingCursor, "read", lambda *args: kill() if wrote else None)
+        _wrap(_paging.NewestFirstCursor, "read", lambda *args: kill() if wrote else None)
     elif point == "parquet-mid-file":
         _wrap(pq, "write_table", _on_call(at, _half_written))
     elif point == "parquet-before-rename":

@@ -76,7 +76,7 @@ def test_a_funding_record_off_the_contract_is_passed_in_its_place(
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == expected
         assert walk.report.retries == 0
@@ -105,7 +105,7 @@ def test_an_investment_off_the_contract_is_passed_once(own_sim: Simulator, edit:
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             rows = await collect(walk)
         key = orjson.OPT_SORT_KEYS
         assert sorted(orjson.dumps(r, option=key) for r in rows) == sorted(
@@ -192,8 +192,8 @@ def test_an_envelope_off_the_contract_is_refused_after_one_quick_retry(
 ) -> None:
     own_sim.faults.tamper(path, lambda params, sent: body)
     calls: dict[str, Callable[[Any], Any]] = {
-        FUNDING: lambda c: collect(c.walk_funding()),
-        INVESTMENTS: lambda c: collect(c.walk_investments()),
+        FUNDING: lambda c: collect(c.walk(spec.FUNDING)),
+        INVESTMENTS: lambda c: collect(c.walk(spec.INVESTMENTS)),
         MAIN: lambda c: c.main_balance(),
         HEDGE: lambda c: c.hedge_mode(),
         LINKS: lambda c: c.watcher_links(own_sim.dataset.mining_accounts[0]),
@@ -313,7 +313,7 @@ def test_a_walk_reports_each_unknown_field_once_with_one_example(own_sim: Simula
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert [_without_field(r, "seq") for r in rows] == truth
         assert list(walk.report.unknown_fields) == ["records[].seq"]
@@ -333,7 +333,7 @@ def test_an_unknown_field_of_a_plan_is_named_by_its_path(own_sim: Simulator) -> 
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             await collect(walk)
         assert walk.report.unknown_fields == {"records[].plan.riskLevel": '"low"'}
 
@@ -408,7 +408,7 @@ def test_a_capped_funding_history_is_walked_whole(own_sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
         assert walk.report.notes == [
@@ -427,7 +427,7 @@ def test_a_capped_funding_history_is_walked_whole_per_market(own_sim: Simulator)
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk_funding(markets=markets)
+            walk = c.walk(spec.FUNDING, split=markets)
             rows = await collect(walk)
         assert rows == [r for r in truth if r["market"] in markets]
         assert len(walk.report.notes) == 1
@@ -448,7 +448,7 @@ def test_a_cap_that_begins_mid_walk_loses_nothing(own_sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(own_sim, transport=watch) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
         assert "pages of 40" in walk.report.notes[0]
@@ -464,7 +464,7 @@ def test_capped_investments_split_by_the_exchanges_page_size(sim_at: Any) -> Non
 
     async def main() -> None:
         async with client(s) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             rows = await collect(walk)
         assert sorted(r["id"] for r in rows) == sorted(data.ids)
         assert walk.window.limit == 50
@@ -501,7 +501,7 @@ def test_a_page_size_the_walk_cannot_follow_is_refused(
     async def main() -> None:
         async with client(own_sim, retry=NO_RETRIES) as c:
             with raises(ContractError) as info:
-                await collect(c.walk_funding())
+                await collect(c.walk(spec.FUNDING))
         assert info.value.field == field
         assert info.value.reason.startswith(reason)
 

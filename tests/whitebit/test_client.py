@@ -167,7 +167,7 @@ def test_static_record_types_name_the_spec_fields(typed: type, fields: tuple[spe
 def test_walks_run_once(sim: Simulator) -> None:
     async def main() -> None:
         async with client(sim) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             await collect(walk)
             with pytest.raises(RuntimeError, match="runs once"):
                 await collect(walk)

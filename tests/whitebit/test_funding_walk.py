@@ -16,13 +16,15 @@ from hypothesis import strategies as st
 
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
-from pipeline.whitebit import FundingEntry, FundingOrderError, ResponseFormatError
+from pipeline.whitebit import FundingEntry, HistoryOrderError, ResponseFormatError
 from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
-from pipeline.whitebit._paging import FundingCursor, funding_times
+from pipeline.whitebit._paging import NewestFirstCursor, RecordKeys
 from tests.support.client import Watching, client, collect, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
 ROUND_S = 8 * 3600
+assert isinstance(spec.FUNDING.paging, spec.NewestFirst)
+FUNDING_KEYS = RecordKeys(spec.FUNDING.paging)
 
 
 def _at(seconds: int) -> datetime:
@@ -36,7 +38,7 @@ def _offset(request: httpx.Request) -> int:
 def test_the_walk_is_the_whole_history_newest_first(sim: Simulator) -> None:
     async def main() -> None:
         async with client(sim) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == sim.dataset.funding.newest_first()
         report = walk.report
@@ -55,7 +57,7 @@ def test_the_time_window(sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(sim) as c:
-            walk = c.walk_funding(since=_at(since), until=_at(until))
+            walk = c.walk(spec.FUNDING, since=_at(since), until=_at(until))
             rows = await collect(walk)
         assert rows == [r for r in truth if since <= int(r["fundingTime"]) < until]
         # It stopped soon after the window (3 pages, and a few requested ahead), instead of
@@ -69,7 +71,7 @@ def test_naive_datetimes_are_refused(sim: Simulator) -> None:
     async def main() -> None:
         async with client(sim) as c:
             with pytest.raises(ValueError, match="timezone-aware"):
-                c.walk_funding(since=datetime(2026, 1, 1))
+                c.walk(spec.FUNDING, since=datetime(2026, 1, 1))
 
     asyncio.run(main())
 
@@ -83,8 +85,8 @@ def test_per_market_walks_merge_newest_first(sim: Simulator, with_window: bool) 
 
     async def main() -> None:
         async with client(sim) as c:
-            walk = c.walk_funding(
-                markets=markets,
+            walk = c.walk(spec.FUNDING, 
+                split=markets,
                 since=_at(since) if since else None,
                 until=_at(until) if until else None,
             )
@@ -117,11 +119,11 @@ def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(
 
     async def main() -> None:
         async with client(s) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             assert as_meant(await collect(walk)) == truth
             assert walk.report.retries > 0
             markets = sorted(s.dataset.funding.market_names)[:5]
-            per_market = await collect(c.walk_funding(markets=markets))
+            per_market = await collect(c.walk(spec.FUNDING, split=markets))
             assert as_meant(per_market) == [r for r in truth if r["market"] in markets]
 
     asyncio.run(main())
@@ -146,7 +148,7 @@ def test_new_entries_mid_walk_cause_no_repeat_and_no_gap(own_sim: Simulator) -> 
 
     async def main() -> None:
         async with client(own_sim, transport=Watching(hold_back, on_answer)) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
         assert walk.report.refetches >= 1
@@ -166,7 +168,7 @@ def test_more_than_a_page_arriving_mid_walk(own_sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(own_sim, transport=Watching(on_response=on_answer)) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
         assert walk.report.duplicates_dropped >= 200
@@ -186,7 +188,7 @@ def test_per_market_walks_hold_while_entries_arrive(own_sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(own_sim, transport=Watching(on_response=on_answer)) as c:
-            assert await collect(c.walk_funding(markets=markets)) == truth
+            assert await collect(c.walk(spec.FUNDING, split=markets)) == truth
 
     asyncio.run(main())
 
@@ -231,7 +233,7 @@ def test_a_funding_time_that_is_not_digits_is_passed_through_in_place(sim: Simul
 
     async def main() -> None:
         async with client(sim, transport=_Rewriting(rewrite)) as c:
-            assert await collect(c.walk_funding()) == expected
+            assert await collect(c.walk(spec.FUNDING)) == expected
 
     asyncio.run(main())
 
@@ -245,8 +247,8 @@ def test_an_answer_out_of_order_is_refused_not_trusted(sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(sim, transport=_Rewriting(swap)) as c:
-            with pytest.raises(FundingOrderError, match="not newest first"):
-                await collect(c.walk_funding())
+            with pytest.raises(HistoryOrderError, match="not newest first"):
+                await collect(c.walk(spec.FUNDING))
 
     asyncio.run(main())
 
@@ -258,7 +260,7 @@ def test_an_answer_for_another_offset_is_refused(sim: Simulator) -> None:
     async def main() -> None:
         async with client(sim, transport=_Rewriting(ignore_offset)) as c:
             with raises(ResponseFormatError) as info:
-                await collect(c.walk_funding())
+                await collect(c.walk(spec.FUNDING))
         assert info.value.field == "offset"
         assert "asked for offset 99" in str(info.value)
 
@@ -285,10 +287,10 @@ def test_a_page_answered_for_every_offset_ends_the_walk_with_an_error(
 
     async def main() -> None:
         async with client(sim, transport=_Rewriting(repeat)) as c:
-            with raises(FundingOrderError) as info:
-                await collect(c.walk_funding())
+            with raises(HistoryOrderError) as info:
+                await collect(c.walk(spec.FUNDING))
         assert "100 pages in a row" in str(info.value)
-        assert "the same entries whatever the offset" in str(info.value)
+        assert "the same records whatever the offset" in str(info.value)
 
     asyncio.run(main())
     # It gave up after a hundred steps (and the pages requested ahead of them), not a million.
@@ -358,7 +360,7 @@ def _walk_story(
 
     snapshots = [grow([], initial)]
     start: list[FundingEntry] | None = None
-    cursor = FundingCursor(page_size)
+    cursor = NewestFirstCursor(page_size, FUNDING_KEYS)
     out: list[FundingEntry] = []
     offset, fresh_only = 0, False
     for page in range(2_000):
@@ -418,7 +420,7 @@ def _broken(entry: FundingEntry, kind: int) -> Any:
 
 
 def test_the_cursor_remembers_only_the_last_funding_time() -> None:
-    cursor = FundingCursor(100)
+    cursor = NewestFirstCursor(100, FUNDING_KEYS)
     history = [_entry(n, 2_000_000 - n // 250) for n in range(100_000)]  # 250 a funding time
     offset = 0
     while True:
@@ -432,7 +434,7 @@ def test_the_cursor_remembers_only_the_last_funding_time() -> None:
 
 def test_changing_yielded_records_does_not_mislead_the_cursor() -> None:
     history = [_entry(n, 5_000 - n // 30) for n in range(1_000)]  # 30 a funding time
-    cursor, offset, out = FundingCursor(10), 0, []
+    cursor, offset, out = NewestFirstCursor(10, FUNDING_KEYS), 0, []
     for pages in range(1, 300):
         page = [dict(r) for r in history[offset : offset + 10]]
         step = cursor.read(page, offset)  # type: ignore[arg-type]
@@ -453,12 +455,12 @@ def test_times_that_are_not_digits_take_their_neighbours() -> None:
     records = [_entry(1, 50), _entry(2, 40), _entry(3, 40), _entry(4, 30)]
     records[0]["fundingTime"], records[2]["fundingTime"] = "x", "4O"
     e = EPOCH
-    assert funding_times(records, None) == [e + 40, e + 40, e + 40, e + 30]
-    assert funding_times(records, e + 60) == [e + 60, e + 40, e + 40, e + 30]
-    assert funding_times([], None) == []
+    assert FUNDING_KEYS.times(records, None) == [e + 40, e + 40, e + 40, e + 30]
+    assert FUNDING_KEYS.times(records, e + 60) == [e + 60, e + 40, e + 40, e + 30]
+    assert FUNDING_KEYS.times([], None) == []
     records[0]["fundingTime"] = ""
-    assert funding_times(records, None) == [e + 40, e + 40, e + 40, e + 30]
-    assert funding_times([_entry(1, 999), _entry(2, 1000)][::-1], None) == [e + 1000, e + 999]
+    assert FUNDING_KEYS.times(records, None) == [e + 40, e + 40, e + 40, e + 30]
+    assert FUNDING_KEYS.times([_entry(1, 999), _entry(2, 1000)][::-1], None) == [e + 1000, e + 999]
 
 
 @pytest.mark.parametrize(
@@ -472,7 +474,7 @@ def test_implausible_times_pass_through_and_never_stop_a_walk(odd: str) -> None:
     for position in (0, 9, 10, 39):  # the head, a page's end, the next page's start, the end
         records = [dict(r) for r in history]
         records[position]["fundingTime"] = odd
-        cursor, offset, out = FundingCursor(10), 0, []
+        cursor, offset, out = NewestFirstCursor(10, FUNDING_KEYS), 0, []
         while True:
             step = cursor.read(records[offset : offset + 10], offset)  # type: ignore[arg-type]
             out.extend(step.fresh)

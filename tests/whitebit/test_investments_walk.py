@@ -23,7 +23,7 @@ def _ids(rows: list[Any]) -> list[str]:
 def test_every_investment_once_without_a_split(sim: Simulator) -> None:
     async def main() -> None:
         async with client(sim) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             rows = await collect(walk)
         truth = sim.dataset.investments.all()
         assert sorted(_ids(rows)) == sorted(_ids(truth))
@@ -41,7 +41,7 @@ def test_the_offset_window_is_split_by_ticker_and_reaches_everything(large_sim: 
 
     async def main() -> None:
         async with client(large_sim) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             rows = await collect(walk)
         assert len(rows) == len(set(_ids(rows))) == len(data.all())
         assert set(_ids(rows)) == set(data.ids)
@@ -62,7 +62,7 @@ def test_a_slice_too_large_even_when_split_is_raised_after_the_rest(
     async def main() -> None:
         rows: list[Any] = []
         async with client(too_large_sim) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             with raises(OffsetWindowExceeded) as info:
                 async for page in walk:
                     rows.extend(page)
@@ -79,7 +79,7 @@ def test_a_slice_too_large_even_when_split_is_raised_after_the_rest(
 def test_a_slice_too_large_can_be_reported_instead(too_large_sim: Simulator) -> None:
     async def main() -> None:
         async with client(too_large_sim) as c:
-            walk = c.walk_investments(on_window_exceeded="report")
+            walk = c.walk(spec.INVESTMENTS, on_window_exceeded="report")
             rows = await collect(walk)
         [incomplete] = walk.report.incomplete_slices
         assert (incomplete.slice, incomplete.reachable) == ("status=1,ticker=USDT", REACHABLE)
@@ -93,7 +93,7 @@ def test_tickers_unknown_to_the_exchange_are_skipped_and_noted(sim_at: Any) -> N
 
     async def main() -> None:
         async with client(s) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             rows = await collect(walk)
         assert set(_ids(rows)) == set(s.dataset.investments.ids)
         # The main balance holds tickers no plan uses; the exchange refuses them as filters.
@@ -115,7 +115,7 @@ def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(sim_at: A
 
     async def main() -> None:
         async with client(s) as c:
-            walk = c.walk_investments()
+            walk = c.walk(spec.INVESTMENTS)
             rows = await collect(walk)
         assert len(rows) == len(truth)
         drifted = [r for r in rows if r.pop("unexpectedField", None) is not None]
@@ -138,7 +138,7 @@ def test_a_refusal_other_than_an_unknown_ticker_stops_the_walk(sim: Simulator) -
     async def main() -> None:
         async with client(sim, "no_b2b") as c:
             with raises(PermissionDeniedError):
-                await collect(c.walk_investments())
+                await collect(c.walk(spec.INVESTMENTS))
 
     asyncio.run(main())
 
@@ -148,7 +148,7 @@ def test_on_window_exceeded_is_checked(sim: Simulator, mode: str) -> None:
     async def main() -> None:
         async with client(sim) as c:
             with pytest.raises(ValueError, match="'raise' or 'report'"):
-                c.walk_investments(on_window_exceeded=mode)  # type: ignore[arg-type]
+                c.walk(spec.INVESTMENTS, on_window_exceeded=mode)  # type: ignore[arg-type]
 
     asyncio.run(main())
 
@@ -156,7 +156,7 @@ def test_on_window_exceeded_is_checked(sim: Simulator, mode: str) -> None:
 def test_the_walk_takes_its_bounds_from_the_spec(sim: Simulator) -> None:
     async def main() -> None:
         async with client(sim) as c:
-            window = c.walk_investments().window
+            window = c.walk(spec.INVESTMENTS).window
         assert window.limit == spec.INVESTMENTS_HISTORY.param("limit").maximum
         assert window.max_offset == spec.INVESTMENTS_HISTORY.param("offset").maximum
         assert window.offsets_from(0)[:2] == [0, window.limit]

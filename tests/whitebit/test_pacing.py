@@ -63,7 +63,7 @@ def test_a_paced_walk_runs_near_the_budget_and_never_over_it() -> None:
         async def main() -> WalkReport:
             pacer = Pacer([SMALL_BUDGET])
             async with client(s, pacing=pacer) as c:
-                walk = c.walk_funding()
+                walk = c.walk(spec.FUNDING)
                 assert await collect(walk) == truth
             return walk.report
 
@@ -168,7 +168,7 @@ def _walk_elsewhere(
         credentials = Credentials(key.api_key, key.api_secret)
         pacer = Pacer([SMALL_BUDGET], origin=url)
         async with AsyncWhiteBIT(credentials, base_url=url, pacing=pacer, retry=FAST_RETRIES) as c:
-            walk = c.walk_funding()
+            walk = c.walk(spec.FUNDING)
             start.wait()  # before the walk's first request: the other run is ready too
             began = time.monotonic()
             with contextlib.suppress(RateLimitError):  # retries spent: counted all the same
@@ -367,7 +367,7 @@ def test_concurrency_is_bounded(sim: Simulator) -> None:
         watch = Watching(on_request=sent, on_response=answered)
         async with client(sim, max_concurrency=3, transport=watch) as c:
             await asyncio.gather(*(c.hedge_mode() for _ in range(30)))
-            await collect(c.walk_funding())
+            await collect(c.walk(spec.FUNDING))
 
     asyncio.run(main())
     assert most[0] == 3
