@@ -1,4 +1,5 @@
-"""The accounts a deployment extracts: `accounts.yaml`, or the single-account variables.
+"""The accounts a deployment extracts: `accounts.yaml`, the single-account variables, or the
+embedded simulator's.
 
 The file (its path in `WHITEBIT_ACCOUNTS_FILE`) lists each account: a short name (the ``account``
 of every row and a segment of every path), its base URL (``global``, ``eu`` or a URL), the *names*
@@ -12,17 +13,17 @@ and the reason: an unknown field, a duplicate name, a name that is not a safe pa
 variable that is not set.
 
 Without the file, the single-account variables (`WHITEBIT_API_KEY`, `WHITEBIT_API_SECRET`,
-`WHITEBIT_BASE_URL`, `WHITEBIT_MINING_ACCOUNTS`, `WHITEBIT_MARKETS`) make one account named
-``default``, whose assets keep the keys they had before accounts (``funding_history``, no
-prefix), so the history a Dagster instance holds of them stays theirs. With no credentials
-either, that account is the embedded simulator's.
+`WHITEBIT_BASE_URL`, `WHITEBIT_MINING_ACCOUNTS`, `WHITEBIT_MARKETS`) are a one-entry accounts file:
+one account named ``default``; a key without its secret (or any of them without both) is refused,
+naming what is missing. With none of them set, the accounts are the embedded simulator's demo
+accounts (`SIMULATOR_ACCOUNTS`: its main account and a sub-account), for every command alike.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -30,12 +31,14 @@ import pydantic
 import yaml
 
 from pipeline import spec
-from warehouse.schemas import ACCOUNT_NAME, DEFAULT_ACCOUNT
+from warehouse.schemas import ACCOUNT_NAME
 
-ACCOUNTS_FILE_ENV: Final = "WHITEBIT_ACCOUNTS_FILE"
-#: The single-account variables' names (their values are credentials; the names are not).
-KEY_ENV: Final = "WHITEBIT_API_KEY"
-SECRET_ENV: Final = "WHITEBIT_API_SECRET"  # noqa: S105
+from .settings import KEY_ENV, SECRET_ENV, Settings, SettingsError
+
+#: The one account of the single-account variables.
+DEFAULT_ACCOUNT: Final = "default"
+#: The embedded simulator's accounts, when no account is configured (the demo's).
+SIMULATOR_ACCOUNTS: Final = "accounts.demo.yaml"
 BASE_URLS: Final = {"global": spec.GLOBAL_BASE_URL, "eu": spec.EU_BASE_URL}
 #: Sub-accounts of the embedded simulator an accounts file may name.
 SIMULATOR_SUBACCOUNTS: Final = 4
@@ -48,7 +51,7 @@ SIMULATOR_KEYS: Final = (
 )
 
 
-class AccountsFileError(ValueError):
+class AccountsFileError(SettingsError):
     """The accounts file cannot be used: where (file, line) and why."""
 
 
@@ -68,9 +71,6 @@ class Account:
     investments: bool
     #: The embedded simulator's key this account uses, when it has no credentials.
     simulator_key: str | None = None
-    #: Asset keys are prefixed with the name: every account of a file. The account made of the
-    #: single-account variables keeps the unprefixed keys it had before accounts.
-    prefixed: bool = True
 
     @property
     def simulated(self) -> bool:
@@ -78,21 +78,31 @@ class Account:
 
     @property
     def key_prefix(self) -> list[str]:
-        return [self.name] if self.prefixed else []
+        return [self.name]
 
     @property
     def resource_key(self) -> str:
         """The Dagster resource of its exchange."""
-        return f"whitebit_{self.name}" if self.prefixed else "whitebit"
+        return f"whitebit_{self.name}"
 
     @property
     def pool(self) -> str:
         """The Dagster pool its API steps hold: one step per account at a time."""
-        return f"whitebit_api_{self.name}" if self.prefixed else "whitebit_api"
+        return f"whitebit_api_{self.name}"
 
     @property
     def group(self) -> str:
-        return self.name if self.prefixed else "whitebit"
+        return self.name
+
+    def extracts(self, history: spec.History) -> bool:
+        """Whether the account's key may read the history (its accounts-file switch: B2B access
+        for the investments)."""
+        return history.access is None or bool(getattr(self, history.access))
+
+    def setting(self, name: str) -> tuple[str, ...] | None:
+        """An account setting a history's paging names (its markets, its mining accounts)."""
+        value: tuple[str, ...] | None = getattr(self, name)
+        return value
 
 
 class _Entry(pydantic.BaseModel):
@@ -112,10 +122,7 @@ class _Entry(pydantic.BaseModel):
     @pydantic.field_validator("base_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        url = BASE_URLS.get(value, value)
-        if not url.startswith(("https://", "http://")):
-            raise ValueError(f"{value!r}: give global, eu or an http(s) URL")
-        return url.rstrip("/")
+        return base_url(value)
 
     @pydantic.field_validator("markets")
     @classmethod
@@ -141,29 +148,52 @@ class _File(pydantic.BaseModel):
     accounts: list[_Entry] = pydantic.Field(min_length=1)
 
 
-def load(environ: Mapping[str, str] | None = None) -> tuple[Account, ...]:
-    """The accounts: from `WHITEBIT_ACCOUNTS_FILE` when set, else the one of the variables."""
-    env = os.environ if environ is None else environ
-    path = env.get(ACCOUNTS_FILE_ENV)
-    if path:
-        return load_file(Path(path), env)
-    return (single(env),)
+def load(settings: Settings) -> tuple[Account, ...]:
+    """The accounts: the accounts file's, else the one of the single-account variables, else the
+    embedded simulator's."""
+    if settings.accounts_file is not None:
+        return load_file(settings.accounts_file, settings.environ)
+    if settings.single_account_set:
+        return (single(settings),)
+    demo = resources.files("assets").joinpath(SIMULATOR_ACCOUNTS)
+    return load_file(Path(str(demo)), settings.environ)
 
 
-def single(env: Mapping[str, str]) -> Account:
-    """The account of the single-account variables: ``default``, unprefixed."""
-    configured = bool(env.get(KEY_ENV)) and bool(env.get(SECRET_ENV))
+def single(settings: Settings) -> Account:
+    """The account of the single-account variables: ``default``. Any of them set without the
+    key and the secret is refused, naming what is missing: a run must never extract the embedded
+    simulator into a warehouse meant for a real account."""
+    missing = [name for name in (KEY_ENV, SECRET_ENV) if not settings.environ.get(name)]
+    if missing:
+        given = ", ".join(settings.single_account_set)
+        raise SettingsError(
+            f"{' and '.join(missing)} not set (with {given} set): give the account's key and "
+            "secret, or unset every WHITEBIT_ variable to run against the embedded simulator"
+        )
     return Account(
         name=DEFAULT_ACCOUNT,
-        base_url=env.get("WHITEBIT_BASE_URL") or spec.GLOBAL_BASE_URL,
-        key_env=KEY_ENV if configured else None,
-        secret_env=SECRET_ENV if configured else None,
-        mining_accounts=names(env.get("WHITEBIT_MINING_ACCOUNTS")),
-        markets=names(env.get("WHITEBIT_MARKETS")) or None,
+        base_url=_base_url(settings.base_url or "global"),
+        key_env=KEY_ENV,
+        secret_env=SECRET_ENV,
+        mining_accounts=names(settings.mining_accounts),
+        markets=names(settings.markets) or None,
         investments=True,
-        simulator_key=None if configured else "partner",
-        prefixed=False,
     )
+
+
+def base_url(value: str) -> str:
+    """An exchange address: ``global``, ``eu`` or an http(s) URL."""
+    url = BASE_URLS.get(value, value)
+    if not url.startswith(("https://", "http://")):
+        raise ValueError(f"{value!r}: give global, eu or an http(s) URL")
+    return url.rstrip("/")
+
+
+def _base_url(value: str) -> str:
+    try:
+        return base_url(value)
+    except ValueError as exc:
+        raise SettingsError(f"WHITEBIT_BASE_URL: {exc}") from None
 
 
 def names(text: str | None) -> tuple[str, ...]:
@@ -177,6 +207,11 @@ def load_file(path: Path, env: Mapping[str, str]) -> tuple[Account, ...]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise AccountsFileError(f"{path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise AccountsFileError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}): an "
+            "accounts file is YAML, as accounts.example.yaml"
+        ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)

@@ -1,8 +1,8 @@
 """Alerts for an unattended service: a failed run, or a failed blocking check, posts one message
 to a webhook (Slack-compatible: ``{"text": ...}``).
 
-The webhook's URL comes from ``WHITEBIT_ALERT_WEBHOOK_URL``; without it no sensor is defined, so
-nothing runs and nothing is posted. With ``WHITEBIT_UI_URL`` (the webserver's public address) the
+The webhook's URL is the settings' ``WHITEBIT_ALERT_WEBHOOK_URL``; without it no sensor is defined,
+so nothing runs and nothing is posted. With ``WHITEBIT_UI_URL`` (the webserver's public address) the
 message links to the run. Each failed run gets one message: the check sensor reports the runs in
 which a blocking check failed, the run-failure sensor every other failed run.
 
@@ -13,27 +13,27 @@ URL or an AWS secret ever appears in a message or log.
 
 from __future__ import annotations
 
-import contextlib
-import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import dagster as dg
 import httpx
 
-from assets.accounts import AccountsFileError, load
-from assets.instance import POSTGRES_URL_ENV
+from assets.accounts import Account
 from assets.outcomes import outcome
 from assets.reporting import ACCOUNT_TAG
+from assets.settings import Settings
 
-WEBHOOK_ENV: Final = "WHITEBIT_ALERT_WEBHOOK_URL"
-UI_URL_ENV: Final = "WHITEBIT_UI_URL"
-#: Variables whose values a message must never carry, should an error text hold one; with the
-#: variables the accounts file names for each account's key and secret (`_secret_variables`).
-_SECRET_ENVS: Final = (
+#: Settings whose values a message must never carry, should an error text hold one; with the
+#: variables the accounts name for each account's key and secret.
+_SECRET_VARIABLES: Final = (
     "WHITEBIT_API_KEY",
     "WHITEBIT_API_SECRET",
-    WEBHOOK_ENV,
-    POSTGRES_URL_ENV,
+    "WHITEBIT_ALERT_WEBHOOK_URL",
+    "DAGSTER_POSTGRES_URL",
+    "CELERY_BROKER_URL",
+    "CELERY_RESULT_BACKEND",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
 )
@@ -50,22 +50,40 @@ def _one_line(text: str) -> str:
     return short if len(short) <= _REASON_CHARS else short[: _REASON_CHARS - 1] + "…"
 
 
-def _secret_variables() -> list[str]:
-    names = list(_SECRET_ENVS)
-    # A wrong file fails the code location's load first, saying why; here it only adds nothing.
-    with contextlib.suppress(AccountsFileError):
-        names += [
-            name for account in load() for name in (account.key_env, account.secret_env) if name
-        ]
-    return names
+@dataclass(frozen=True, slots=True)
+class Alerts:
+    """Where alerts go, where they link to, and the values they must never carry."""
 
+    webhook_url: str
+    ui_url: str | None
+    #: (variable, value) of every secret setting that is set.
+    secrets: tuple[tuple[str, str], ...]
 
-def _scrubbed(text: str) -> str:
-    for name in _secret_variables():
-        value = os.environ.get(name)
-        if value:
+    @classmethod
+    def of(cls, settings: Settings, accounts: Sequence[Account]) -> Alerts | None:
+        if settings.alert_webhook_url is None:
+            return None
+        names = [*_SECRET_VARIABLES]
+        names += [v for a in accounts for v in (a.key_env, a.secret_env) if v is not None]
+        secrets = tuple(
+            (name, settings.environ[name]) for name in names if settings.environ.get(name)
+        )
+        return cls(settings.alert_webhook_url.get_secret_value(), settings.ui_url, secrets)
+
+    def scrubbed(self, text: str) -> str:
+        for name, value in self.secrets:
             text = text.replace(value, f"<{name}>")
-    return text
+        return text
+
+    def post(self, text: str) -> None:
+        """Post ``{"text": text}`` to the webhook; a refusal raises, naming only its status, so
+        the sensor's tick fails and the next one tries again."""
+        try:
+            answer = httpx.post(self.webhook_url, json={"text": text}, timeout=10)
+        except httpx.HTTPError as exc:
+            raise RuntimeError(f"the alert webhook did not answer ({type(exc).__name__})") from None
+        if answer.status_code >= 300:
+            raise RuntimeError(f"the alert webhook answered {answer.status_code}")
 
 
 def _partitions(run: dg.DagsterRun) -> str:
@@ -90,7 +108,9 @@ def _failed_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dg.As
     return [e for e in map(_failed_evaluation, entries) if e is not None]
 
 
-def message(instance: dg.DagsterInstance, run: dg.DagsterRun, fallback: str = "") -> str:
+def message(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, alerts: Alerts, fallback: str = ""
+) -> str:
     """The alert for a run: job, partition(s), what failed and why, and a link."""
     account = run.tags.get(ACCOUNT_TAG)
     lines = [
@@ -103,41 +123,13 @@ def message(instance: dg.DagsterInstance, run: dg.DagsterRun, fallback: str = ""
     lines += [f"failed {s.what}: {_one_line(s.text)}" for s in said if not s.warns]
     if len(lines) == 1 and fallback:
         lines.append(f"reason: {_one_line(fallback)}")
-    ui = os.environ.get(UI_URL_ENV)
+    ui = alerts.ui_url
     lines.append(f"run {run.run_id}" + (f": {ui.rstrip('/')}/runs/{run.run_id}" if ui else ""))
-    return _scrubbed("\n".join(lines))
-
-
-def post(text: str) -> None:
-    """Post ``{"text": text}`` to the webhook; a refusal raises, naming only its status, so the
-    sensor's tick fails and the next one tries again."""
-    url = os.environ.get(WEBHOOK_ENV)
-    if not url:
-        return
-    try:
-        answer = httpx.post(url, json={"text": text}, timeout=10)
-    except httpx.HTTPError as exc:
-        raise RuntimeError(f"the alert webhook did not answer ({type(exc).__name__})") from None
-    if answer.status_code >= 300:
-        raise RuntimeError(f"the alert webhook answered {answer.status_code}")
+    return alerts.scrubbed("\n".join(lines))
 
 
 def _has_failed_blocking_check(instance: dg.DagsterInstance, run_id: str) -> bool:
     return any(e.blocking for e in _failed_evaluations(instance, run_id))
-
-
-@dg.run_failure_sensor(
-    name="alert_on_run_failure",
-    minimum_interval_seconds=INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Posts a failed run to the webhook in {WEBHOOK_ENV} (not one whose blocking "
-    "check failed: alert_on_blocking_check_failure posts those).",
-)
-def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
-    run = context.dagster_run
-    if _has_failed_blocking_check(context.instance, run.run_id):
-        return
-    post(message(context.instance, run, context.failure_event.message or ""))
 
 
 def _check_failures_after(instance: dg.DagsterInstance, cursor: int) -> tuple[list[str], int]:
@@ -168,29 +160,43 @@ def _latest_storage_id(instance: dg.DagsterInstance) -> int:
     return records[0].storage_id if records else 0
 
 
-@dg.sensor(
-    name="alert_on_blocking_check_failure",
-    minimum_interval_seconds=INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Posts a run whose blocking check failed to the webhook in {WEBHOOK_ENV}.",
-)
-def alert_on_blocking_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason:
-    instance = context.instance
-    if context.cursor is None:
-        # Like a run-failure sensor, it starts from now: no alerts for what failed before.
-        context.update_cursor(str(_latest_storage_id(instance)))
-        return dg.SkipReason("started: watching check evaluations from now on")
-    run_ids, cursor = _check_failures_after(instance, int(context.cursor))
-    for run_id in run_ids:
-        run = instance.get_run_by_id(run_id)
-        if run is not None:
-            post(message(instance, run))
-    context.update_cursor(str(cursor))
-    return dg.SkipReason(f"{len(run_ids)} run(s) with a failed blocking check posted")
-
-
-def sensors() -> list[dg.SensorDefinition]:
+def sensors(settings: Settings, accounts: Sequence[Account]) -> list[dg.SensorDefinition]:
     """The alert sensors, or none when no webhook is configured."""
-    if not os.environ.get(WEBHOOK_ENV):
+    alerts = Alerts.of(settings, accounts)
+    if alerts is None:
         return []
+
+    @dg.run_failure_sensor(
+        name="alert_on_run_failure",
+        minimum_interval_seconds=INTERVAL_S,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Posts a failed run to the webhook (not one whose blocking check failed: "
+        "alert_on_blocking_check_failure posts those).",
+    )
+    def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
+        run = context.dagster_run
+        if _has_failed_blocking_check(context.instance, run.run_id):
+            return
+        alerts.post(message(context.instance, run, alerts, context.failure_event.message or ""))
+
+    @dg.sensor(
+        name="alert_on_blocking_check_failure",
+        minimum_interval_seconds=INTERVAL_S,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Posts a run whose blocking check failed to the webhook.",
+    )
+    def alert_on_blocking_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        instance = context.instance
+        if context.cursor is None:
+            # Like a run-failure sensor, it starts from now: no alerts for what failed before.
+            context.update_cursor(str(_latest_storage_id(instance)))
+            return dg.SkipReason("started: watching check evaluations from now on")
+        run_ids, cursor = _check_failures_after(instance, int(context.cursor))
+        for run_id in run_ids:
+            run = instance.get_run_by_id(run_id)
+            if run is not None:
+                alerts.post(message(instance, run, alerts))
+        context.update_cursor(str(cursor))
+        return dg.SkipReason(f"{len(run_ids)} run(s) with a failed blocking check posted")
+
     return [alert_on_run_failure, alert_on_blocking_check_failure]

@@ -4,13 +4,14 @@
 - ``no_rejects`` (blocking): no record of the written partitions was rejected; downstream stops.
 - ``reconciles``: every record fetched is a row written, a reject or a counted exact duplicate,
   and the files hold exactly the rows the run wrote.
-- ``complete`` (investments, blocking): no slice of the offset window was out of reach.
+- ``complete`` (a history read by offset window, blocking): no slice of the window was out of
+  reach.
 - ``schema_drift`` (warns): the exchange's answers held no field the spec does not name; the
   rows load without such fields, so a new one only warns, naming it with an example value.
 - ``nightly_partition_fresh``: the partition the nightly run owes is on disk and was extracted
-  after its day ended (funding: yesterday; snapshots: today).
+  after its day ended (a history by month: yesterday; snapshots: today).
 
-Each check is a plain function of the warehouse root and an account's partitions, so tests run
+Each check is a plain function of the warehouse's store and an account's partitions, so tests run
 them on data made to break them; ``key`` is the asset key the result belongs to (the account's
 table).
 """
@@ -21,9 +22,10 @@ from typing import Any, Final
 
 import dagster as dg
 
-from warehouse import catalog, parquet, schemas
-from warehouse.parquet import Root
-from warehouse.settings import location
+from pipeline import spec
+from warehouse import catalog, layout, partitions, schemas
+from warehouse.root import Warehouse
+from warehouse.store import Store
 
 from .loading import Written
 from .resources import WarehouseResource
@@ -38,8 +40,9 @@ SCHEMA_DRIFT: Final = "schema_drift"
 FIRST_REASONS: Final = 5
 
 
-def specs(asset: dg.AssetKey, *, blocking_complete: bool = False) -> list[dg.AssetCheckSpec]:
-    """The checks every table asset carries."""
+def specs(asset: dg.AssetKey, history: spec.History) -> list[dg.AssetCheckSpec]:
+    """The checks every table asset carries; a history read by offset window also whether every
+    record was within the window's reach (blocking)."""
     out = [
         dg.AssetCheckSpec(UNIQUE_KEYS, asset=asset, description="No two rows share the key"),
         dg.AssetCheckSpec(
@@ -59,13 +62,13 @@ def specs(asset: dg.AssetKey, *, blocking_complete: bool = False) -> list[dg.Ass
             description="The exchange's answers held only fields the spec names (warns)",
         ),
     ]
-    if blocking_complete:
+    if isinstance(history.paging, spec.OffsetWindow):
         out.append(
             dg.AssetCheckSpec(
                 COMPLETE,
                 asset=asset,
                 blocking=True,
-                description="Every investment was within reach of the offset window",
+                description="Every record was within reach of the offset window",
             )
         )
     return out
@@ -81,17 +84,17 @@ def _read(files: Sequence[str]) -> str:
     return f"read_parquet([{listed}], hive_partitioning = true)"
 
 
-def _files(root: Root, table: str, partitions: Sequence[parquet.Partition]) -> list[str]:
-    """The files holding these partitions of ``table`` now (a partition may have none; the days
-    of a month share its file): one listing of each account's files, not a look per file (on a
-    store, a look is a request)."""
-    wanted = dict.fromkeys(parquet.partition_locations(root, table, partitions))
-    held = {
-        location(path)
-        for account in sorted({str(p[0]) for p in partitions})
-        for path in parquet.partition_files(root, table, account=account)
+def _files(store: Store, table: str, held: Sequence[layout.Partition]) -> list[str]:
+    """The files holding these partitions of ``table`` now (relative names; a partition may have
+    none; the days of a month share its file): one listing of each account's files, not a look
+    per file (on an object store, a look is a request)."""
+    wanted = dict.fromkeys(layout.partition_file(table, p) for p in held)
+    there = {
+        path
+        for account in sorted({str(p[0]) for p in held})
+        for path in partitions.partition_files(store, table, account=account)
     }
-    return [text for text in wanted if text in held]
+    return [name for name in wanted if name in there]
 
 
 def of_days(table: str, days: Sequence[date]) -> tuple[str, list[object]]:
@@ -107,20 +110,20 @@ def _batches(files: list[str]) -> list[list[str]]:
     return [files[i : i + FILES_PER_QUERY] for i in range(0, len(files), FILES_PER_QUERY)]
 
 
-def _days(account: str, days: Sequence[date]) -> list[parquet.Partition]:
+def _days(account: str, days: Sequence[date]) -> list[layout.Partition]:
     return [(account, day) for day in days]
 
 
-def _rejects_of(table: str, account: str, days: Sequence[date]) -> list[parquet.Partition]:
+def _rejects_of(table: str, account: str, days: Sequence[date]) -> list[layout.Partition]:
     return [(account, table, day.isoformat()) for day in days]
 
 
-def stored_rows(root: Root, table: str, account: str, days: Sequence[date]) -> int:
+def stored_rows(store: Store, table: str, account: str, days: Sequence[date]) -> int:
     """Rows the account's files hold of these days."""
     total = 0
     where, params = of_days(table, days)
-    files = _files(root, table, _days(account, days))
-    with catalog.copied(root, files) as (here, names), catalog.reader(here) as con:
+    files = _files(store, table, _days(account, days))
+    with store.copied(files) as (here, names), catalog.reader(here) as con:
         for batch in _batches(names):
             found = con.execute(
                 f"SELECT count(*) FROM {_read(batch)} {where}",  # noqa: S608
@@ -131,16 +134,16 @@ def stored_rows(root: Root, table: str, account: str, days: Sequence[date]) -> i
 
 
 def unique_keys(
-    root: Root, table: str, account: str, days: Sequence[date], *, key: dg.AssetKey
+    store: Store, table: str, account: str, days: Sequence[date], *, key: dg.AssetKey
 ) -> dg.AssetCheckResult:
     """Keys held twice, partition by partition (a key is unique within its partition)."""
     schema = schemas.TABLES[table]
     # The partition columns come from the paths; with them, the rest of the key decides.
     by = [*schema.partition_columns, *(k for k in schema.key if k not in schema.partition_columns)]
     columns = ", ".join(f'"{k}"' for k in by)
-    files = _files(root, table, _days(account, days))
+    files = _files(store, table, _days(account, days))
     duplicated: list[str] = []
-    with catalog.copied(root, files) as (here, names), catalog.reader(here) as con:
+    with store.copied(files) as (here, names), catalog.reader(here) as con:
         for batch in _batches(names):
             if len(duplicated) >= 5:
                 break
@@ -190,15 +193,15 @@ def rejects_query(table: str, account: str, partitions: Sequence[str]) -> str:
 
 
 def no_rejects(
-    root: Root, table: str, account: str, days: Sequence[date], *, key: dg.AssetKey
+    store: Store, table: str, account: str, days: Sequence[date], *, key: dg.AssetKey
 ) -> dg.AssetCheckResult:
     """Rejects in the written partitions; when there are, the description says how many, where,
     the first reasons and the command that lists them (the terminal prints it as it is)."""
-    files = _files(root, schemas.REJECTS, _rejects_of(table, account, days))
+    files = _files(store, schemas.REJECTS, _rejects_of(table, account, days))
     per_partition: dict[str, int] = {}
     reasons: list[str] = []
     if files:
-        with catalog.copied(root, files) as (here, names), catalog.reader(here) as con:
+        with store.copied(files) as (here, names), catalog.reader(here) as con:
             rejects = _read(names)
             # Hive partitioning may read a day-like value as a DATE: text, as the view has it.
             per_partition = dict(
@@ -245,10 +248,10 @@ def no_rejects(
 
 
 def reconciles(
-    root: Root, written: Written, fetched: int, *, key: dg.AssetKey
+    store: Store, written: Written, fetched: int, *, key: dg.AssetKey
 ) -> dg.AssetCheckResult:
     """Fetched records all accounted for, and the files hold what was written."""
-    stored = stored_rows(root, written.table, written.account, list(written.days))
+    stored = stored_rows(store, written.table, written.account, list(written.days))
     accounted = written.rows + written.rejected + written.duplicates
     passed = fetched == written.received == accounted and stored == written.rows
     return dg.AssetCheckResult(
@@ -278,7 +281,7 @@ def complete(key: dg.AssetKey, incomplete: Sequence[str]) -> dg.AssetCheckResult
         passed=not incomplete,
         description=None
         if not incomplete
-        else "Some investments were beyond the API's offset window: " + "; ".join(incomplete),
+        else "Some records were beyond the API's offset window: " + "; ".join(incomplete),
         metadata={"slices_out_of_reach": list(incomplete)},
     )
 
@@ -302,7 +305,7 @@ def schema_drift(key: dg.AssetKey, unknown_fields: Mapping[str, str]) -> dg.Asse
 
 
 def for_written(
-    root: Root,
+    wh: Warehouse,
     written: Written,
     fetched: int,
     unknown_fields: Mapping[str, str],
@@ -310,11 +313,12 @@ def for_written(
     key: dg.AssetKey,
 ) -> list[dg.AssetCheckResult]:
     days = list(written.days)
-    # The checks of a store's partitions read local copies (`catalog.copied`), fetched once for
-    # all of them: the written partitions and their rejects.
-    files = _files(root, written.table, _days(written.account, days))
-    files += _files(root, schemas.REJECTS, _rejects_of(written.table, written.account, days))
-    with catalog.copied(root, files) as (here, _):
+    # The checks of an object store's partitions read local copies (`Store.copied`), fetched
+    # once for all of them: the written partitions and their rejects.
+    store = wh.store
+    files = _files(store, written.table, _days(written.account, days))
+    files += _files(store, schemas.REJECTS, _rejects_of(written.table, written.account, days))
+    with store.copied(files) as (here, _):
         return [
             unique_keys(here, written.table, written.account, days, key=key),
             no_rejects(here, written.table, written.account, days, key=key),
@@ -324,17 +328,16 @@ def for_written(
 
 
 def fresh(
-    root: Root, table: str, account: str, day: date, *, complete_day: bool, key: dg.AssetKey
+    store: Store, table: str, account: str, day: date, *, complete_day: bool, key: dg.AssetKey
 ) -> dg.AssetCheckResult:
     """The account's partition of ``day`` exists; with ``complete_day``, the day's rows were
     extracted after it ended."""
-    path = parquet.partition_path(root, table, (account, day))
+    path = layout.partition_file(table, (account, day))
     extracted: datetime | None = None
-    exists = path.exists()
+    exists = store.exists(path)
     if exists:
         where, params = of_days(table, [day])
-        copy = catalog.copied(root, [location(path)])
-        with copy as (here, names), catalog.reader(here) as con:
+        with store.copied([path]) as (here, names), catalog.reader(here) as con:
             found = con.execute(
                 f"SELECT min(extracted_at) FROM {_read(names)} {where}",  # noqa: S608
                 params,
@@ -372,7 +375,12 @@ def freshness_check(
     def check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         today = datetime.now(UTC).date()
         return fresh(
-            warehouse.path, table, account, owed(today), complete_day=complete_day, key=key
+            warehouse.warehouse.store,
+            table,
+            account,
+            owed(today),
+            complete_day=complete_day,
+            key=key,
         )
 
     return check

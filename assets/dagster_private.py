@@ -15,6 +15,11 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 # The instance configuration's own check: its schema and its sections' conflicts.
 from dagster._core.instance.config import dagster_instance_config
 
+# An instance whose configuration is its home's with some sections replaced in memory only (the
+# service's own Celery launcher, whose broker URL holds a password and is never written). Public
+# replacement: none; `DagsterInstance.from_config` reads only the home's file and the environment.
+from dagster._core.instance.ref import InstanceRef
+
 # A run's "ticks" of a schedule, as the daemon records them (the service's tests read them).
 from dagster._core.scheduler.instigation import InstigatorTick, InstigatorType
 
@@ -27,6 +32,7 @@ from dagster._utils.interrupts import check_captured_interrupt
 __all__ = [
     "ConfigurableClassData",
     "DagsterExecutionInterruptedError",
+    "InstanceRef",
     "InstigatorTick",
     "InstigatorType",
     "check_captured_interrupt",

@@ -1,25 +1,29 @@
-"""The Dagster code location (`workspace.yaml` loads it): every account's assets, checks, jobs,
-schedules and resources.
+"""The Dagster code location (`workspace.yaml` loads it, and so does the command line): every
+account's assets, checks, jobs, schedules and resources, made from the settings.
 
-The accounts are those of `WHITEBIT_ACCOUNTS_FILE`, or the one of the single-account variables
-(`assets.accounts`); a wrong file fails the load with its line and reason, before any request.
-Credentials are passed as `dagster.EnvVar`, so Dagster stores the variable names, never the
-values. An account without them is the embedded simulator's (and its runs say so in their logs).
+The settings are read when the location loads (`defs`), never when the module is imported; a
+setting or an accounts file that is wrong fails the load with its variable (or line) and reason,
+before any request. Credentials are passed as `dagster.EnvVar`, so Dagster stores the variable
+names, never the values. An account without them is the embedded simulator's (and its runs say
+so in their logs).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import dagster as dg
 
-from assets import Account, WarehouseResource, WhiteBITResource, alerts, build, jobs, report
-from assets.accounts import load
-from warehouse.settings import DEFAULT_ROOT, ROOT_ENV
+from . import alerts, report
+from .accounts import Account, load
+from .jobs import AccountAssets, Jobs, jobs
+from .partitions import monthly
+from .resources import WarehouseResource, WhiteBITResource
+from .settings import Settings
 
 
-def whitebit_resource(account: Account) -> WhiteBITResource:
+def whitebit_resource(account: Account, settings: Settings) -> WhiteBITResource:
     """The exchange of an account: its credentials (by name), or the embedded simulator's key."""
     return WhiteBITResource(
         api_key=dg.EnvVar(account.key_env) if account.key_env else None,
@@ -28,43 +32,62 @@ def whitebit_resource(account: Account) -> WhiteBITResource:
         mining_accounts=",".join(account.mining_accounts) or None,
         markets=",".join(account.markets) if account.markets else None,
         simulator_key=account.simulator_key or "partner",
+        pacing_dir=str(settings.pacing_dir) if settings.pacing_dir else None,
     )
 
 
-def resources(
-    accounts: Sequence[Account] | None = None,
-) -> dict[str, dg.ConfigurableResource]:  # type: ignore[type-arg]
-    chosen = load() if accounts is None else accounts
-    return {
-        **{account.resource_key: whitebit_resource(account) for account in chosen},
-        "warehouse": WarehouseResource(
-            root=os.environ.get(ROOT_ENV) or DEFAULT_ROOT, first_account=chosen[0].name
-        ),
-    }
+def credential_variables(accounts: Sequence[Account]) -> tuple[str, ...]:
+    """The variables holding the accounts' keys and secrets."""
+    return tuple(v for a in accounts for v in (a.key_env, a.secret_env) if v is not None)
 
 
-def definitions(accounts: Sequence[Account] | None = None) -> dg.Definitions:
-    """The code location of these accounts (default: `assets.accounts.load`)."""
-    chosen = load() if accounts is None else tuple(accounts)
-    built = build(chosen)
-    scheduled = jobs(built)
+@dataclass(frozen=True, slots=True)
+class Location:
+    """The code location: its definitions, and what they were built from."""
+
+    settings: Settings
+    accounts: tuple[Account, ...]
+    built: tuple[AccountAssets, ...]
+    jobs: Jobs
+    definitions: dg.Definitions
+
+    def assets_of(self, name: str) -> AccountAssets:
+        return next(assets for assets in self.built if assets.account.name == name)
+
+
+def location(settings: Settings, accounts: Sequence[Account] | None = None) -> Location:
+    """The code location of the settings' accounts (or of ``accounts``)."""
+    chosen = load(settings) if accounts is None else tuple(accounts)
+    partitions = monthly(settings.start_date)
+    # The writer processes get the environment without any credential.
+    writer_env = settings.child_env(without=credential_variables(chosen))
+    built = tuple(AccountAssets.of(account, partitions, writer_env) for account in chosen)
+    scheduled = jobs(built, settings.nightly_cron)
     page = report.report_asset(built)
     report_job = dg.define_asset_job(
         "report",
         selection=[report.REPORT_KEY],
         description="The account report page (report.html), from the warehouse as it is.",
     )
-    return dg.Definitions(
+    resources: dict[str, dg.ConfigurableResource] = {  # type: ignore[type-arg]
+        account.resource_key: whitebit_resource(account, settings) for account in chosen
+    }
+    resources["warehouse"] = WarehouseResource.of(settings.warehouse_config())
+    definitions = dg.Definitions(
         assets=[*(asset for assets in built for asset in assets.assets), page],
         asset_checks=list(scheduled.freshness_checks),
         jobs=[*scheduled.jobs, report_job],
         schedules=scheduled.schedules,
-        sensors=[*alerts.sensors(), report.report_sensor(built, report_job)],
-        resources=resources(chosen),
+        sensors=[*alerts.sensors(settings, chosen), report.report_sensor(built, report_job)],
+        resources=resources,
         # A run's API steps hold their account's pool one at a time anyway: a process per step
         # would only add its start-up to each.
         executor=dg.in_process_executor,
     )
+    return Location(settings, chosen, built, scheduled, definitions)
 
 
-defs = definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location as `workspace.yaml` loads it: the settings of the environment."""
+    return location(Settings.from_env()).definitions

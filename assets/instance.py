@@ -1,12 +1,14 @@
 """The Dagster instance the CLI's runs, `make ui` and the nightly service share, and the
 recovery of runs whose process is gone.
 
-Its home is ``$DAGSTER_HOME``, else ``WAREHOUSE_ROOT/dagster``; its configuration is this
-package's ``dagster.yaml``, written there when the home has none. With ``DAGSTER_POSTGRES_URL``
-set, the service's instance stores runs, event logs and schedules in PostgreSQL, read from that
-variable, in a home of its own (``WAREHOUSE_ROOT/dagster-postgres`` unless ``DAGSTER_HOME`` says),
-so a SQLite instance's history is never taken for a PostgreSQL one. With Celery asked for
-(`whitebit-etl serve --workers N`, a Celery broker in ``CELERY_BROKER_URL``, `whitebit-etl
+Its home is the settings' ``DAGSTER_HOME``, else ``dagster`` in the warehouse's local directory;
+its configuration is this package's ``dagster.yaml``, written there when the home has none. With
+``DAGSTER_POSTGRES_URL`` set, the instance (the CLI's, the service's, a worker's alike) stores runs,
+event logs and schedules in PostgreSQL, read from that variable, in a home of its own
+(``dagster-postgres`` unless ``DAGSTER_HOME`` says), so a SQLite instance's history is never taken
+for a PostgreSQL one. The instance is opened from its home (never through ``DAGSTER_HOME`` in
+this process's environment); the processes the service starts get the home in theirs. With Celery
+asked for (`whitebit-etl serve --workers N`, a Celery broker in ``CELERY_BROKER_URL``, `whitebit-etl
 worker`), runs are launched as tasks of dagster-celery's ``CeleryRunLauncher``, its broker and
 result backend read from `BROKER_ENV` and `BACKEND_ENV`: a worker on any machine that reaches the
 broker, the database and the warehouse may run them (docs/many-machines.md).
@@ -24,16 +26,18 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
 import dagster as dg
 import yaml
-from upath import UPath
 
-from warehouse.parquet import exclusive_lock
-from warehouse.settings import local_dir
+from warehouse.locks import file_lock
+
+from .dagster_private import InstanceRef
+from .settings import Settings
 
 POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
 #: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
@@ -102,14 +106,13 @@ def _write(config: Path, *, postgres: bool, celery: bool) -> None:
     os.replace(temp, config)
 
 
-def _home(default: Path, *, postgres: bool, celery: bool | None = None) -> Path:
-    """``$DAGSTER_HOME``, else ``default``; created with its dagster.yaml, and made the home of
-    this process's instance. A dagster.yaml this package wrote is written again when this
-    version would write another: asked for the other run launcher (``celery``: dagster-celery's,
-    or the default; None: whichever it has; the launcher holds no history), or written by a
-    version with other settings (the run monitoring's limits). An operator's own file is left as
+def _home(home: Path, *, postgres: bool, celery: bool | None = None) -> Path:
+    """``home``, created with its dagster.yaml. A dagster.yaml this package wrote is written
+    again when this version would write another: asked for the other run launcher (``celery``:
+    dagster-celery's, or the default; None: whichever it has; the launcher holds no history), or
+    written by a version with other settings (the run monitoring's limits). An operator's own
+    file is left as
     it is, and refused when it has the other launcher, saying what to change."""
-    home = Path(os.environ.get("DAGSTER_HOME") or default)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
@@ -129,23 +132,17 @@ def _home(default: Path, *, postgres: bool, celery: bool | None = None) -> Path:
                 else f"remove its run_launcher section, or set {BROKER_ENV}"
             )
             raise InstanceError(f"{config} was not written by whitebit-etl: {change}")
-    os.environ["DAGSTER_HOME"] = str(home)
     return home
 
 
-def dagster_home() -> Path:
-    """The instance home of the CLI and `make ui`: ``$DAGSTER_HOME``, else ``dagster`` in the
-    warehouse's local directory (the root itself, when it is local)."""
-    return _home(local_dir() / "dagster", postgres=False)
-
-
-def instance_home(*, celery: bool = False) -> tuple[Path, str]:
-    """The service's (or a Celery worker's) instance home, made ready for the storage the
-    environment asks for and for the run launcher asked for (``celery``: dagster-celery's);
-    and the storage's name."""
-    url = os.environ.get(POSTGRES_URL_ENV)
+def instance_home(settings: Settings, *, celery: bool | None = None) -> tuple[Path, str]:
+    """The instance home, made ready for the storage the settings ask for and for the run
+    launcher asked for (``celery``: dagster-celery's; None: whichever the home has); and the
+    storage's name."""
+    local = settings.warehouse().local_dir
+    url = settings.postgres_url.get_secret_value() if settings.postgres_url else None
     if not url:
-        home = _home(local_dir() / "dagster", postgres=False, celery=celery)
+        home = _home(settings.dagster_home or local / "dagster", postgres=False, celery=celery)
         if _uses_postgres(_loaded(home / "dagster.yaml")):
             raise InstanceError(
                 f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
@@ -157,7 +154,7 @@ def instance_home(*, celery: bool = False) -> tuple[Path, str]:
             f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
             f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
         )
-    home = _home(local_dir() / "dagster-postgres", postgres=True, celery=celery)
+    home = _home(settings.dagster_home or local / "dagster-postgres", postgres=True, celery=celery)
     if not _uses_postgres(_loaded(home / "dagster.yaml")):
         raise InstanceError(
             f"{home / 'dagster.yaml'} stores the instance in SQLite under {home}: give the "
@@ -166,12 +163,41 @@ def instance_home(*, celery: bool = False) -> tuple[Path, str]:
     return home, "PostgreSQL"
 
 
-def instance() -> dg.DagsterInstance:
-    """The CLI's persistent instance. Two runs starting at once on a new home would both create
-    its storage, and one would fail on the other's half-made schema: they take turns opening it."""
-    home = dagster_home()
-    with exclusive_lock(UPath(home / INSTANCE_LOCK)):
-        return dg.DagsterInstance.get()
+def instance(
+    settings: Settings, *, celery: bool | None = None, broker: Broker | None = None
+) -> dg.DagsterInstance:
+    """The persistent instance of the settings (with ``broker``: its runs launched to that Celery
+    broker, whose URLs are given in memory, never written nor put in this process's
+    environment). Two processes starting at once on a new home would both create its storage,
+    and one would fail on the other's half-made schema: they take turns opening it."""
+    home, _ = instance_home(settings, celery=celery)
+    with file_lock(str(home / INSTANCE_LOCK)):
+        if broker is None:
+            return dg.DagsterInstance.from_config(str(home))
+        launcher = {**CELERY_LAUNCHER, "config": {"broker": broker.url, "backend": broker.backend}}
+        ref = InstanceRef.from_dir(str(home), overrides={"run_launcher": launcher})
+        return dg.DagsterInstance.from_ref(ref)
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """A Celery broker's URL and its result backend's (both hold a password)."""
+
+    url: str
+    backend: str
+
+    @classmethod
+    def of(cls, settings: Settings) -> Broker | None:
+        """The settings' broker (its backend the broker's, unless the settings name one)."""
+        if settings.broker_url is None:
+            return None
+        url = settings.broker_url.get_secret_value()
+        backend = settings.result_backend.get_secret_value() if settings.result_backend else url
+        return cls(url, backend)
+
+    def env(self) -> dict[str, str]:
+        """The variables Celery and the instance read them from, for a child process."""
+        return {BROKER_ENV: self.url, BACKEND_ENV: self.backend}
 
 
 def runner_tag() -> dict[str, str]:

@@ -1,14 +1,17 @@
-"""Every account's asset set, the jobs over them and the schedules.
+"""Every account's asset set, the jobs over them, the schedules, and the run requests a night
+(or a command) makes.
 
-- An account's asset set (`AccountAssets`): its ``funding_history`` and its snapshots, keys under
-  the account's prefix, in the account's group, holding the account's pool.
-- ``nightly``: every API asset of every account. Its schedule (00:30 UTC) asks, for each
-  account, for two runs: the funding month that holds yesterday, now complete (every day of the
-  month so far, so that a night that failed is mended by the next), and today's snapshots. An
-  account's runs are its own: one account failing (a bad key, a refusal) fails its runs only,
-  and the alerts name it.
-- ``funding_history_job``: every account's funding, for ``dagster job backfill`` over a range of
-  months (one account: select its group in the UI, or ``whitebit-etl materialize --account``).
+- An account's asset set (`AccountAssets`): one asset per declared history it extracts, keys
+  under the account's prefix, in the account's group, holding the account's pool.
+- ``nightly``: every API asset of every account. Its schedule (00:30 UTC unless the settings
+  move it) asks, for each account, for two runs (`nightly_requests`): the month that holds
+  yesterday of every history partitioned by month (every day of the month so far, so that a
+  night that failed is mended by the next), and today's snapshots. An account's runs are its own:
+  one account failing (a bad key, a refusal) fails its runs only, and the alerts name it.
+  ``whitebit-etl materialize`` with no asset and no day launches exactly these requests.
+- ``<history>_job`` for each history partitioned by month: every account's, for ``dagster job
+  backfill`` over a range of months (one account: select its group in the UI, or
+  ``whitebit-etl materialize --account``).
 - ``snapshots_job``: every account's snapshots, today's.
 - ``freshness``: the freshness checks alone (02:30 UTC): did last night's partitions land?
 
@@ -18,25 +21,26 @@ with ``whitebit-etl reset-key``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Final
 
 import dagster as dg
 
+from pipeline import spec
 from warehouse.schemas import month_of
 
 from . import checks
-from .accounts import Account, single
-from .funding import funding_history
+from .accounts import Account
+from .histories import account_assets
 from .reporting import ACCOUNT_TAG
-from .snapshots import snapshots
 
-#: 00:30 UTC; `WHITEBIT_NIGHTLY_CRON` moves it (the service test fires it every minute).
-NIGHTLY_CRON: Final = os.environ.get("WHITEBIT_NIGHTLY_CRON") or "30 0 * * *"
 FRESHNESS_CRON: Final = "30 2 * * *"
+#: The tags of a run of a range of months (a single run of them all), as Dagster's backfills
+#: write them.
+RANGE_START_TAG: Final = "dagster/asset_partition_range_start"
+RANGE_END_TAG: Final = "dagster/asset_partition_range_end"
 #: How long a nightly run may go before the daemon's run monitoring fails it (Dagster's
 #: ``dagster/max_runtime`` tag): a run whose Celery worker's machine was lost never reports its
 #: end, and its task stays "started" in the result backend; a night's run of one account takes
@@ -48,27 +52,37 @@ MAX_RUNTIME_TAG: Final = "dagster/max_runtime"
 
 @dataclass(frozen=True, slots=True)
 class AccountAssets:
-    """One account's assets."""
+    """One account's assets: those of histories partitioned by month, and its snapshots."""
 
     account: Account
-    funding: dg.AssetsDefinition
+    monthly: tuple[dg.AssetsDefinition, ...]
     snapshots: tuple[dg.AssetsDefinition, ...]
 
     @classmethod
-    def of(cls, account: Account) -> AccountAssets:
-        return cls(account, funding_history(account), snapshots(account))
+    def of(
+        cls,
+        account: Account,
+        partitions: dg.PartitionsDefinition,
+        writer_env: Mapping[str, str],
+    ) -> AccountAssets:
+        return cls(account, *account_assets(account, partitions, writer_env))
 
     @property
     def assets(self) -> tuple[dg.AssetsDefinition, ...]:
-        return (self.funding, *self.snapshots)
+        return (*self.monthly, *self.snapshots)
 
     @property
-    def funding_keys(self) -> list[dg.AssetKey]:
-        return list(self.funding.keys)
+    def monthly_keys(self) -> list[dg.AssetKey]:
+        return [key for asset in self.monthly for key in asset.keys]
 
     @property
     def snapshot_keys(self) -> list[dg.AssetKey]:
         return [key for asset in self.snapshots for key in asset.keys]
+
+    @property
+    def tables(self) -> dict[str, dg.AssetsDefinition]:
+        """The asset that writes each table, by the table's name."""
+        return {key.path[-1]: asset for asset in self.assets for key in asset.keys}
 
     def freshness_checks(self) -> list[dg.AssetChecksDefinition]:
         name = self.account.name
@@ -77,7 +91,7 @@ class AccountAssets:
                 checks.freshness_check(
                     key, name, lambda today: today - timedelta(days=1), complete_day=True
                 )
-                for key in self.funding_keys
+                for key in self.monthly_keys
             ),
             *(
                 checks.freshness_check(key, name, lambda today: today, complete_day=False)
@@ -86,40 +100,64 @@ class AccountAssets:
         ]
 
 
-#: The asset set of the account of the single-account variables (unprefixed keys).
-SINGLE: Final = AccountAssets.of(single({}))
-
-
-def build(accounts: Sequence[Account]) -> tuple[AccountAssets, ...]:
-    """Each account's asset set (the single account's is `SINGLE`)."""
-    return tuple(
-        SINGLE if account.name == SINGLE.account.name and not account.prefixed
-        else AccountAssets.of(account)
-        for account in accounts
-    )  # fmt: skip
+def _tags(account: Account) -> dict[str, str]:
+    return {ACCOUNT_TAG: account.name, MAX_RUNTIME_TAG: str(NIGHTLY_MAX_RUNTIME_S)}
 
 
 def nightly_requests(
     built: Sequence[AccountAssets], tick: datetime | None
 ) -> Iterator[dg.RunRequest]:
-    """Each account's runs of a night: its funding month that holds yesterday, its snapshots."""
+    """Each account's runs of a night: the month that holds yesterday of its histories
+    partitioned by month, and its snapshots."""
     today = (tick or datetime.now(UTC)).astimezone(UTC).date()
     yesterday = today - timedelta(days=1)
     for assets in built:
         account = assets.account
-        prefix = f"{account.name}:" if account.prefixed else ""
-        tags = {ACCOUNT_TAG: account.name, MAX_RUNTIME_TAG: str(NIGHTLY_MAX_RUNTIME_S)}
-        # The same month is asked for every night: the run key names the night, one run each.
+        if assets.monthly:
+            # The same month is asked for every night: the run key names the night, one run each.
+            yield dg.RunRequest(
+                run_key=f"{account.name}:histories:{yesterday.isoformat()}",
+                partition_key=month_of(yesterday),
+                asset_selection=assets.monthly_keys,
+                tags=_tags(account),
+            )
+        if assets.snapshots:
+            yield dg.RunRequest(
+                run_key=f"{account.name}:snapshots:{today.isoformat()}",
+                asset_selection=assets.snapshot_keys,
+                tags=_tags(account),
+            )
+
+
+def requests_for(
+    assets: AccountAssets, tables: Sequence[str], first: date, last: date
+) -> Iterator[dg.RunRequest]:
+    """An account's runs of these tables for the days ``first .. last``: the histories
+    partitioned by month replace exactly those days, in the months that hold them, in one run;
+    the snapshots are taken today, in one run (a past day is the caller's to refuse)."""
+    by_table = assets.tables
+    chosen = {by_table[name] for name in tables}
+    monthly = [a for a in assets.monthly if a in chosen]
+    snapshots = [a for a in assets.snapshots if a in chosen]
+    if monthly:
+        days = {"first_day": first.isoformat(), "last_day": last.isoformat()}
+        config = {"ops": {asset.node_def.name: {"config": days} for asset in monthly}}
+        months = (month_of(first), month_of(last))
         yield dg.RunRequest(
-            run_key=f"{prefix}funding_history:{yesterday.isoformat()}",
-            partition_key=month_of(yesterday),
-            asset_selection=assets.funding_keys,
-            tags=tags,
+            partition_key=months[0] if months[0] == months[1] else None,
+            asset_selection=[key for asset in monthly for key in asset.keys],
+            run_config=config,
+            tags={ACCOUNT_TAG: assets.account.name}
+            | (
+                {}
+                if months[0] == months[1]
+                else {RANGE_START_TAG: months[0], RANGE_END_TAG: months[1]}
+            ),
         )
+    if snapshots:
         yield dg.RunRequest(
-            run_key=f"{prefix}snapshots:{today.isoformat()}",
-            asset_selection=assets.snapshot_keys,
-            tags=tags,
+            asset_selection=[key for asset in snapshots for key in asset.keys],
+            tags={ACCOUNT_TAG: assets.account.name},
         )
 
 
@@ -128,7 +166,7 @@ class Jobs:
     """The jobs and schedules over every account's assets."""
 
     nightly: dg.UnresolvedAssetJobDefinition
-    funding_history: dg.UnresolvedAssetJobDefinition
+    histories: tuple[dg.UnresolvedAssetJobDefinition, ...]
     snapshots: dg.UnresolvedAssetJobDefinition
     freshness: dg.UnresolvedAssetJobDefinition
     nightly_schedule: dg.ScheduleDefinition
@@ -137,41 +175,46 @@ class Jobs:
 
     @property
     def jobs(self) -> list[dg.UnresolvedAssetJobDefinition]:
-        return [self.nightly, self.funding_history, self.snapshots, self.freshness]
+        return [self.nightly, *self.histories, self.snapshots, self.freshness]
 
     @property
     def schedules(self) -> list[dg.ScheduleDefinition]:
         return [self.nightly_schedule, self.freshness_schedule]
 
 
-def jobs(built: Sequence[AccountAssets]) -> Jobs:
+def jobs(built: Sequence[AccountAssets], nightly_cron: str) -> Jobs:
     names = ", ".join(assets.account.name for assets in built)
     nightly = dg.define_asset_job(
         "nightly",
         selection=dg.AssetSelection.assets(*(a for assets in built for a in assets.assets)),
-        description="Yesterday's funding history and today's snapshots of every account "
-        f"({names}); run by the nightly schedule, a run per account and kind.",
+        description="The month so far of every history, and today's snapshots, of every "
+        f"account ({names}); run by the nightly schedule, a run per account and kind.",
     )
-    funding = dg.define_asset_job(
-        "funding_history_job",
-        selection=dg.AssetSelection.assets(*(assets.funding for assets in built)),
-        description="Funding history of every account for a month or a range of months "
-        "(dagster job backfill --from 2025-01 --to 2025-03).",
+    histories = tuple(
+        dg.define_asset_job(
+            f"{history.name}_job",
+            selection=dg.AssetSelection.assets(
+                *(a.tables[history.name] for a in built if history.name in a.tables)
+            ),
+            description=f"{history.name} of every account for a month or a range of months "
+            "(dagster job backfill --from 2025-01 --to 2025-03).",
+        )
+        for history in spec.HISTORIES.values()
+        if history.monthly and any(history.name in a.tables for a in built)
     )
     snapshot = dg.define_asset_job(
         "snapshots_job",
         selection=dg.AssetSelection.assets(*(a for assets in built for a in assets.snapshots)),
-        description="Today's snapshots of every account: investments, plans, balances, hedge "
-        "mode, watcher links.",
+        description="Today's snapshots of every account.",
     )
 
     @dg.schedule(
         job=nightly,
-        cron_schedule=NIGHTLY_CRON,
+        cron_schedule=nightly_cron,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
-        description="00:30 UTC: for each account, the funding month that holds yesterday, and "
-        "today's snapshots.",
+        description=f"{nightly_cron} (UTC): for each account, the month that holds yesterday of "
+        "its histories, and today's snapshots.",
     )
     def nightly_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
         yield from nightly_requests(built, context.scheduled_execution_time)
@@ -190,6 +233,6 @@ def jobs(built: Sequence[AccountAssets]) -> Jobs:
         description="02:30 UTC: check that last night's partitions are on disk.",
     )
     return Jobs(
-        nightly, funding, snapshot, freshness, nightly_schedule, freshness_schedule,
+        nightly, histories, snapshot, freshness, nightly_schedule, freshness_schedule,
         freshness_checks,
     )  # fmt: skip

@@ -1,9 +1,10 @@
 """From API walks to warehouse partitions: the work each asset does, without Dagster.
 
-`load_funding` streams a funding walk into month partitions: the walk's pages are gathered into
-chunks and handed to a `warehouse.writer.FundingWriter`, which normalizes and writes each month in
-a process of its own while the walk goes on (see that module for the order, memory, kill and
-no-silent-shrinking rules).
+`load_monthly` streams the walk of a history partitioned by month into its month partitions: the
+walk's pages are gathered into chunks and handed to a `warehouse.writer.HistoryWriter`, which
+normalizes and writes each month in a process of its own while the walk goes on (see that module
+for the order, memory, kill and no-silent-shrinking rules). `write_snapshot` writes the batches
+of a snapshot.
 """
 
 from __future__ import annotations
@@ -15,18 +16,17 @@ from typing import Final
 
 import pyarrow.compute as pc
 
-from pipeline.whitebit import AsyncWhiteBIT, FundingEntry, WalkReport
-from warehouse import parquet, schemas
+from pipeline import spec
+from pipeline.whitebit import AsyncWhiteBIT, WalkReport
+from warehouse import Warehouse, partitions
 from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, Progress
 from warehouse.normalize import Batch
-from warehouse.parquet import Root
-from warehouse.writer import FundingWriter
+from warehouse.writer import HistoryWriter
 
-__all__ = ["CHUNK_RECORDS", "FewerRowsRefused", "FundingLoad", "Written", "load_funding"]
+__all__ = ["CHUNK_RECORDS", "FewerRowsRefused", "Load", "Written", "load_monthly"]
 
 #: Records normalized at once: large enough for vectorized work, small enough to stream.
 CHUNK_RECORDS: Final = 5_000
-FUNDING: Final = schemas.FUNDING_HISTORY
 
 DayWritten = Callable[[date, int, int], None]
 
@@ -59,36 +59,39 @@ class Written:
 
 
 @dataclass(slots=True)
-class FundingLoad:
-    """A funding walk written into the warehouse: the walk's report and what was written."""
+class Load:
+    """A walk written into the warehouse: the walk's report and what was written."""
 
     report: WalkReport
     written: Written
 
 
-async def load_funding(
+async def load_monthly(
     client: AsyncWhiteBIT,
-    root: Root,
+    wh: Warehouse,
+    history: spec.History,
     *,
     account: str,
     days: Sequence[date],
     extracted_at: datetime,
-    markets: Sequence[str] | None = None,
+    environ: Mapping[str, str],
+    split: Sequence[str] | None = None,
     on_day: DayWritten | None = None,
     allow_fewer_rows: bool = False,
-) -> FundingLoad:
-    """Walk the funding history over ``days`` and replace each day in its partition.
+) -> Load:
+    """Walk a history partitioned by month over ``days`` and replace each day in its partition
+    (the writer process gets ``environ``, which holds no credential).
 
     Every day of ``days`` is replaced, emptied when the exchange holds nothing for it (unless
-    the warehouse held payments there: see `FewerRowsRefused`).
+    the warehouse held records there: see `FewerRowsRefused`).
     """
     if not days:
         raise ValueError("no day to load")
     days = sorted(days)
     since = datetime.combine(days[0], time.min, UTC)
     until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
-    walk = client.walk_funding(since=since, until=until, markets=list(markets) if markets else None)
-    written = Written(FUNDING.name, account)
+    walk = client.walk(history, since=since, until=until, split=list(split) if split else None)
+    written = Written(history.name, account)
 
     def record(replies: list[Progress]) -> None:
         for progress in replies:
@@ -98,15 +101,17 @@ async def load_funding(
                 if on_day is not None:
                     on_day(day.day, day.rows, day.rejected)
 
-    writer = FundingWriter(
-        root,
+    writer = HistoryWriter(
+        wh,
+        history,
         account=account,
         days=days,
         extracted_at=extracted_at,
+        environ=environ,
         allow_fewer_rows=allow_fewer_rows,
     )
     async with writer:
-        chunk: list[FundingEntry] = []
+        chunk: list[object] = []
         async for page in walk:
             chunk += page
             if len(chunk) >= CHUNK_RECORDS:
@@ -115,14 +120,16 @@ async def load_funding(
         if chunk:
             record(await writer.take(chunk))
         record(await writer.finish())
-    return FundingLoad(walk.report, written)
+    return Load(walk.report, written)
 
 
-def write_snapshot(root: Root, batches: Mapping[str, Batch], *, account: str) -> dict[str, Written]:
+def write_snapshot(
+    wh: Warehouse, batches: Mapping[str, Batch], *, account: str
+) -> dict[str, Written]:
     """Replace the account's snapshot partition of each table with its batch."""
     out: dict[str, Written] = {}
     for table, batch in batches.items():
-        parquet.write_batch(root, batch, account=account)
+        partitions.write_batch(wh, batch, account=account)
         written = Written(table, account)
         written.took(batch.received, batch.duplicates)
         for day in batch.covers:

@@ -108,7 +108,7 @@ def report_asset(built: Sequence[AccountAssets]) -> dg.AssetsDefinition:
         context: AssetExecutionContext, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         facts = run_facts(context.instance, built)
-        written, shared = report.publish(warehouse.path, declared=names, facts=facts)
+        written, shared = report.publish(warehouse.warehouse, declared=names, facts=facts)
         context.log.info(f"report written to {shared}")
         return dg.MaterializeResult(metadata=metadata(written, shared))
 

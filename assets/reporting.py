@@ -12,9 +12,7 @@ from typing import Any, Final
 import dagster as dg
 
 from pipeline.whitebit import WalkReport, WhiteBITError
-from warehouse import catalog, parquet
-from warehouse.parquet import Root
-from warehouse.settings import location
+from warehouse import Warehouse, catalog, layout
 
 from . import checks
 from .loading import Written
@@ -94,19 +92,19 @@ def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> d
     return meta
 
 
-def preview(root: Root, table: str, account: str, days: Sequence[date]) -> dg.MetadataValue:
+def preview(wh: Warehouse, table: str, account: str, days: Sequence[date]) -> dg.MetadataValue:
     """The first rows of the account's newest written day, as a markdown table."""
     if not days:
         return dg.MetadataValue.md("_no rows_")
     newest = max(days)
-    path = parquet.partition_path(root, table, (account, newest))
-    if not path.exists():
+    path = layout.partition_file(table, (account, newest))
+    if not wh.store.exists(path):
         return dg.MetadataValue.md("_no rows_")
     where, params = checks.of_days(table, [newest])
-    with catalog.reader(root) as con:
+    with wh.store.copied([path]) as (store, (located,)), catalog.reader(store) as con:
         relation = con.sql(
             f"SELECT * FROM read_parquet(?) {where} LIMIT ?",  # noqa: S608
-            params=[location(path), *params, PREVIEW_ROWS],
+            params=[located, *params, PREVIEW_ROWS],
         )
         columns = relation.columns
         rows = relation.fetchall()

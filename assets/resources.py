@@ -16,13 +16,10 @@ from datetime import UTC, datetime
 from typing import Final
 
 import dagster as dg
-from upath import UPath
 
 from pipeline import spec
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, RetryPolicy
-from warehouse import parquet
-from warehouse.schemas import DEFAULT_ACCOUNT
-from warehouse.settings import DEFAULT_ROOT, warehouse_root
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, RetryPolicy
+from warehouse import Warehouse, WarehouseConfig, locks
 
 from .accounts import SIMULATOR_SUBACCOUNTS, names
 
@@ -42,10 +39,19 @@ class Exchange:
     markets: tuple[str, ...] | None
     retry: RetryPolicy
     paced: bool = True
+    pacing_dir: str | None = None
+
+    def setting(self, name: str) -> tuple[str, ...] | None:
+        """An account setting a history's paging names (its markets, its mining accounts)."""
+        value: tuple[str, ...] | None = getattr(self, name)
+        return value
 
     def client(self) -> AsyncWhiteBIT:
+        pacing: Pacer | bool = self.paced
+        if self.paced and self.pacing_dir:
+            pacing = Pacer.shared(self.base_url, directory=self.pacing_dir)
         return AsyncWhiteBIT(
-            self.credentials, base_url=self.base_url, retry=self.retry, pacing=self.paced
+            self.credentials, base_url=self.base_url, retry=self.retry, pacing=pacing
         )
 
 
@@ -67,6 +73,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     #: Pace requests to the exchange's published rate budgets. Switch off only for an exchange
     #: that enforces none (the simulator with its budgets off, in benchmarks).
     paced: bool = True
+    #: Where the machine's runs share each exchange address's pacing (default: a per-user
+    #: directory of the system's temporary directory).
+    pacing_dir: str | None = None
     #: Retries of a request that failed transiently (5xx, 429, a dropped connection, a body not
     #: of the spec's shape), each after a capped exponential backoff starting at this delay.
     max_retries: int = RetryPolicy().max_retries
@@ -92,6 +101,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 markets=markets,
                 retry=retry,
                 paced=self.paced,
+                pacing_dir=self.pacing_dir,
             )
             return
         from pipeline.simulator import SimClock, Simulator
@@ -119,30 +129,31 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 markets=markets,
                 retry=retry,
                 paced=self.paced,
+                pacing_dir=self.pacing_dir,
             )
 
 
 class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """Where the Parquet partitions and the DuckDB catalog live (`WAREHOUSE_ROOT`)."""
+    """The warehouse: where the Parquet partitions and the DuckDB catalog live."""
 
-    root: str = DEFAULT_ROOT
-    #: The account the files of a warehouse written before accounts belong to (the one account
-    #: of the single-account variables, else the accounts file's first).
-    first_account: str = DEFAULT_ACCOUNT
+    root: str
+    catalog: str | None = None
+    state_home: str | None = None
+    lease_seconds: float = locks.DEFAULT_LEASE_SECONDS
+    lease_wait_seconds: float = locks.DEFAULT_WAIT_SECONDS
+
+    @classmethod
+    def of(cls, config: WarehouseConfig) -> WarehouseResource:
+        return cls(**config.as_json())
 
     @property
-    def path(self) -> UPath:
-        return warehouse_root(self.root)
-
-    def writing_root(self) -> UPath:
-        """The root, to write partitions under: the files of a warehouse written before accounts
-        are moved under the first account first (once per process)."""
-        root = self.path
-        if (str(root), self.first_account) not in _ADOPTED:
-            parquet.adopt_unaccounted(root, self.first_account)
-            _ADOPTED.add((str(root), self.first_account))
-        return root
-
-
-#: (root, account) pairs whose files written before accounts were adopted by this process.
-_ADOPTED: set[tuple[str, str]] = set()
+    def warehouse(self) -> Warehouse:
+        return Warehouse.of(
+            WarehouseConfig(
+                root=self.root,
+                catalog=self.catalog,
+                state_home=self.state_home,
+                lease_seconds=self.lease_seconds,
+                lease_wait_seconds=self.lease_wait_seconds,
+            )
+        )

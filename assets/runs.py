@@ -1,12 +1,14 @@
-"""Running the code location's assets from the command line, through Dagster.
+"""Running the code location's run requests from the command line, through Dagster.
 
-Runs go to the shared instance (`assets.instance`: the one ``make ui`` opens), so the UI shows
-them afterwards. A range of days is one run (the single-run backfill policy of
-``funding_history``). The terminal says what happens as it happens (`assets.console`); once the
-run ends, `assets.outcomes` reads back from the instance what it has to say: each failed step with
-its message, each check that did not pass with its description. Each run is tagged with its
-process, and runs of CLI processes that were killed are released before a new one starts
-(`assets.instance.release_dead_runs`).
+The command line loads the code location `workspace.yaml` loads (`assets.definitions.location`)
+and launches the run requests the schedule would make (`assets.jobs.nightly_requests`), or those
+of the tables and days a user named (`assets.jobs.requests_for`), each as a run of the location's
+``nightly`` job, in this process, against the shared instance (`assets.instance`: the one ``make
+ui`` opens), so the UI shows them afterwards. The terminal says what happens as it happens
+(`assets.console`); once the run ends, `assets.outcomes` reads back from the instance what it has
+to say: each failed step with its message, each check that did not pass with its description.
+Each run is tagged with its process, and runs of CLI processes that were killed are released
+before a new one starts (`assets.instance.release_dead_runs`).
 """
 
 from __future__ import annotations
@@ -14,107 +16,91 @@ from __future__ import annotations
 import signal
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import date
-from typing import Final
+from datetime import date, timedelta
+from typing import Any, Final
 
 import dagster as dg
 from rich.console import Console
 
-from assets.accounts import Account
 from assets.console import progress_bar, watched
 from assets.dagster_private import DagsterExecutionInterruptedError, check_captured_interrupt
-from assets.instance import instance, release_dead_runs, runner_tag
-from assets.jobs import build
+from assets.definitions import Location
+from assets.instance import release_dead_runs, runner_tag
+from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
-from assets.partitions import day_range
-from assets.reporting import ACCOUNT_TAG
-from assets.snapshots import refuse_past
-from warehouse.schemas import month_of
+from assets.partitions import today
+from warehouse.schemas import month_days
 
 #: Dagster's own console logging during CLI runs: none. The CLI says what happens (`_Watch`) and
 #: sums up failures without their stacks (`outcome`); `make ui` has every event.
 QUIET: Final = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-#: The job Dagster gives runs that materialize assets outside the location's jobs (the one
-#: `dg.materialize` runs), so the UI lists CLI runs as it lists those.
-ASSET_RUN_JOB: Final = "__ephemeral_asset_job__"
+#: The job every request is a run of: the schedule's.
+NIGHTLY_JOB: Final = "nightly"
+
+
+def days_of(request: dg.RunRequest) -> list[date]:
+    """The days a request's runs of histories partitioned by month replace: those its config
+    names, else every day of its months up to today."""
+    config: Mapping[str, Any] = request.run_config or {}
+    for op in (config.get("ops") or {}).values():
+        days = op.get("config") or {}
+        if days.get("first_day") and days.get("last_day"):
+            first = date.fromisoformat(days["first_day"])
+            last = date.fromisoformat(days["last_day"])
+            return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    months = [request.partition_key] if request.partition_key else []
+    if not months and RANGE_START_TAG in request.tags:
+        months = [request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]]
+    if not months:
+        return []
+    first, _ = month_days(months[0])
+    _, following = month_days(months[-1])
+    end = min(following, today() + timedelta(days=1))
+    return [first + timedelta(days=n) for n in range((end - first).days)]
 
 
 def materialize(
-    selection: Sequence[str],
-    first: date | None,
-    last: date | None,
+    location: Location,
+    request: dg.RunRequest,
+    instance: dg.DagsterInstance,
     *,
-    account: Account,
-    accounts: Sequence[Account],
     console: Console,
     title: str,
 ) -> RunOutcome:
-    """Materialize the selected tables of one account (of ``accounts``, the deployment's) for
-    days ``first .. last`` (inclusive) in one run.
-
-    Funding history replaces exactly these days, in the months that hold them; snapshots are
-    taken for today only, and any other day is refused before any request. With no days (only
-    snapshots), they are taken for the day the run takes them, so a run started just before
-    midnight is not refused just after it.
-    """
-    from assets.definitions import resources
-
-    if first is None or last is None:
-        if "funding_history" in selection:
-            raise ValueError("funding history needs the days to replace")
-        days = []
-    else:
-        days = day_range(first, date.fromordinal(last.toordinal() + 1))
-        if not days:
-            raise ValueError(f"empty range: {first} .. {last}")
-        refuse_past([name for name in selection if name != "funding_history"], first, last)
-    tags = runner_tag() | {ACCOUNT_TAG: account.name}
-    run_config: dict[str, object] = dict(QUIET)
-    partition_key: str | None = None
-    (assets,) = build([account])
-    if "funding_history" in selection and first is not None and last is not None:
-        funding = {"first_day": first.isoformat(), "last_day": last.isoformat()}
-        run_config["ops"] = {assets.funding.node_def.name: {"config": funding}}
-        partition_key = month_of(first)
-        if month_of(last) != partition_key:
-            tags |= {
-                "dagster/asset_partition_range_start": month_of(first),
-                "dagster/asset_partition_range_end": month_of(last),
-            }
-            partition_key = None
-    dagster = instance()
-    for run_id in release_dead_runs(dagster, service_stopped=False):
+    """Run one request of the location in this process: a run of its ``nightly`` job of the
+    request's assets, partition (or range of partitions), config and tags, tagged with this
+    process."""
+    for run_id in release_dead_runs(instance, service_stopped=False):
         console.print(
             f"[yellow]run {run_id} was left unfinished by a killed process: marked failed, "
             "its API pool slot freed[/yellow]"
         )
-    keys = [dg.AssetKey([*account.key_prefix, name]) for name in selection]
-    job = dg.Definitions(
-        assets=list(assets.assets),
-        jobs=[dg.define_asset_job(ASSET_RUN_JOB, selection=keys)],
-        resources=resources(accounts),
-    ).resolve_job_def(ASSET_RUN_JOB)
+    job = location.definitions.resolve_job_def(NIGHTLY_JOB)
+    selection = list(request.asset_selection or ())
+    # A progress step per day written: every day of each history by month, one per snapshot.
+    days = len(days_of(request))
+    monthly = {key for assets in location.built for key in assets.monthly_keys}
+    total = sum(days if key in monthly else 1 for key in selection)
     # The run's id is chosen here so that its events can be watched from the first one on.
     run_id = str(uuid.uuid4())
-    # A progress step per day written: every day of funding, one per snapshot table.
-    total = sum(len(days) if name == "funding_history" else 1 for name in selection)
     with (
-        _stop_promptly(dagster, run_id),
+        _stop_promptly(instance, run_id),
         progress_bar(console, total, title) as bar,
-        watched(dagster, run_id, console),
+        watched(instance, run_id, console),
     ):
         result = job.execute_in_process(
-            run_config=run_config,
-            instance=dagster,
-            partition_key=partition_key,
+            run_config={**QUIET, **(request.run_config or {})},
+            instance=instance,
+            partition_key=request.partition_key,
+            asset_selection=selection,
             raise_on_error=False,
             run_id=run_id,
-            tags=tags,
+            tags={**request.tags, **runner_tag()},
         )
         bar.succeeded = result.success
-    return outcome(dagster, run_id, success=result.success)
+    return outcome(instance, run_id, success=result.success)
 
 
 @contextmanager

@@ -1,14 +1,16 @@
 """The nightly service as production runs it: a code location server, the daemon (schedules,
 sensors, the run queue) and the webserver, started and stopped together by ``whitebit-etl serve``.
 
-Its instance is the CLI's (SQLite) unless ``DAGSTER_POSTGRES_URL`` is set: then PostgreSQL, in a
-home of its own (`assets.instance.instance_home`).
+Its instance is the CLI's (`assets.instance.instance_home`: SQLite, or PostgreSQL when
+``DAGSTER_POSTGRES_URL`` is set); the processes it starts find it through ``DAGSTER_HOME`` in the
+environment the service builds for them.
 
 With ``--workers N`` (N > 0), or a Celery broker in ``CELERY_BROKER_URL``, runs are launched on
 Celery workers (`assets.workers`): the service starts N of them beside its other processes, and,
 unless ``CELERY_BROKER_URL`` names a broker, Debian's redis-server on a loopback port as their
-broker and result backend. Workers on other machines that reach the same broker, database and
-warehouse take runs too (docs/many-machines.md).
+broker and result backend (its URLs go to the processes' environment, never to a file). Workers
+on other machines that reach the same broker, database and warehouse take runs too
+(docs/many-machines.md).
 
 On SIGTERM or SIGINT the runs in progress are terminated and marked canceled with that reason
 (queued runs stay queued for the next start), then the processes are stopped, each given a few
@@ -20,7 +22,6 @@ service left are marked failed as it starts again (`assets.instance.release_dead
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -35,13 +36,15 @@ import psutil
 from rich.console import Console
 
 from assets.instance import (
-    BACKEND_ENV,
     BROKER_ENV,
     RUNNER_TAG,
+    Broker,
     InstanceError,
+    instance,
     instance_home,
     release_dead_runs,
 )
+from assets.settings import Settings
 from assets.workers import LocalBroker, slots_per_worker, tool, worker_args
 
 #: The code location's name: the one `make ui` gives it, so both see the same schedule state.
@@ -143,66 +146,72 @@ def _unfinished_service_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun
     return [run for run in runs if RUNNER_TAG not in run.tags]
 
 
-def mark_left_canceled(reason: str) -> list[str]:
+def mark_left_canceled(opened: dg.DagsterInstance, reason: str) -> list[str]:
     """Once the service's processes are gone: mark canceled, with ``reason``, each run still
     unfinished (one launched while the service stopped); their ids."""
-    with dg.DagsterInstance.get() as instance:
-        left = _unfinished_service_runs(instance)
-        for run in left:
-            instance.report_run_canceled(run, message=reason)
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        return [run.run_id for run in left]
+    left = _unfinished_service_runs(opened)
+    for run in left:
+        opened.report_run_canceled(run, message=reason)
+        opened.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+    return [run.run_id for run in left]
 
 
-def cancel_runs_in_progress(reason: str) -> list[str]:
+def cancel_runs_in_progress(instance: dg.DagsterInstance, reason: str) -> list[str]:
     """Terminate the service's runs in progress and mark those that have not ended within the
     grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)"""
-    with dg.DagsterInstance.get() as instance:
-        running = _unfinished_service_runs(instance)
-        for run in running:
-            try:
-                instance.run_launcher.terminate(run.run_id)
-            except Exception:  # noqa: S112 - the run is marked below whatever the launcher did
-                continue
-        deadline = time.monotonic() + STOP_GRACE_S
-        pending = {run.run_id for run in running}
-        while pending and time.monotonic() < deadline:
-            time.sleep(0.5)
-            pending = {
-                run_id
-                for run_id in pending
-                if (found := instance.get_run_by_id(run_id)) is not None and not found.is_finished
-            }
-        for run_id in pending:
-            left = instance.get_run_by_id(run_id)
-            if left is not None and not left.is_finished:
-                instance.report_run_canceled(left, message=reason)
-        return [run.run_id for run in running]
+    running = _unfinished_service_runs(instance)
+    for run in running:
+        try:
+            instance.run_launcher.terminate(run.run_id)
+        except Exception:  # noqa: S112 - the run is marked below whatever the launcher did
+            continue
+    deadline = time.monotonic() + STOP_GRACE_S
+    pending = {run.run_id for run in running}
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.5)
+        pending = {
+            run_id
+            for run_id in pending
+            if (found := instance.get_run_by_id(run_id)) is not None and not found.is_finished
+        }
+    for run_id in pending:
+        left = instance.get_run_by_id(run_id)
+        if left is not None and not left.is_finished:
+            instance.report_run_canceled(left, message=reason)
+    return [run.run_id for run in running]
 
 
-def _celery_broker(home: Path, workers: int) -> tuple[LocalBroker | None, str]:
-    """The broker of a service whose runs go to Celery: the one `BROKER_ENV` names, else one
-    the service starts (with workers of its own only); set in this process's environment, which
-    its processes inherit. What the banner says of it (never its URL: it holds a password)."""
-    if os.environ.get(BROKER_ENV):
-        os.environ.setdefault(BACKEND_ENV, os.environ[BROKER_ENV])
-        return None, f"broker from {BROKER_ENV}"
-    broker = LocalBroker(free_port(), home / "redis")
-    os.environ[BROKER_ENV] = broker.url(0)
-    os.environ[BACKEND_ENV] = broker.url(1)
-    return broker, f"broker redis-server on 127.0.0.1:{broker.port}"
+def _celery_broker(settings: Settings, home: Path) -> tuple[Broker, LocalBroker | None, str]:
+    """The broker of a service whose runs go to Celery: the one the settings name, else one the
+    service starts (with workers of its own only); and what the banner says of it (never its
+    URL: it holds a password)."""
+    named = Broker.of(settings)
+    if named is not None:
+        return named, None, f"broker from {BROKER_ENV}"
+    local = LocalBroker(free_port(), home / "redis")
+    return (
+        Broker(local.url(0), local.url(1)),
+        local,
+        f"broker redis-server on 127.0.0.1:{local.port}",
+    )
 
 
-def serve(console: Console, host: str, port: int, workers: int = 0) -> None:
+def serve(console: Console, settings: Settings, host: str, port: int, workers: int = 0) -> None:
     """Start the code location server, the daemon and the webserver, and with ``workers`` that
-    many Celery workers (and their broker, unless `BROKER_ENV` names one); stop them on SIGTERM
+    many Celery workers (and their broker, unless the settings name one); stop them on SIGTERM
     or SIGINT (or when one of them exits)."""
-    celery = workers > 0 or bool(os.environ.get(BROKER_ENV))
-    home, storage = instance_home(celery=celery)
-    broker, said = _celery_broker(home, workers) if celery else (None, "")
-    with dg.DagsterInstance.get() as instance:
-        for run_id in release_dead_runs(instance, service_stopped=True):
-            console.print(f"run {run_id} was left unfinished by a killed process: marked failed")
+    celery = workers > 0 or settings.broker_url is not None
+    home, storage = instance_home(settings, celery=celery)
+    broker: Broker | None = None
+    local_broker: LocalBroker | None = None
+    said = ""
+    if celery:
+        broker, local_broker, said = _celery_broker(settings, home)
+    # The service's processes find the instance, and the broker, in their environment.
+    env = settings.child_env({"DAGSTER_HOME": str(home), **(broker.env() if broker else {})})
+    opened = instance(settings, celery=celery, broker=broker)
+    for run_id in release_dead_runs(opened, service_stopped=True):
+        console.print(f"run {run_id} was left unfinished by a killed process: marked failed")
     code_port = free_port()
     workspace = _workspace(home, code_port)
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -210,9 +219,8 @@ def serve(console: Console, host: str, port: int, workers: int = 0) -> None:
     brokers: list[_Process] = []
     reason = "one of the service's processes exited"
     try:
-        if broker is not None:
-            brokers.append(_Process("Celery broker (redis-server)", broker.start()))
-        env = dict(os.environ)
+        if local_broker is not None:
+            brokers.append(_Process("Celery broker (redis-server)", local_broker.start()))
         code = _start(
             "code location server",
             [tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
@@ -267,7 +275,7 @@ def serve(console: Console, host: str, port: int, workers: int = 0) -> None:
         started = psutil.Process().children(recursive=True)
         try:
             if processes:
-                canceled = cancel_runs_in_progress(reason)
+                canceled = cancel_runs_in_progress(opened, reason)
                 if canceled:
                     console.print(f"runs canceled: {', '.join(canceled)}")
         finally:
@@ -276,9 +284,10 @@ def serve(console: Console, host: str, port: int, workers: int = 0) -> None:
             _stop_all(brokers)  # after the workers, which talk to it as they stop
             _kill_left(started)
             if processes:
-                canceled = mark_left_canceled(reason)
+                canceled = mark_left_canceled(opened, reason)
                 if canceled:
                     console.print(f"runs canceled as the service stopped: {', '.join(canceled)}")
+            opened.dispose()
             for s, handler in previous.items():
                 signal.signal(s, handler)
     console.print("whitebit-etl serve: stopped")

@@ -37,7 +37,8 @@ import redis
 import yaml
 from rich.console import Console
 
-from assets.instance import BACKEND_ENV, BROKER_ENV, InstanceError, instance_home
+from assets.instance import BACKEND_ENV, BROKER_ENV, Broker, InstanceError, instance_home
+from assets.settings import Settings
 
 #: The queue dagster-celery's launcher sends runs to (unless a run's ``dagster-celery/queue``
 #: tag names another).
@@ -70,16 +71,17 @@ def worker_command(concurrency: int, name: str) -> list[str]:
     ]  # fmt: skip
 
 
-def run_worker(console: Console, concurrency: int, name: str) -> None:
+def run_worker(console: Console, settings: Settings, concurrency: int, name: str) -> None:
     """Become a Celery worker of the instance (never returns): the instance's home made ready
-    (its dagster.yaml written when missing), then Celery in this process's place."""
-    if not os.environ.get(BROKER_ENV):
+    (its dagster.yaml written when missing), then Celery in this process's place, its
+    environment naming the home, the broker and the result backend."""
+    broker = Broker.of(settings)
+    if broker is None:
         raise WorkerError(
             f"{BROKER_ENV} is not set: a worker takes its runs from the Celery broker the service "
             "launches them to (like redis://:password@broker-host:6379/0)"
         )
-    os.environ.setdefault(BACKEND_ENV, os.environ[BROKER_ENV])
-    home, storage = instance_home(celery=True)
+    home, storage = instance_home(settings, celery=True)
     command = worker_command(concurrency, name)
     console.print(
         f"whitebit-etl worker {name}: {concurrency} run(s) at once from queue {QUEUE}; instance "
@@ -87,7 +89,8 @@ def run_worker(console: Console, concurrency: int, name: str) -> None:
     )
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(command[0], command)  # noqa: S606 - Celery's own command, this environment's
+    env = settings.child_env({"DAGSTER_HOME": str(home), **broker.env()})
+    os.execve(command[0], command, env)  # noqa: S606 - Celery's own command, this environment's
 
 
 def slots_per_worker(home: Path, workers: int) -> int:

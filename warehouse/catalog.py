@@ -8,10 +8,10 @@ are the view's comment). Views read the files at query time, so a partition repl
 refresh is seen by the next query without another refresh. The view ``_catalog`` names the root
 the views read, so a connection knows which store to reach and can tell when the files are gone.
 
-Where it is (`warehouse.settings.catalog_path`): ``WAREHOUSE_CATALOG``, else ``warehouse.duckdb``
-in the root (a local root) or in this machine's directory for a remote root. With an ``s3://``
-root the views read ``s3://`` paths through an fsspec filesystem (s3fs, made to look a query's
-files up once: `warehouse.store`) that every connection made here registers before it reads:
+Where it is (`Warehouse.catalog_path`): the file the settings name, else ``warehouse.duckdb`` in
+the root (a local root) or in this machine's directory for a remote root. With an ``s3://`` root
+the views read ``s3://`` paths through an fsspec filesystem (s3fs, made to look a query's files
+up once: `warehouse.listed_s3`) that every connection made here registers before it reads:
 DuckDB's httpfs extension is never needed nor downloaded, and the file holds no credential
 (they come from the AWS variables or profile, at query time).
 `refresh` can also write a catalog elsewhere (``whitebit-etl catalog --root … --out …``): an
@@ -37,10 +37,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -48,22 +46,14 @@ from typing import TYPE_CHECKING, Final, cast
 
 import duckdb
 import pyarrow as pa
-from upath import UPath
 
-from warehouse import schemas
-from warehouse.parquet import (
-    PARQUET_DIR,
-    PARTITION_FILE,
-    Root,
-    exclusive_lock,
-    table_path,
-    tables_with_files,
-)
+from warehouse import layout, schemas
+from warehouse.layout import PARQUET_DIR, PARTITION_FILE
+from warehouse.locks import file_lock
+from warehouse.partitions import tables_with_files
+from warehouse.root import Warehouse
 from warehouse.schemas import TableSchema
-from warehouse.settings import CATALOG_FILE as CATALOG_FILE
-from warehouse.settings import catalog_path as catalog_path
-from warehouse.settings import is_local, location, warehouse_root
-from warehouse.store import duckdb_filesystem, read_again
+from warehouse.store import Store, read_again
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,19 +79,17 @@ class CatalogError(RuntimeError):
     """A catalog that cannot answer: its Parquet is gone, or it was never built."""
 
 
-def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> CatalogRefresh:
+def refresh(wh: Warehouse, *, out: str | os.PathLike[str] | None = None) -> CatalogRefresh:
     """Rebuild the catalog's views beside it and swap it in; idempotent. ``out``: the file to
-    write (default: `catalog_path` of the root)."""
-    base = warehouse_root(root)
-    target = Path(os.path.abspath(out)) if out is not None else catalog_path(base)
+    write (default: the warehouse's catalog)."""
+    target = Path(os.path.abspath(out)) if out is not None else wh.catalog_path
     target.parent.mkdir(parents=True, exist_ok=True)
-    lock = UPath(str(target.with_name(f".{target.name}.lock")))
-    with exclusive_lock(lock):
+    with file_lock(str(target.with_name(f".{target.name}.lock"))):
         for killed in target.parent.glob(f".{target.name}.*.tmp*"):
             killed.unlink(missing_ok=True)
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
-            curated, empty = _build(temp, base)
+            curated, empty = _build(temp, wh)
             os.replace(temp, target)
         finally:
             _remove(temp)
@@ -109,21 +97,21 @@ def refresh(root: Root = None, *, out: str | os.PathLike[str] | None = None) -> 
 
 
 @read_again
-def _build(temp: Path, base: UPath) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The catalog's views in the new file ``temp`` (made again from nothing if a write replaced
     a file while its views were bound): the curated views and the tables without files."""
     _remove(temp)
     with duckdb.connect(str(temp)) as con:
-        _reach(con, base)
+        wh.store.reach(con)
         # The curated views are bound against the table views without their files (same
         # columns, same types): binding a view over files reads every file's footer, and the
         # curated views would bind funding_history's twice more.
-        _create_table_views(con, base, files=False)
+        _create_table_views(con, wh, files=False)
         curated = _create_curated_views(con)
-        empty = _create_table_views(con, base)
+        empty = _create_table_views(con, wh)
         filled = len(empty) < len(schemas.TABLES)
         con.execute(
-            f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(location(base))} AS root, "
+            f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
             f"{filled} AS had_files"
         )
         con.execute(
@@ -141,16 +129,25 @@ def _remove(temp: Path) -> None:
 
 
 def connect(
-    root: Root = None, *, path: str | os.PathLike[str] | None = None
+    wh: Warehouse, *, path: str | os.PathLike[str] | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """A read-only analyst connection to the catalog (``path``, default: `catalog_path` of the
-    root), showing times in UTC, able to read the root its views name."""
-    file = Path(os.path.abspath(path)) if path is not None else catalog_path(root)
+    """A read-only analyst connection to the catalog, showing times in UTC, able to read the
+    root its views name: the warehouse's own (built first when the warehouse has files and no
+    catalog yet, or one of an older version), or the catalog file ``path`` (one `refresh` wrote
+    with ``out``: an analyst's own over a shared warehouse)."""
+    file = Path(os.path.abspath(path)) if path is not None else wh.catalog_path
     if not file.exists():
-        raise CatalogError(
-            f"no catalog at {file}: build it with `whitebit-etl catalog --root <the warehouse "
-            f"root> --out {file}`"
-        )
+        if path is not None:
+            raise CatalogError(
+                f"no catalog at {file}: build it with `whitebit-etl catalog --root <the "
+                f"warehouse root> --out {file}`"
+            )
+        if not wh.store.has_files(PARQUET_DIR):
+            raise CatalogError(
+                f"no warehouse at {wh.location}: nothing has been extracted there yet "
+                "(whitebit-etl demo, or whitebit-etl materialize, fills it)"
+            )
+        refresh(wh)  # views only, cheap to create
     con = duckdb.connect(str(file), read_only=True)
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -165,12 +162,12 @@ def connect(
                     f"`whitebit-etl catalog --root <the warehouse root> --out {file}`"
                 )
             con.close()
-            refresh(root)  # the root's own catalog: rebuilt in place, as every run does
-            return connect(root)
+            refresh(wh)  # the root's own catalog: rebuilt in place, as every run does
+            return connect(wh)
         read, had_files = named
-        base = warehouse_root(read)
-        _reach(con, base)
-        if had_files and not (base / PARQUET_DIR).exists():
+        base = wh if read == wh.location else wh.elsewhere(read)
+        base.store.reach(con)
+        if had_files and not base.store.has_files(PARQUET_DIR):
             raise CatalogError(
                 f"the catalog {file} reads the Parquet at {read}, which is not there (moved, "
                 f"unmounted or removed?): rebuild it with `whitebit-etl catalog --root <where "
@@ -182,69 +179,21 @@ def connect(
     return con
 
 
-def reader(root: Root = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection that reads the root's Parquet (checks and previews)."""
+def reader(store: Store) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that reads a store's Parquet (checks and previews)."""
     con = duckdb.connect()
-    _reach(con, warehouse_root(root))
+    store.reach(con)
     return con
 
 
-#: Files `copied` fetches at once: memory holds their bytes, never a whole backfill's.
-FETCHED_AT_ONCE: Final = 64
-
-
-@contextmanager
-def copied(root: Root, files: Sequence[str]) -> Iterator[tuple[UPath, list[str]]]:
-    """A local root holding these files of the root (`location`s, as `partition_files` listed
-    them a moment ago) and their names there, for the block: the root itself and the same names
-    when it is local; for a store, a temporary directory where each file is copied, fetched whole
-    (one GET, so one version of it; many at once), under its path relative to the root, so that
-    DuckDB reads the same Hive columns from the copy's path and reads it as a local file. DuckDB
-    over the store's filesystem would ask about each file at each query, a request each
-    (`warehouse.store`): checks that read every partition of a backfill pay one GET per file
-    instead. A file gone since it was listed raises `FileNotFoundError`, as DuckDB would."""
-    base = warehouse_root(root)
-    if is_local(base):
-        yield base, list(files)
-        return
-    prefix = location(base) + "/"
-    outside = [f for f in files if not f.startswith(prefix)]
-    if outside:
-        raise ValueError(f"{outside[0]} is not under the root {location(base)}")
-    relative = [f.removeprefix(prefix) for f in files]
-    with tempfile.TemporaryDirectory(prefix="fetched-") as scratch:
-        for start in range(0, len(relative), FETCHED_AT_ONCE):
-            chunk = relative[start : start + FETCHED_AT_ONCE]
-            keys = [f"{base.path}/{r}" for r in chunk]
-            # One GET each: s3fs would first ask each file's size (a HEAD) to split large ones.
-            fetched = base.fs.cat(keys, on_error="raise", max_concurrency=1)
-            for key, path in zip(keys, chunk, strict=True):
-                name = os.path.join(scratch, path)
-                os.makedirs(os.path.dirname(name), exist_ok=True)
-                with open(name, "wb") as copy:
-                    copy.write(fetched.pop(key))
-        yield UPath(scratch), [os.path.join(scratch, r) for r in relative]
-
-
-def _reach(con: duckdb.DuckDBPyConnection, base: UPath) -> None:
-    """Let ``con`` read files under ``base``: nothing to do locally; a store's filesystem is
-    registered (never DuckDB's own extensions, which it would download), one that looks each
-    file up once per query (`warehouse.store`)."""
-    con.execute("SET autoinstall_known_extensions = false")
-    if not is_local(base):
-        con.register_filesystem(duckdb_filesystem(base))
-
-
-def query(sql: str, params: Sequence[object] = (), *, root: Root = None) -> pd.DataFrame:
-    """The result of ``sql`` over the catalog, as a pandas DataFrame, for notebooks.
+def query(sql: str, params: Sequence[object] = (), *, root: str = "data") -> pd.DataFrame:
+    """The result of ``sql`` over the catalog of the warehouse at ``root``, as a pandas
+    DataFrame, for notebooks.
 
     Exact as the warehouse is: ``DECIMAL(38,18)`` columns hold `decimal.Decimal` values (DuckDB's
     own ``.df()`` would turn them into floats), times are UTC. ``params`` fill ``?`` placeholders.
-    A fresh warehouse gets its catalog first (views only, cheap to create).
     """
-    if not catalog_path(root).exists():
-        refresh(root)
-    with connect(root) as con:
+    with connect(Warehouse.open(root)) as con:
         # Through Arrow: its decimal128 becomes Decimal in pandas, never float.
         table = con.sql(sql, params=list(params) or None).to_arrow_table()
         return cast("pd.DataFrame", table.to_pandas())
@@ -270,17 +219,17 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
 
 
 def _create_table_views(
-    con: duckdb.DuckDBPyConnection, root: Root, *, files: bool = True
+    con: duckdb.DuckDBPyConnection, wh: Warehouse, *, files: bool = True
 ) -> tuple[str, ...]:
     """A view per table (replacing one made before): over its files, or typed and empty when
     it has none yet (or ``files`` is false); the tables that had none."""
     empty = []
-    with_files = tables_with_files(root) if files else set()
+    with_files = tables_with_files(wh.store) if files else set()
     for schema in schemas.TABLES.values():
         columns = ", ".join(_quoted(c.name) for c in schema.view_columns)
         view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
         if schema.name in with_files:
-            source = _parquet_source(schema, root)
+            source = _parquet_source(schema, wh)
             # Identifiers come from the schemas, quoted; the path is an escaped literal.
             query = f"SELECT {columns} FROM {source}"  # noqa: S608
             con.execute(f"{view} {query}")
@@ -298,10 +247,10 @@ def _create_table_views(
     return tuple(empty)
 
 
-def _parquet_source(schema: TableSchema, root: Root) -> str:
+def _parquet_source(schema: TableSchema, wh: Warehouse) -> str:
     # Exact depth, not "**": no recursive listing per query, and no stray file is picked up.
     depth = "/".join("*" for _ in schema.path_columns)
-    files = f"{location(table_path(root, schema.name))}/{depth}/{PARTITION_FILE}"
+    files = wh.store.url(f"{layout.table_dir(schema.name)}/{depth}/{PARTITION_FILE}")
     hive_types = ", ".join(
         f"{_literal(name)}: {_literal(_path_type(schema, name))}" for name in schema.path_columns
     )

@@ -1,9 +1,9 @@
-"""s3fs as DuckDB reads an object store through it (`warehouse.store.duckdb_filesystem`).
+"""s3fs as DuckDB reads an object store through it (`warehouse.object_store.ObjectStore.reach`).
 
 DuckDB reads an ``s3://`` path through the fsspec filesystem registered on its connection, and
 asks it about a file three times per open (the open itself, its size, its modification time),
 then opens the same file more than once per query (to bind, then to scan). With s3fs and its
-listing cache off (`warehouse.settings.REMOTE_OPTIONS`: a file another process writes must be
+listing cache off (`warehouse.object_store.OPTIONS`: a file another process writes must be
 seen at once), each ask is a HEAD request: ten per file and query. And a glob such as
 ``parquet/funding_history/*/*/data.parquet`` is walked one "directory" at a time, a listing per
 partition.

@@ -1,18 +1,19 @@
-"""Funding records into month partitions.
+"""A history's records into month partitions.
 
-`MonthlyFunding` takes the records of a funding walk in chunks, newest first (the order the API
-lists them), normalizes each chunk, splits it by the ``funding_date`` the warehouse gives each
-row, and replaces the days of a month in its partition as soon as the month is complete: every
-month but the oldest in hand is, since the walk is newest first. Memory holds one unfinished
+`MonthlyLoad` takes the records of a walk of a history partitioned by month (`spec.Monthly`) in
+chunks, newest first (the order the API lists them), normalizes each chunk, splits it by the day
+the warehouse gives each row (``funding_date``), and replaces the days of a month in its
+partition as soon as the month is complete: every month but the oldest in hand is, since the walk
+is newest first. Memory holds one unfinished
 month and the chunk in hand, whatever the length of the range. It works in any process: no
 pipe, no thread (the tests run it in theirs; `warehouse.writer` runs it in a process of its own
 beside the walk).
 
 A load replaces exactly the days it was given: a month's file keeps the rows of its other days
-(`parquet.replace_partition`). Progress is told per day all the same.
+(`partitions.replace_partition`). Progress is told per day all the same.
 
-A rewrite never silently loses payments the warehouse already holds: when the exchange lists
-fewer of a day's payments than the warehouse has, it stops and says which are missing
+A rewrite never silently loses records the warehouse already holds: when the exchange lists fewer
+of a day's records than the warehouse has, it stops and says which are missing
 (`FewerRowsRefused`) unless the caller allows it. Given the pid of the process the load belongs
 to, it checks before each partition write that this process is still its parent, so a writer
 orphaned by a SIGKILLed run never writes after a rerun began: it raises `LoadAbandoned`.
@@ -29,24 +30,23 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse import normalize, parquet, schemas
+from pipeline import spec
+from warehouse import layout, normalize, partitions, schemas
 from warehouse.normalize import Batch
-from warehouse.parquet import Root
-from warehouse.schemas import month_of
-from warehouse.settings import warehouse_root
+from warehouse.root import Warehouse
+from warehouse.schemas import TableSchema, month_of
 
-FUNDING: Final = schemas.FUNDING_HISTORY
 #: Reasons of rejected records reported back per day (the rest are in `_rejects`).
 REASONS_PER_DAY: Final = 5
 
 
 class FewerRowsRefused(RuntimeError):
-    """The exchange lists fewer of a day's funding payments than the warehouse holds."""
+    """The exchange lists fewer of a day's records than the warehouse holds."""
 
 
 class DayOrderError(RuntimeError):
-    """Funding records that do not come newest month first, as the walk must deliver them, or
-    that fall outside the load's days."""
+    """Records that do not come newest month first, as the walk must deliver them, or that fall
+    outside the load's days."""
 
 
 class LoadAbandoned(RuntimeError):
@@ -86,8 +86,8 @@ class _Day:
     rows: list[pa.Table] = field(default_factory=list)
     rejects: list[pa.Table] = field(default_factory=list)
 
-    def tables(self) -> tuple[pa.Table, pa.Table]:
-        rows = pa.concat_tables(self.rows) if self.rows else FUNDING.arrow_schema.empty_table()
+    def tables(self, schema: TableSchema) -> tuple[pa.Table, pa.Table]:
+        rows = pa.concat_tables(self.rows) if self.rows else schema.arrow_schema.empty_table()
         rejects = (
             pa.concat_tables(self.rejects)
             if self.rejects
@@ -100,7 +100,7 @@ def _by_day(batch: Batch) -> dict[date, _Day]:
     """A batch's rows and rejects, by the day each belongs to."""
     days: dict[date, _Day] = {}
     if batch.rows.num_rows:
-        column = batch.rows["funding_date"]
+        column = batch.rows[batch.schema.partition_column]
         for day in pc.unique(column).to_pylist():
             rows = batch.rows.filter(pc.equal(column, pa.scalar(day, schemas.DAY)))
             days.setdefault(day, _Day()).rows.append(rows)
@@ -113,17 +113,22 @@ def _by_day(batch: Batch) -> dict[date, _Day]:
 
 
 def _missing_keys(
-    root: Root, month: parquet.Partition, days: Sequence[date], rows: pa.Table
+    wh: Warehouse,
+    schema: TableSchema,
+    month: layout.Partition,
+    days: Sequence[date],
+    rows: pa.Table,
 ) -> list[tuple[date, tuple[object, ...]]]:
-    """(day, key) of the payments the month's file holds for ``days`` that ``rows`` has not."""
-    key = [k for k in FUNDING.key if k not in FUNDING.path_columns]
-    existing = parquet.read_partition(root, FUNDING.name, month, columns=[*key, "funding_date"])
+    """(day, key) of the records the month's file holds for ``days`` that ``rows`` has not."""
+    key = [k for k in schema.key if k not in schema.path_columns]
+    day = schema.partition_column
+    existing = partitions.read_partition(wh, schema.name, month, columns=[*key, day])
     if existing is None:
         return []
-    existing = existing.filter(pc.is_in(existing["funding_date"], pa.array(days, schemas.DAY)))
+    existing = existing.filter(pc.is_in(existing[day], pa.array(days, schemas.DAY)))
     new = set(zip(*(rows[k].to_pylist() for k in key), strict=True))
     held = zip(
-        existing["funding_date"].to_pylist(),
+        existing[day].to_pylist(),
         zip(*(existing[k].to_pylist() for k in key), strict=True),
         strict=True,
     )
@@ -134,11 +139,11 @@ def _missing_keys(
 _Month = dict[date, _Day]
 
 
-class MonthlyFunding:
-    """Replaces the days of ``days`` in their month partitions from a newest-first stream of
-    records (see the module's text). `take` and `finish` write the months they complete; every
-    day of ``days`` is replaced once `finish` has run, emptied when the exchange held nothing
-    for it (unless the warehouse held payments there: see `FewerRowsRefused`).
+class MonthlyLoad:
+    """Replaces the days of ``days`` in their month partitions from a newest-first stream of a
+    history's records (see the module's text). `take` and `finish` write the months they
+    complete; every day of ``days`` is replaced once `finish` has run, emptied when the exchange
+    held nothing for it (unless the warehouse held records there: see `FewerRowsRefused`).
 
     ``parent``: the pid of the process the load belongs to; once it is gone, writes raise
     `LoadAbandoned`.
@@ -146,7 +151,8 @@ class MonthlyFunding:
 
     def __init__(
         self,
-        root: Root,
+        wh: Warehouse,
+        history: spec.History,
         *,
         account: str,
         days: Sequence[date],
@@ -156,8 +162,11 @@ class MonthlyFunding:
     ) -> None:
         if not days:
             raise ValueError("no day to load")
-        self._root = warehouse_root(root)
-        self._account = parquet.account_segment(account)
+        if not history.monthly:
+            raise ValueError(f"{history.name} is not partitioned by month")
+        self._wh, self._history = wh, history
+        self._schema = schemas.TABLES[history.name]
+        self._account = layout.account_segment(account)
         self._days = sorted(set(days))
         self._months: dict[str, list[date]] = {}
         for day in self._days:
@@ -175,15 +184,15 @@ class MonthlyFunding:
         """Normalize a chunk of records (the JSON array as parsed) and write every month it
         completes."""
         progress = Progress()
-        batch = normalize.normalize_funding_history(
-            records, extracted_at=self._extracted_at, partition_for_rejects=self._current
+        batch = normalize.normalize(
+            self._history, records, extracted_at=self._extracted_at, day=self._current
         )
         progress.received, progress.duplicates = batch.received, batch.duplicates
         by_day = _by_day(batch)
         outside = sorted(set(by_day) - set(self._days))
         if outside:
             raise DayOrderError(
-                f"funding history: a record of {outside[0]} came with the window "
+                f"{self._history.name}: a record of {outside[0]} came with the window "
                 f"{self._days[0]} .. {self._days[-1]}; its time was read differently from its "
                 "neighbours'"
             )
@@ -193,7 +202,8 @@ class MonthlyFunding:
         again = self._finished & set(parts)
         if again:
             raise DayOrderError(
-                f"funding history came out of order: {min(again)} began again after it was written"
+                f"{self._history.name} came out of order: {min(again)} began again after it was "
+                "written"
             )
         due: list[tuple[str, _Month]] = []
         if self._held is not None:
@@ -205,7 +215,7 @@ class MonthlyFunding:
                     held.rejects += more.rejects
             if parts and max(parts) > month:
                 raise DayOrderError(
-                    f"funding history came out of order: after {month}, {max(parts)}"
+                    f"{self._history.name} came out of order: after {month}, {max(parts)}"
                 )
             if parts:  # older months began: the held month is complete
                 due.append((month, gathered_month))
@@ -234,13 +244,13 @@ class MonthlyFunding:
     def _write_month(self, month: str, gathered: _Month, progress: Progress) -> None:
         self._finished.add(month)
         days = self._months[month]
-        tables = {day: gathered.get(day, _Day()).tables() for day in days}
+        tables = {day: gathered.get(day, _Day()).tables(self._schema) for day in days}
         rows = pa.concat_tables([day_rows for day_rows, _ in tables.values()])
         rejects = pa.concat_tables([day_rejects for _, day_rejects in tables.values()])
         missing = (
             []
             if self._allow_fewer_rows
-            else _missing_keys(self._root, (self._account, month), days, rows)
+            else _missing_keys(self._wh, self._schema, (self._account, month), days, rows)
         )
         if missing:
             day = missing[0][0]
@@ -255,16 +265,18 @@ class MonthlyFunding:
             )
             others = len(missing) - len(of_day)
             raise FewerRowsRefused(
-                f"funding_history of {self._account}, {day}: the exchange no longer lists "
-                f"{len(of_day)} payment(s) the warehouse holds for that day (first: {of_day[0]})"
+                f"{self._history.name} of {self._account}, {day}: the exchange no longer lists "
+                f"{len(of_day)} record(s) the warehouse holds for that day (first: {of_day[0]})"
                 + (f", and {others} of later days of {month}" if others else "")
                 + f"; the partition {month} is left as it was.{rejected} If the exchange really "
                 "removed them, rerun with allow_fewer_rows."
             )
         if self._parent is not None and os.getppid() != self._parent:
             # Orphaned: the run that started it is gone, and a rerun may be writing.
-            raise LoadAbandoned(f"funding_history {month}: not written, the load's process is gone")
-        parquet.replace_partition(
-            self._root, FUNDING.name, (self._account, month), rows, rejects=rejects, covers=days
+            raise LoadAbandoned(
+                f"{self._history.name} {month}: not written, the load's process is gone"
+            )
+        partitions.replace_partition(
+            self._wh, self._history.name, (self._account, month), rows, rejects=rejects, covers=days
         )
         progress.days += [DayWrite.of(day, *tables[day]) for day in days]

@@ -1,7 +1,9 @@
-"""The warehouse contract: one declared schema per table, the only place a table's shape is written.
+"""The warehouse contract: one schema per table, each made from its history's declaration.
 
 Each `TableSchema` names its columns (Arrow type, nullability, a one-line description), its Hive
-partition columns (or the month of one, for a table whose days are small) and its key.
+partition columns (or the month of one, for a table whose days are small) and its key, as the
+history's declaration in `pipeline.spec` says them (`table_schema`); ``_rejects`` is the
+warehouse's own.
 Normalization builds tables in this shape, the Parquet layer checks them against it, the DuckDB
 catalog derives its views and column comments from it, and `whitebit-etl tables` prints it as
 the data dictionary.
@@ -17,6 +19,8 @@ from typing import Final
 
 import pyarrow as pa
 
+from pipeline import spec
+
 #: Money and rates: 20 integer digits and 18 fraction digits, exactly.
 MONEY: Final = pa.decimal128(38, 18)
 #: Every instant, in UTC, to the microsecond.
@@ -25,16 +29,6 @@ UTC_TIME: Final = pa.timestamp("us", tz="UTC")
 DAY: Final = pa.date32()
 TEXT: Final = pa.string()
 TEXT_LIST: Final = pa.list_(pa.string())
-
-#: Labels of the integer statuses (the API contract, docs/api.md, section 3); a status outside
-#: these is a reject.
-INVESTMENT_STATUS_LABELS: Final[Mapping[int, str]] = {1: "active", 2: "closed"}
-PLAN_STATUS_LABELS: Final[Mapping[int, str]] = {
-    1: "active",
-    2: "no coins left",
-    3: "inactive",
-    4: "pause",
-}
 
 #: ``position_side`` of a funding payment, derived from the sign of ``position_amount``.
 LONG: Final = "long"
@@ -47,8 +41,6 @@ REJECTS: Final = "_rejects"
 #: application's): letters, digits and ``_``, starting with a letter.
 ACCOUNT: Final = "account"
 ACCOUNT_NAME: Final = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-#: The one account of a warehouse configured without an accounts file.
-DEFAULT_ACCOUNT: Final = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +76,8 @@ class TableSchema:
     #: calendar month of the (one, DAY) partition column, which stays in the file, and the path
     #: names the month under this name (``funding_month=2025-03``).
     month_path: str | None = None
+    #: The declaration the table is made from (none for ``_rejects``).
+    history: spec.History | None = field(default=None, repr=False, compare=False)
     columns_by_name: Mapping[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -143,163 +137,65 @@ def _extracted_at() -> Column:
     return Column("extracted_at", UTC_TIME, False, "When the run that wrote this row fetched it")
 
 
-def _snapshot_date() -> Column:
-    return Column("snapshot_date", DAY, False, "UTC day of the snapshot (partition)")
-
-
-def _money(name: str, description: str, *, nullable: bool = False) -> Column:
-    return Column(name, MONEY, nullable, description)
-
-
-FUNDING_HISTORY: Final = TableSchema(
-    name="funding_history",
-    description="One row per funding payment of the collateral account",
-    columns=(
-        Column("market", TEXT, False, "Perpetual market, <BASE>_PERP"),
-        Column("funding_time", UTC_TIME, False, "When the funding was applied"),
-        Column(
-            "position_side",
-            TEXT,
-            False,
-            "'long' when position_amount >= 0, else 'short' (derived; a zero position is 'long')",
-        ),
-        _money("funding_rate", "Funding rate"),
-        _money("funding_amount", "Funding amount; may be negative"),
-        _money("position_amount", "Position size; negative when short"),
-        _money("settlement_price", "Settlement price"),
-        Column("rate_calculated_time", UTC_TIME, False, "When the funding rate was calculated"),
-        Column("funding_date", DAY, False, "UTC day of funding_time (a file holds a month)"),
-        _extracted_at(),
-    ),
-    partition_columns=("funding_date",),
-    # Hedge mode funds a long and a short of one market at the same instant.
-    key=("market", "funding_time", "position_side"),
-    # A few hundred payments a day: a file a day would be thousands of tiny files.
-    month_path="funding_month",
-)
-
-_PLAN_DESCRIPTIONS: Final = {
-    "ticker": "Source currency ticker",
-    "status": "Plan status: 1 active, 2 no coins left, 3 inactive, 4 pause",
-    "status_label": "Label of the plan status",
-    "percent": "Interest percent",
-    "duration_minutes": "Investment duration in minutes",
-    "interest_ticker": "Target (interest) currency ticker",
-    "interest_ratio": "Ratio of target currency to source currency",
-    "min_investment": "Minimum investment amount",
-    "max_investment": "Maximum investment amount",
-    "max_possible_investment": "Maximum investment amount under the plan's current state",
+#: The Arrow type of each JSON type a column's value arrives as.
+_ARROW: Final[Mapping[spec.FieldType, pa.DataType]] = {
+    spec.FieldType.STRING: TEXT,
+    spec.FieldType.DECIMAL: MONEY,
+    spec.FieldType.INTEGER: pa.int64(),
+    spec.FieldType.TIMESTAMP: UTC_TIME,
+    spec.FieldType.TIMESTAMP_STRING: UTC_TIME,
+    spec.FieldType.BOOLEAN: pa.bool_(),
+    spec.FieldType.STRING_LIST: TEXT_LIST,
 }
 
 
-def _plan_columns(prefix: str) -> tuple[Column, ...]:
-    d = _PLAN_DESCRIPTIONS
-    return (
-        Column(f"{prefix}ticker", TEXT, False, d["ticker"]),
-        Column(f"{prefix}status", pa.int64(), False, d["status"]),
-        Column(f"{prefix}status_label", TEXT, False, d["status_label"]),
-        _money(f"{prefix}percent", d["percent"]),
-        Column(f"{prefix}duration_minutes", pa.int64(), False, d["duration_minutes"]),
-        Column(f"{prefix}interest_ticker", TEXT, False, d["interest_ticker"]),
-        _money(f"{prefix}interest_ratio", d["interest_ratio"]),
-        _money(f"{prefix}min_investment", d["min_investment"]),
-        _money(f"{prefix}max_investment", d["max_investment"]),
-        _money(f"{prefix}max_possible_investment", d["max_possible_investment"]),
+def arrow_type(history: spec.History, column: spec.Column) -> pa.DataType:
+    """The type a declared column has in its table."""
+    if column.day_of is not None:
+        return DAY
+    if column.sign_of is not None or column.source == spec.OWNER:
+        return TEXT
+    return _ARROW[history.field_of(column).type]
+
+
+def _columns(history: spec.History) -> tuple[Column, ...]:
+    columns = []
+    for declared in history.columns:
+        kind = arrow_type(history, declared)
+        columns.append(Column(declared.name, kind, declared.nullable, declared.description))
+        if declared.labels:
+            labels = ", ".join(declared.labels.values())
+            columns.append(
+                Column(f"{declared.name}_label", TEXT, False, f"Label of {declared.name}: {labels}")
+            )
+    if not history.monthly:
+        columns.append(Column("snapshot_date", DAY, False, "UTC day of the snapshot (partition)"))
+    return (*columns, _extracted_at())
+
+
+def table_schema(history: spec.History) -> TableSchema:
+    """A history's table: its declared columns (a status with its label beside it), the snapshot
+    day of a snapshot, when each row was extracted; its key and partitioning."""
+    partition = history.partition
+    if isinstance(partition, spec.Monthly):
+        return TableSchema(
+            name=history.name,
+            description=history.description,
+            columns=_columns(history),
+            partition_columns=(partition.day,),
+            key=history.key,
+            month_path=partition.month_path,
+            history=history,
+        )
+    return TableSchema(
+        name=history.name,
+        description=history.description,
+        columns=_columns(history),
+        partition_columns=("snapshot_date",),
+        key=("snapshot_date", *history.key),
+        history=history,
     )
 
-
-INVESTMENTS: Final = TableSchema(
-    name="investments",
-    description="One row per fixed-term investment as seen on the snapshot day, plan flattened",
-    columns=(
-        Column("investment_id", TEXT, False, "Investment identifier"),
-        Column("status", pa.int64(), False, "Investment status: 1 active, 2 closed"),
-        Column("status_label", TEXT, False, "Label of the investment status"),
-        Column("created", UTC_TIME, False, "When the investment was created"),
-        Column("updated", UTC_TIME, False, "When the investment was last updated"),
-        Column("payment_time", UTC_TIME, False, "Payment time of the investment"),
-        _money("amount", "Investment amount, in plan_ticker"),
-        _money("interest_paid", "Interest paid so far"),
-        Column("plan_id", TEXT, False, "Invest plan identifier"),
-        *_plan_columns("plan_"),
-        _snapshot_date(),
-        _extracted_at(),
-    ),
-    partition_columns=("snapshot_date",),
-    key=("snapshot_date", "investment_id"),
-)
-
-FIXED_PLANS: Final = TableSchema(
-    name="fixed_plans",
-    description="One row per invest plan referenced by an investment on the snapshot day",
-    columns=(
-        Column("plan_id", TEXT, False, "Invest plan identifier"),
-        *_plan_columns(""),
-        _snapshot_date(),
-        _extracted_at(),
-    ),
-    partition_columns=("snapshot_date",),
-    key=("snapshot_date", "plan_id"),
-)
-
-MAIN_BALANCES: Final = TableSchema(
-    name="main_balances",
-    description="One row per asset the main-account balance lists, zero balances included",
-    columns=(
-        Column("ticker", TEXT, False, "Asset ticker"),
-        _money("main_balance", "Main-account balance"),
-        _snapshot_date(),
-        _extracted_at(),
-    ),
-    partition_columns=("snapshot_date",),
-    key=("snapshot_date", "ticker"),
-)
-
-TRADING_BALANCES: Final = TableSchema(
-    name="trading_balances",
-    description="One row per asset of the trading account (the API lists non-zero ones)",
-    columns=(
-        Column("ticker", TEXT, False, "Asset ticker"),
-        _money("available", "Amount available for trading"),
-        # The API's "freeze"; renamed because FREEZE is a reserved word in DuckDB's SQL.
-        _money("frozen", "Amount frozen in open orders (the API's 'freeze')"),
-        _snapshot_date(),
-        _extracted_at(),
-    ),
-    partition_columns=("snapshot_date",),
-    key=("snapshot_date", "ticker"),
-)
-
-HEDGE_MODE: Final = TableSchema(
-    name="hedge_mode",
-    description="One row per snapshot: whether hedge mode is on for the collateral account",
-    columns=(
-        Column("hedge_mode", pa.bool_(), False, "Hedge mode is on"),
-        _snapshot_date(),
-        _extracted_at(),
-    ),
-    partition_columns=("snapshot_date",),
-    key=("snapshot_date",),
-)
-
-WATCHER_LINKS: Final = TableSchema(
-    name="watcher_links",
-    description="One row per watcher link of each mining-pool account asked for",
-    columns=(
-        Column("mining_account", TEXT, False, "Mining-pool account whose links were listed"),
-        Column("link_id", TEXT, False, "Watcher link identifier"),
-        Column("accounts", TEXT_LIST, False, "Mining accounts the link covers"),
-        Column("name", TEXT, False, "Link name"),
-        Column("link", TEXT, False, "Full URL of the link"),
-        Column("permissions", TEXT_LIST, False, "Permissions the link grants"),
-        Column("live_until", UTC_TIME, True, "When the link expires; null: never"),
-        Column("created_at", UTC_TIME, False, "When the link was created"),
-        _snapshot_date(),
-        _extracted_at(),
-    ),
-    partition_columns=("snapshot_date",),
-    key=("snapshot_date", "mining_account", "link_id"),
-)
 
 REJECTS_TABLE: Final = TableSchema(
     name=REJECTS,
@@ -336,16 +232,10 @@ def month_days(month: str) -> tuple[date, date]:
     return first, following
 
 
+#: Every table: one per declared history, then ``_rejects``.
 TABLES: Final[Mapping[str, TableSchema]] = {
-    t.name: t
-    for t in (
-        FUNDING_HISTORY,
-        INVESTMENTS,
-        FIXED_PLANS,
-        MAIN_BALANCES,
-        TRADING_BALANCES,
-        HEDGE_MODE,
-        WATCHER_LINKS,
-        REJECTS_TABLE,
-    )
+    **{name: table_schema(history) for name, history in spec.HISTORIES.items()},
+    REJECTS: REJECTS_TABLE,
 }
+#: The tables of the declared histories, each with its declaration.
+DATA_TABLES: Final = tuple(t for t in TABLES.values() if t.history is not None)

@@ -1,37 +1,233 @@
-"""How DuckDB reaches the files of an object store (`duckdb_filesystem`: s3fs, answering from
-each query's own listing, `warehouse.listed_s3`), and reading again when a file was replaced under
-a read (`read_again`).
+"""Where a warehouse's files are: local disk (`LocalStore`) or an object store
+(`warehouse.object_store.ObjectStore`), behind one interface (`Store`).
 
-s3fs (and botocore under it) is imported when an object store is first read: a run on local disk
-never pays for loading it.
+Every file is named by its path relative to the warehouse's root (``parquet/funding_history/
+account=main/funding_month=2025-03/data.parquet``). A store writes a file whole or not at all, so
+a reader sees the old file or the new one, never a mix and never nothing; it lists the files
+under a prefix, reads one, removes one, lets DuckDB read them, and gives the writers of one table
+turns (`lock`). Whatever differs between local disk and an object store is decided here, once.
+
+On local disk a file is written beside its target (a dot-named ``.tmp`` file in the same
+directory, which no ``*.parquet`` glob matches), fsynced, and renamed over it; a process killed
+mid-write leaves the old file whole, and its temp file is removed by the next write of that
+file. Writers take turns under a file lock in ``parquet/.locks``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from typing import Final
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import tenacity
-from upath import UPath
 
-if TYPE_CHECKING:
-    from warehouse.listed_s3 import ListedS3FileSystem
+from warehouse.locks import file_lock
 
-__all__ = ["duckdb_filesystem", "read_again", "replaced_while_read"]
+COMPRESSION: Final = "zstd"
+#: Lock files of the writers (a table's partitions), under ``parquet/`` (dot-named: no view
+#: reads it).
+LOCKS_DIR: Final = "parquet/.locks"
 
 
-def duckdb_filesystem(base: UPath) -> ListedS3FileSystem:
-    """The filesystem a DuckDB connection reads the store of ``base`` through: one per storage
-    options in a process (fsspec's instance cache), as ``base``'s own is."""
-    from warehouse.listed_s3 import ListedS3FileSystem
+class Store(ABC):
+    """The files of one warehouse root."""
 
-    return ListedS3FileSystem(**base.fs.storage_options)
+    #: The root as DuckDB reads it and messages name it: a local path, or the store's URL.
+    location: str
+
+    def url(self, relative: str) -> str:
+        """A file's `location`."""
+        return f"{self.location}/{relative}"
+
+    @abstractmethod
+    def exists(self, relative: str) -> bool: ...
+
+    @abstractmethod
+    def has_files(self, prefix: str) -> bool:
+        """Whether any file lies under ``prefix``."""
+
+    @abstractmethod
+    def files(self, prefix: str) -> list[str]:
+        """Every file under ``prefix`` (relative names, sorted), in one listing where the store
+        can (on an object store, a request per 1,000 keys)."""
+
+    @abstractmethod
+    def read_bytes(self, relative: str) -> bytes | None:
+        """A file's bytes, or None when it is not there."""
+
+    @abstractmethod
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """Replace a file whole, atomically."""
+
+    @abstractmethod
+    def delete(self, relative: str, *, prune_to: str = "") -> None:
+        """Remove a file if it is there (and, on disk, the directories it leaves empty, up to
+        ``prune_to``)."""
+
+    @abstractmethod
+    def lock(self, name: str) -> AbstractContextManager[Callable[[], None]]:
+        """One writer at a time of what ``name`` stands for (a table's partitions: a rerun from
+        the UI while the schedule runs): the second waits, then replaces the first's files whole.
+        Yields a check to call before each write: it raises once the lock is lost (an object
+        store's lease that could not be renewed; a local lock is never lost)."""
+
+    @abstractmethod
+    def reach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Let ``con`` read this store's files."""
+
+    @abstractmethod
+    def copied(self, files: Sequence[str]) -> AbstractContextManager[tuple[Store, list[str]]]:
+        """A local store holding these files (relative names) under the same names, and their
+        locations there, for the block: this store itself when it is on disk; else a temporary
+        copy, each file fetched whole (one GET, so one version of it), so that DuckDB reads the
+        same Hive columns from the copy's path and reads each as a local file. A file gone since
+        it was listed raises `FileNotFoundError`, as DuckDB would."""
+
+    def read_table(self, relative: str, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """A Parquet file's rows (these columns), or None when it is not there."""
+        data = self.read_bytes(relative)
+        if data is None:
+            return None
+        chosen = list(columns) if columns is not None else None
+        return pq.read_table(pa.BufferReader(data), columns=chosen)
+
+    def write_table(self, relative: str, table: pa.Table) -> None:
+        """Replace a Parquet file with ``table``, atomically."""
+        sink = pa.BufferOutputStream()
+        write_parquet(table, sink)
+        self.write_bytes(relative, sink.getvalue().to_pybytes())
+
+
+def write_parquet(table: pa.Table, sink: object) -> None:
+    # Dictionary encoding only where values repeat (text); on decimals it costs time and bytes.
+    text = [f.name for f in table.schema if pa.types.is_string(f.type)]
+    pq.write_table(table, sink, compression=COMPRESSION, use_dictionary=text)
+
+
+class LocalStore(Store):
+    """A directory on local disk (an absolute path: the DuckDB views store the paths they read)."""
+
+    def __init__(self, root: str) -> None:
+        self.location = os.path.abspath(root)
+
+    def _path(self, relative: str) -> str:
+        return os.path.join(self.location, relative)
+
+    def exists(self, relative: str) -> bool:
+        return os.path.exists(self._path(relative))
+
+    def has_files(self, prefix: str) -> bool:
+        return any(files for _, _, files in os.walk(self._path(prefix)))
+
+    def files(self, prefix: str) -> list[str]:
+        base = self._path(prefix)
+        found = [
+            os.path.relpath(os.path.join(directory, name), self.location)
+            for directory, _, names in os.walk(base)
+            for name in names
+            if not name.startswith(".")
+        ]
+        return sorted(found)
+
+    def read_bytes(self, relative: str) -> bytes | None:
+        try:
+            with open(self._path(relative), "rb") as source:
+                return source.read()
+        except FileNotFoundError:
+            return None
+
+    def read_table(self, relative: str, columns: Sequence[str] | None = None) -> pa.Table | None:
+        path = self._path(relative)
+        if not os.path.exists(path):
+            return None
+        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+
+    def write_table(self, relative: str, table: pa.Table) -> None:
+        self._replace(relative, lambda sink: write_parquet(table, sink))
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        self._replace(relative, lambda sink: sink.write(data))
+
+    def _replace(self, relative: str, write: Callable[..., object]) -> None:
+        """Write beside the file, make that durable, then rename it over."""
+        path = self._path(relative)
+        directory, name = os.path.split(path)
+        os.makedirs(directory, exist_ok=True)
+        temp_path = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(temp_path, "wb") as sink:
+                write(sink)
+                sink.flush()
+                os.fsync(sink.fileno())
+            os.replace(temp_path, path)
+            # The rename itself is durable only once the directory entry is.
+            handle = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(handle)
+            finally:
+                os.close(handle)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(temp_path)
+            raise
+        # Temp files a killed writer left beside this file.
+        prefix = f".{name}."
+        for entry in os.scandir(directory):
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                with suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+    def delete(self, relative: str, *, prune_to: str = "") -> None:
+        path = self._path(relative)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        stop = self._path(prune_to) if prune_to else self.location
+        directory = os.path.dirname(path)
+        while directory != stop and directory.startswith(stop):
+            try:
+                os.rmdir(directory)  # only when empty
+            except OSError:
+                break
+            directory = os.path.dirname(directory)
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[Callable[[], None]]:
+        with file_lock(self._path(f"{LOCKS_DIR}/{name}.lock")):
+            yield _held_locally
+
+    def reach(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("SET autoinstall_known_extensions = false")
+
+    @contextmanager
+    def copied(self, files: Sequence[str]) -> Iterator[tuple[Store, list[str]]]:
+        yield self, [self.url(f) for f in files]
+
+    def put_local(self, relative: str, data: bytes) -> None:
+        """Write a file plainly (a scratch copy: nobody reads it while it is written)."""
+        path = self._path(relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as copy:
+            copy.write(data)
+
+
+def _held_locally() -> None:
+    """A local lock is held until its file is closed."""
 
 
 def replaced_while_read(error: BaseException) -> bool:
     """An object replaced between a query's glob and its read (another account's run wrote its
     partition meanwhile): s3fs refuses the read, its ETag changed, and DuckDB passes the error on
     as text."""
+    if "FileExpired" not in type(error).__name__ and not isinstance(error, duckdb.Error):
+        return False
     from s3fs.core import FileExpired
 
     return isinstance(error, FileExpired) or (

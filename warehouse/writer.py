@@ -1,11 +1,11 @@
-"""A `MonthlyFunding` in a process of its own beside the walk: `FundingWriter`.
+"""A `MonthlyLoad` in a process of its own beside the walk: `HistoryWriter`.
 
 Normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
 instead of sharing one GIL with it:
 
 - The child is a `subprocess.Popen` of ``python -m warehouse.writer`` with an explicit
-  environment, without the ``WHITEBIT_API_*`` variables: the writer sees records, never a
-  credential.
+  environment, without the exchange's credentials (the caller names them): the writer sees
+  records, never a credential.
 - Parent and child talk over two one-way pipes, each end a `multiprocessing.connection.Connection`:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
   with a `Progress`, or with the error the writer raised (pickled, with its note).
@@ -14,7 +14,7 @@ instead of sharing one GIL with it:
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
 old or new. The writer stops when its parent's end of the pipe closes before the finish (the load
 was abandoned, or its process died), and a writer orphaned by a SIGKILLed run writes nothing more
-(`MonthlyFunding`'s parent check): the process ends with `ABANDONED_EXIT_STATUS`. A writer that
+(`MonthlyLoad`'s parent check): the process ends with `ABANDONED_EXIT_STATUS`. A writer that
 dies makes the load fail with `WriterDied`, naming how it ended.
 """
 
@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from multiprocessing import Pipe
@@ -37,17 +37,15 @@ from typing import Any, Final
 
 import orjson
 
-from warehouse.monthly import LoadAbandoned, MonthlyFunding, Progress
-from warehouse.parquet import Root
-from warehouse.settings import warehouse_root
+from pipeline import spec
+from warehouse.monthly import LoadAbandoned, MonthlyLoad, Progress
+from warehouse.root import Warehouse, WarehouseConfig
 
 #: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
 #: the writer starts or lags, few enough to keep memory flat.
 CHUNKS_IN_FLIGHT: Final = 16
 #: How the writer process is started (the kill tests start it through their own hooks).
 WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.writer"]
-#: Environment variables the writer is not given (``WHITEBIT_API_KEY``, ``WHITEBIT_API_SECRET``).
-WITHHELD_ENV_PREFIX: Final = "WHITEBIT_API_"
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
 WRITER_EXIT_TIMEOUT_S: Final = 120.0
 #: The writer's exit status when the load was abandoned before its finish.
@@ -64,8 +62,8 @@ class WriterDied(RuntimeError):
 _Reply = tuple[str, object] | None
 
 
-class FundingWriter:
-    """A `MonthlyFunding` in a child process, fed from an event loop without blocking it.
+class HistoryWriter:
+    """A `MonthlyLoad` in a child process, fed from an event loop without blocking it.
 
     Use as an async context manager; `take` each chunk, then `finish`. Each returns the
     `Progress` replies that arrived meanwhile, in order, and raises the error the writer raised
@@ -76,15 +74,19 @@ class FundingWriter:
 
     def __init__(
         self,
-        root: Root,
+        wh: Warehouse,
+        history: spec.History,
         *,
         account: str,
         days: Sequence[date],
         extracted_at: datetime,
+        environ: Mapping[str, str],
         allow_fewer_rows: bool = False,
     ) -> None:
+        self._environ = dict(environ)
         self._start = {
-            "root": str(warehouse_root(root)),
+            "warehouse": wh.config.as_json(),
+            "history": history.name,
             "account": account,
             "days": list(days),
             "extracted_at": extracted_at,
@@ -96,7 +98,7 @@ class FundingWriter:
         self._up: Connection | None = None
         self._in_flight = 0
         # Connection's send and recv block: a thread each keeps the event loop free.
-        self._sender = ThreadPoolExecutor(1, thread_name_prefix="funding-chunks")
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="writer-chunks")
         self._reader: threading.Thread | None = None
         self._replies: asyncio.Queue[_Reply] = asyncio.Queue()
 
@@ -106,11 +108,11 @@ class FundingWriter:
         runs."""
         return None if self._process is None else self._process.returncode
 
-    async def __aenter__(self) -> FundingWriter:
+    async def __aenter__(self) -> HistoryWriter:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._spawn)
         self._reader = threading.Thread(
-            target=self._read_replies, args=(loop,), name="funding-replies", daemon=True
+            target=self._read_replies, args=(loop,), name="writer-replies", daemon=True
         )
         self._reader.start()
         self._send([_START, self._start])
@@ -124,7 +126,7 @@ class FundingWriter:
                 [*WRITER_COMMAND, str(down_r.fileno()), str(up_w.fileno())],
                 pass_fds=(down_r.fileno(), up_w.fileno()),
                 # It writes records; it has no use for the exchange's credentials.
-                env={k: v for k, v in os.environ.items() if not k.startswith(WITHHELD_ENV_PREFIX)},
+                env=self._environ,
             )
         except BaseException:
             down_w.close()
@@ -212,7 +214,7 @@ class FundingWriter:
             else f"exited with status {code}"
         )
         return WriterDied(
-            f"the funding writer process (pid {self._process.pid}) {how} before it answered; "
+            f"the writer process (pid {self._process.pid}) {how} before it answered; "
             "days it wrote are whole, the others are as they were: run the range again"
         )
 
@@ -237,10 +239,11 @@ class FundingWriter:
 # --- The writer process ------------------------------------------------------------------------
 
 
-def _started(start: dict[str, Any]) -> MonthlyFunding:
-    """The writer of a start message (`FundingWriter`'s arguments, as JSON)."""
-    return MonthlyFunding(
-        start["root"],
+def _started(start: dict[str, Any]) -> MonthlyLoad:
+    """The writer of a start message (`HistoryWriter`'s arguments, as JSON)."""
+    return MonthlyLoad(
+        Warehouse.of(WarehouseConfig(**start["warehouse"])),
+        spec.HISTORIES[start["history"]],
         account=start["account"],
         days=[date.fromisoformat(day) for day in start["days"]],
         extracted_at=datetime.fromisoformat(start["extracted_at"]),
@@ -256,7 +259,7 @@ def serve(down: Connection, up: Connection) -> None:
     chunks came. Raises `LoadAbandoned` when the pipe ends before the finish (the load was
     abandoned, or its process died): the write in progress finishes, no other begins.
     """
-    writer: MonthlyFunding | None = None
+    writer: MonthlyLoad | None = None
     while True:
         try:
             kind, body = orjson.loads(down.recv_bytes())
@@ -289,7 +292,7 @@ def _answer(up: Connection, reply: tuple[str, object]) -> None:
 
 
 def _noted(exc: Exception) -> Exception:
-    exc.add_note("in the funding writer process:\n" + traceback.format_exc().rstrip())
+    exc.add_note("in the writer process:\n" + traceback.format_exc().rstrip())
     return exc
 
 

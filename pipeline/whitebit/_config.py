@@ -38,10 +38,6 @@ PACING_HEADROOM: Final = 0.98
 #: far behind its rate a walk may fall (a busy event loop, a GC pass) and still catch up, so a
 #: throttled walk keeps close to its budget.
 PACING_BURST: Final = 64
-#: The environment variable naming the directory where pacers keep the state they share with
-#: every process of the machine (one small file per exchange address); unset, a per-user
-#: directory of the system's temporary directory.
-PACING_DIR_VARIABLE: Final = "WHITEBIT_PACING_DIR"
 
 #: A window nonce never runs further than this ahead of the wall clock (the exchange refuses one
 #: more than `spec.NONCE_WINDOW_MS` away); past it, the next request waits for the clock.

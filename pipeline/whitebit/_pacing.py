@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 from pipeline import spec
 
-from ._config import PACING_BURST, PACING_DIR_VARIABLE, PACING_HEADROOM
+from ._config import PACING_BURST, PACING_HEADROOM
 
 #: One TAT: a float64 in the machine's byte order, at 8 * the group's place in sorted order.
 _TAT = struct.Struct("=d")
@@ -101,7 +101,7 @@ class Pacer:
         self.origin = None if origin is None else canonical_origin(origin)
         #: The file that holds the shared state; None for a pacer of its own.
         self.path: Path | None = None
-        self._named_directory = directory is not None or bool(os.environ.get(PACING_DIR_VARIABLE))
+        self._named_directory = directory is not None
         if self.origin is not None:
             self.path = pacing_directory(directory) / self._file_name(self.origin)
         self._lock = threading.Lock()  # the file lock is the process's: threads need their own
@@ -165,13 +165,13 @@ class Pacer:
         )
 
     @classmethod
-    def shared(cls, origin: str) -> Pacer:
+    def shared(cls, origin: str, *, directory: str | os.PathLike[str] | None = None) -> Pacer:
         """The pacer for one exchange address, with the spec's budgets: one per process (and
         pacing directory), and its budgets shared with every process of the machine."""
-        key = (origin, os.environ.get(PACING_DIR_VARIABLE, ""))
+        key = (origin, os.fspath(directory) if directory is not None else "")
         pacer = _SHARED.get(key)
         if pacer is None:
-            pacer = _SHARED[key] = cls(origin=origin)
+            pacer = _SHARED[key] = cls(origin=origin, directory=directory)
         return pacer
 
     # --- the budgets' arithmetic -------------------------------------------------------------
@@ -247,14 +247,11 @@ class Pacer:
 
 
 def pacing_directory(directory: str | os.PathLike[str] | None = None) -> Path:
-    """Where shared pacers keep their files: ``directory``, else ``$WHITEBIT_PACING_DIR``, else
-    ``whitebit-pacing-<uid>`` in the system's temporary directory (one per user, so that no user
-    paces, or can stall, another's)."""
+    """Where shared pacers keep their files: ``directory`` (the settings' pacing directory),
+    else ``whitebit-pacing-<uid>`` in the system's temporary directory (one per user, so that no
+    user paces, or can stall, another's)."""
     if directory is not None:
         return Path(directory)
-    configured = os.environ.get(PACING_DIR_VARIABLE)
-    if configured:
-        return Path(configured)
     return Path(tempfile.gettempdir()) / f"whitebit-pacing-{os.getuid()}"
 
 
@@ -277,7 +274,7 @@ def _make_directory(directory: Path, *, check_owner: bool) -> None:
         if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
             raise PermissionError(
                 f"{directory} is not a directory of this user's; "
-                f"set {PACING_DIR_VARIABLE} to one that is"
+                "set WHITEBIT_PACING_DIR to one that is"
             )
 
 

@@ -1,9 +1,10 @@
 """Raw WhiteBIT API records -> typed Arrow tables in the shapes of `warehouse.schemas`, exactly.
 
-One function per kind of raw input. Each takes the parsed JSON exactly as the API returned it and
-gives back a `Batch` per table: the typed rows, the rejected records (raw JSON and reason) and the
-counts, so that ``received == normalized + rejected + duplicates`` always holds. Nothing is
-dropped silently, rounded, truncated or coerced.
+`normalize` takes a history's answer, the parsed JSON exactly as the API returned it, and gives
+back its table's `Batch`: the typed rows, the rejected records (raw JSON and reason) and the counts,
+so that ``received == normalized + rejected + duplicates`` always holds. Nothing is dropped
+silently, rounded, truncated or coerced. Which field goes through which rule into which column is
+the history's declaration (`pipeline.spec`).
 
 Rules (the tests pin each one):
 
@@ -39,17 +40,13 @@ The work goes in three steps, a module each:
 - `_convert`: each field -> its typed column and the reasons of the values that break a rule;
 - `_assemble`: the columns -> the valid rows, duplicate keys resolved, and the ``_rejects`` rows.
 
-`_tables` says which field of which record goes through which converter into which column.
+`_tables` reads a declaration: which field of the record goes through which converter into
+which column.
 Everything is vectorized with `pyarrow.compute`; Python loops only build the per-field inputs
 from the list of dicts, and handle the (rare) rejected records.
 """
 
-from warehouse.normalize._assemble import (
-    Batch,
-    InvestmentBatches,
-    has_equal_keys,
-    has_equal_neighbours,
-)
+from warehouse.normalize._assemble import Batch, has_equal_keys, has_equal_neighbours
 from warehouse.normalize._convert import (
     EARLIEST,
     FRACTION_DIGITS,
@@ -59,39 +56,26 @@ from warehouse.normalize._convert import (
     MILLISECONDS_FROM,
 )
 from warehouse.normalize._tables import (
-    ACCOUNT_MAX_LENGTH,
-    PERP_MARKET_PATTERN,
-    TICKER_FORM,
-    TICKER_PATTERN,
-    normalize_funding_history,
-    normalize_hedge_mode,
-    normalize_investments,
-    normalize_main_balances,
-    normalize_trading_balances,
-    normalize_watcher_links,
+    OWNER_MAX_LENGTH,
+    nested,
+    normalize,
     parse_decimals,
+    records_received,
 )
 
 __all__ = [
-    "ACCOUNT_MAX_LENGTH",
     "EARLIEST",
     "FRACTION_DIGITS",
     "FUTURE_TOLERANCE",
     "INTEGER_DIGITS",
     "LATEST_SCHEDULED",
     "MILLISECONDS_FROM",
-    "PERP_MARKET_PATTERN",
-    "TICKER_FORM",
-    "TICKER_PATTERN",
+    "OWNER_MAX_LENGTH",
     "Batch",
-    "InvestmentBatches",
     "has_equal_keys",
     "has_equal_neighbours",
-    "normalize_funding_history",
-    "normalize_hedge_mode",
-    "normalize_investments",
-    "normalize_main_balances",
-    "normalize_trading_balances",
-    "normalize_watcher_links",
+    "nested",
+    "normalize",
     "parse_decimals",
+    "records_received",
 ]

@@ -5,7 +5,7 @@ rejected + duplicates``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -50,17 +50,6 @@ class Batch:
     @property
     def schema(self) -> TableSchema:
         return schemas.TABLES[self.table]
-
-
-@dataclass(frozen=True, slots=True)
-class InvestmentBatches:
-    """An investments snapshot gives two tables: the investments and the plans they reference."""
-
-    investments: Batch
-    fixed_plans: Batch
-
-    def __iter__(self) -> Iterator[Batch]:
-        return iter((self.investments, self.fixed_plans))
 
 
 def assemble(

@@ -1,17 +1,24 @@
-"""One function per kind of raw input: which field of the API's records goes through which
-converter into which column of which table."""
+"""A history's answer -> its table's batch, column by column as its declaration says.
+
+Each declared column is read from its record field (intake checks its JSON type, `_intake`),
+converted by the rule its type and declaration give (`_convert`: a decimal exactly, a time within
+its bounds, text of its form, a status with its label), or derived from another column (a
+position's side from the sign of its amount, a record's day from its time); `_assemble` then
+makes the batch.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline import spec
 from warehouse import schemas
-from warehouse.normalize._assemble import Batch, InvestmentBatches, assemble
+from warehouse.normalize._assemble import Batch, assemble
 from warehouse.normalize._convert import (
     Converted,
     TimeBounds,
@@ -35,257 +42,162 @@ from warehouse.normalize._intake import (
     Intake,
     read,
 )
-from warehouse.schemas import TableSchema
 
-#: Every field of a funding history entry (the API contract, docs/api.md, section 2.3), in the
-#: contract's order: all strings.
-FUNDING_FIELDS: Final[Mapping[str, Expected]] = {
-    "market": STRING,
-    "fundingTime": SECONDS_STRING,
-    "fundingRate": DECIMAL_STRING,
-    "fundingAmount": DECIMAL_STRING,
-    "positionAmount": DECIMAL_STRING,
-    "settlementPrice": DECIMAL_STRING,
-    "rateCalculatedTime": SECONDS_STRING,
+#: How a field of each JSON type is read at intake.
+EXPECTED: Final[Mapping[spec.FieldType, Expected]] = {
+    spec.FieldType.STRING: STRING,
+    spec.FieldType.DECIMAL: DECIMAL_STRING,
+    spec.FieldType.INTEGER: INTEGER,
+    spec.FieldType.TIMESTAMP: UNIX_TIME,
+    spec.FieldType.TIMESTAMP_STRING: SECONDS_STRING,
+    spec.FieldType.BOOLEAN: BOOLEAN,
+    spec.FieldType.STRING_LIST: STRINGS,
 }
-#: Perpetual market names, ``<BASE>_PERP`` (docs/api.md, section 2.3).
-PERP_MARKET_PATTERN: Final = r"^[A-Z0-9]{1,20}_PERP$"
-#: An asset ticker: 1-32 letters, digits, '_', '.', '-', starting with a letter or digit.
-TICKER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
-TICKER_FORM: Final = "a ticker (1-32 letters, digits, '_', '.', '-', not starting with a symbol)"
-#: Mining-pool account names are at most 255 characters (docs/api.md, section 4.7).
-ACCOUNT_MAX_LENGTH: Final = 255
+#: Mining-pool account names are at most 255 characters (docs/api.md, section 4.7): the longest
+#: value of a fanned-out parameter.
+OWNER_MAX_LENGTH: Final = 255
 
 
-def normalize_funding_history(
-    records: object, *, extracted_at: datetime, partition_for_rejects: date
-) -> Batch:
-    """Funding history entries (docs/api.md, section 2.3) -> ``funding_history`` rows.
+def normalize(history: spec.History, answer: object, *, extracted_at: datetime, day: date) -> Batch:
+    """A history's answer (the JSON as parsed: a page's records, a keyed object, one record, the
+    records of each fanned-out value; for a nested history, the records it is nested in) ->
+    its table's `Batch`.
 
-    ``records`` is the JSON array as parsed.
-
-    ``funding_date`` is the UTC day of each record's own ``fundingTime``, so a batch may span
-    days. A record whose time cannot be read is rejected into the day of the record before it
-    in the batch, or into ``partition_for_rejects`` (the day the caller was reading) when no
+    ``day`` is the snapshot day of a snapshot. A history partitioned by month puts each row in the
+    day of its own time; a record whose time cannot be read is rejected into the day of the
+    record before it in the batch (the exchange lists newest first, so every rerun of that day
+    rejects it into that day again), or into ``day`` (the day the caller was reading) when no
     record before it has a readable time.
     """
     extracted_at = _utc(extracted_at)
-    intake = Intake.of_array(records, "funding history entries")
+    schema = schemas.TABLES[history.name]
+    intake = _intake(history, answer)
     past = TimeBounds.past(extracted_at)
-    field = intake.strings(FUNDING_FIELDS)
-    funding_time = timestamp(field["fundingTime"], past)
-    position_amount = decimal(field["positionAmount"])
-    zero = pa.scalar(0, schemas.MONEY)
-    side = pc.if_else(pc.greater_equal(position_amount.values, zero), schemas.LONG, schemas.SHORT)
-    funding_date = pc.cast(funding_time.values, schemas.DAY)
-    columns = {
-        "market": text(field["market"], PERP_MARKET_PATTERN, "of the form <BASE>_PERP"),
-        "funding_time": funding_time,
-        "position_side": Converted.valid(side),
-        "funding_rate": decimal(field["fundingRate"]),
-        "funding_amount": decimal(field["fundingAmount"]),
-        "position_amount": position_amount,
-        "settlement_price": decimal(field["settlementPrice"]),
-        "rate_calculated_time": timestamp(field["rateCalculatedTime"], past),
-        "funding_date": Converted.valid(funding_date),
-    }
-    # The API lists newest first: a record whose time cannot be read belongs with the record
-    # before it, so every rerun of that day rejects it into that day again.
-    neighbour_day = pc.fill_null_forward(pc.cast(funding_date, pa.string()))
-    reject_partition = pc.coalesce(neighbour_day, pa.scalar(partition_for_rejects.isoformat()))
-    return assemble(
-        schemas.FUNDING_HISTORY,
-        intake,
-        columns,
-        extracted_at=extracted_at,
-        reject_partition=reject_partition,
-        home_partition=partition_for_rejects,
-    )
-
-
-def normalize_investments(
-    records: object, *, snapshot_date: date, extracted_at: datetime
-) -> InvestmentBatches:
-    """Investments (docs/api.md, section 2.1) -> ``investments`` rows and their distinct
-    ``fixed_plans``.
-
-    The nested plan is flattened into ``plan_*`` columns and also normalized on its own into
-    ``fixed_plans`` (one row per plan id; a plan object seen with two contents is rejected).
-    """
-    extracted_at = _utc(extracted_at)
-    intake = Intake.of_array(records, "investments").require_object("plan")
-    past = TimeBounds.past(extracted_at)
-    field = intake.field
-
-    def plan_field(name: str, expected: Expected) -> Field:
-        return intake.field("plan", name, expected=expected)
-
-    columns = {
-        "investment_id": text(field("id", expected=STRING)),
-        **status(field("status", expected=INTEGER), schemas.INVESTMENT_STATUS_LABELS, "status"),
-        "created": timestamp(field("created", expected=UNIX_TIME), past),
-        "updated": timestamp(field("updated", expected=UNIX_TIME), past),
-        "payment_time": timestamp(field("paymentTime", expected=UNIX_TIME), TimeBounds.scheduled()),
-        "amount": decimal(field("amount", expected=DECIMAL_STRING)),
-        "interest_paid": decimal(field("interestPaid", expected=DECIMAL_STRING)),
-        "plan_id": text(plan_field("id", STRING)),
-        **_plan_columns(plan_field, "plan_"),
-    }
-    investments = assemble(
-        schemas.INVESTMENTS,
-        intake,
-        columns,
-        extracted_at=extracted_at,
-        snapshot_date=snapshot_date,
-        home_partition=snapshot_date,
-    )
-
-    plans = Intake.of_nested_objects(records, "plan")
-
-    def own_field(name: str, expected: Expected) -> Field:
-        return plans.field(name, expected=expected)
-
-    plan_columns = {"plan_id": text(own_field("id", STRING)), **_plan_columns(own_field, "")}
-    fixed_plans = assemble(
-        schemas.FIXED_PLANS,
-        plans,
-        plan_columns,
-        extracted_at=extracted_at,
-        snapshot_date=snapshot_date,
-        home_partition=snapshot_date,
-    )
-    return InvestmentBatches(investments, fixed_plans)
-
-
-def _plan_columns(
-    field: Callable[[str, Expected], Field], column_prefix: str
-) -> dict[str, Converted]:
-    """A FixedPlan object's fields (docs/api.md, section 2.2) as columns, for investments and
-    fixed_plans."""
-    c = column_prefix
-    return {
-        f"{c}ticker": text(field("ticker", STRING), TICKER_PATTERN, TICKER_FORM),
-        **status(field("status", INTEGER), schemas.PLAN_STATUS_LABELS, f"{c}status"),
-        f"{c}percent": decimal(field("percent", DECIMAL_STRING)),
-        f"{c}duration_minutes": integer(field("duration", INTEGER)),
-        f"{c}interest_ticker": text(field("interestTicker", STRING), TICKER_PATTERN, TICKER_FORM),
-        f"{c}interest_ratio": decimal(field("interestRatio", DECIMAL_STRING)),
-        f"{c}min_investment": decimal(field("minInvestment", DECIMAL_STRING)),
-        f"{c}max_investment": decimal(field("maxInvestment", DECIMAL_STRING)),
-        f"{c}max_possible_investment": decimal(field("maxPossibleInvestment", DECIMAL_STRING)),
-    }
-
-
-def normalize_main_balances(
-    balances: object, *, snapshot_date: date, extracted_at: datetime
-) -> Batch:
-    """Main balance ``{ticker: {"main_balance": str}}`` (docs/api.md, section 2.4) -> one row
-    per ticker.
-
-    Every listed asset is kept, an explicit zero included.
-    """
-    return _normalize_balances(
-        schemas.MAIN_BALANCES,
-        balances,
-        {"main_balance": "main_balance"},
-        snapshot_date,
-        extracted_at,
-    )
-
-
-def normalize_trading_balances(
-    balances: object, *, snapshot_date: date, extracted_at: datetime
-) -> Batch:
-    """Trading balance ``{ticker: {"available": str, "freeze": str}}`` -> one row per ticker.
-
-    ``freeze`` becomes the column ``frozen``: FREEZE is a reserved word in DuckDB's SQL.
-    """
-    return _normalize_balances(
-        schemas.TRADING_BALANCES,
-        balances,
-        {"available": "available", "frozen": "freeze"},
-        snapshot_date,
-        extracted_at,
-    )
-
-
-def _normalize_balances(
-    schema: TableSchema,
-    balances: object,
-    fields: Mapping[str, str],
-    snapshot_date: date,
-    extracted_at: datetime,
-) -> Batch:
-    extracted_at = _utc(extracted_at)
-    intake = Intake.of_objects_by_key(balances, "balance", key="ticker")
-    columns = {"ticker": text(intake.owner_field("ticker", STRING), TICKER_PATTERN, TICKER_FORM)}
-    columns |= {
-        column: decimal(intake.field(name, expected=DECIMAL_STRING))
-        for column, name in fields.items()
-    }
+    fields = _fields(history, intake)
+    columns: dict[str, Converted] = {}
+    for column in history.columns:
+        if column.derived:
+            continue
+        field = fields[column.name]
+        kind = history.field_of(column).type if column.source != spec.OWNER else None
+        if kind in (spec.FieldType.TIMESTAMP, spec.FieldType.TIMESTAMP_STRING):
+            columns[column.name] = timestamp(
+                field, TimeBounds.scheduled() if column.scheduled else past
+            )
+        elif kind is spec.FieldType.DECIMAL:
+            columns[column.name] = decimal(field)
+        elif kind is spec.FieldType.INTEGER:
+            if column.labels:
+                columns |= status(field, column.labels, column.name)
+            else:
+                columns[column.name] = integer(field)
+        elif kind is spec.FieldType.STRING or column.pattern is not None:
+            columns[column.name] = text(
+                field, column.pattern, column.form, allow_empty=column.allow_empty
+            )
+        else:
+            columns[column.name] = as_read(field)
+    for column in history.columns:
+        if column.derived:  # after the columns it is derived from
+            columns[column.name] = _derived(column, columns)
+    if isinstance(history.partition, spec.Monthly):
+        days = columns[history.partition.day].values
+        # The day of the record before, as text; the caller's day when none has one.
+        neighbour = pc.fill_null_forward(pc.cast(days, pa.string()))
+        return assemble(
+            schema,
+            intake,
+            columns,
+            extracted_at=extracted_at,
+            reject_partition=pc.coalesce(neighbour, pa.scalar(day.isoformat())),
+            home_partition=day,
+        )
     return assemble(
         schema,
         intake,
         columns,
         extracted_at=extracted_at,
-        snapshot_date=snapshot_date,
-        home_partition=snapshot_date,
+        snapshot_date=day,
+        home_partition=day,
     )
 
 
-def normalize_hedge_mode(status: object, *, snapshot_date: date, extracted_at: datetime) -> Batch:
-    """Hedge-mode status ``{"hedgeMode": bool}`` (docs/api.md, section 2.6) -> one row."""
-    extracted_at = _utc(extracted_at)
-    intake = Intake.of_single_object(status, "hedge-mode status")
-    return assemble(
-        schemas.HEDGE_MODE,
-        intake,
-        {"hedge_mode": as_read(intake.field("hedgeMode", expected=BOOLEAN))},
-        extracted_at=extracted_at,
-        snapshot_date=snapshot_date,
-        home_partition=snapshot_date,
-    )
+def nested(history: spec.History) -> tuple[spec.History, ...]:
+    """The histories made of objects nested in ``history``'s records (an investment's plans)."""
+    return tuple(h for h in spec.HISTORIES.values() if h.nested_in is history)
 
 
-def normalize_watcher_links(
-    links_by_account: Mapping[str, object], *, snapshot_date: date, extracted_at: datetime
-) -> Batch:
-    """Watcher links (docs/api.md, section 2.5) of each mining account -> one row per
-    (account, link).
+def records_received(history: spec.History, answer: object) -> int:
+    """How many records an answer holds, as the history's table counts them."""
+    if isinstance(history.paging, spec.Fanout):
+        values = answer.values() if isinstance(answer, dict) else ()
+        return sum(len(v) if isinstance(v, list) else 1 for v in values)
+    if isinstance(history.operation.answer, spec.Single):
+        return 1
+    return len(answer) if isinstance(answer, list | dict) else 1
 
-    All accounts go in one call because they share the snapshot's partition.
-    """
-    extracted_at = _utc(extracted_at)
-    for account in links_by_account:
-        if not isinstance(account, str) or not 0 < len(account) <= ACCOUNT_MAX_LENGTH:
-            raise ValueError(
-                f"watcher links: mining account must be 1-{ACCOUNT_MAX_LENGTH} characters, "
-                f"got {account!r}"
-            )
-    intake = Intake.of_arrays_by_owner(links_by_account, "watcher links", owner="account")
-    field = intake.field
-    columns = {
-        "mining_account": as_read(intake.owner_field("account", STRING)),
-        "link_id": text(field("id", expected=STRING)),
-        "accounts": as_read(field("accounts", expected=STRINGS)),
-        "name": text(field("name", expected=STRING), allow_empty=True),
-        "link": text(field("link", expected=STRING)),
-        "permissions": as_read(field("permissions", expected=STRINGS)),
-        "live_until": timestamp(
-            field("liveUntil", expected=UNIX_TIME, nullable=True), TimeBounds.scheduled()
-        ),
-        "created_at": timestamp(
-            field("createdAt", expected=UNIX_TIME), TimeBounds.past(extracted_at)
-        ),
-    }
-    return assemble(
-        schemas.WATCHER_LINKS,
-        intake,
-        columns,
-        extracted_at=extracted_at,
-        snapshot_date=snapshot_date,
-        home_partition=snapshot_date,
-    )
+
+def _noun(history: spec.History) -> str:
+    return history.name.replace("_", " ")
+
+
+def _intake(history: spec.History, answer: object) -> Intake:
+    """The records of an answer, as its shape holds them."""
+    noun, shape = _noun(history), history.operation.answer
+    if history.nested_in is not None:
+        return Intake.of_nested_objects(answer, history.nested_at)
+    if isinstance(history.paging, spec.Fanout):
+        fanout = history.paging
+        if not isinstance(answer, Mapping):
+            raise TypeError(f"{history.name}: the records of each {fanout.param} are needed")
+        for value in answer:
+            if not isinstance(value, str) or not 0 < len(value) <= OWNER_MAX_LENGTH:
+                raise ValueError(
+                    f"{history.name}: {fanout.param} must be 1-{OWNER_MAX_LENGTH} characters, "
+                    f"got {value!r}"
+                )
+        return Intake.of_arrays_by_owner(answer, noun, owner=fanout.param)
+    if isinstance(shape, spec.Keyed):
+        owner = next(c.name for c in history.columns if c.source == spec.OWNER)
+        return Intake.of_objects_by_key(answer, noun, key=owner)
+    if isinstance(shape, spec.Single):
+        return Intake.of_single_object(answer, noun)
+    intake = Intake.of_array(answer, noun)
+    for parent in {c.source[0] for c in history.columns if len(c.source) > 1}:
+        intake.require_object(parent)
+    return intake
+
+
+def _fields(history: spec.History, intake: Intake) -> dict[str, Field]:
+    """Each sourced column's field, read at intake: every string field of a flat record in one
+    pass where it can be (the funding history's), else field by field."""
+    sourced = [c for c in history.columns if c.source]
+    owned = [c for c in sourced if c.source == spec.OWNER]
+    flat = [c for c in sourced if c.source != spec.OWNER]
+    fields = {c.name: intake.owner_field(c.name, STRING) for c in owned}
+    expected = [(c, _expected(history, c)) for c in flat]
+    strings = all(len(c.source) == 1 and e.arrow_type == pa.string() for c, e in expected)
+    if strings and flat and not any(c.nullable for c in flat):
+        read_at_once = intake.strings({c.source[0]: e for c, e in expected})
+        return fields | {c.name: read_at_once[c.source[0]] for c in flat}
+    for column, kind in expected:
+        fields[column.name] = intake.field(*column.source, expected=kind, nullable=column.nullable)
+    return fields
+
+
+def _expected(history: spec.History, column: spec.Column) -> Expected:
+    return EXPECTED[history.field_of(column).type]
+
+
+def _derived(column: spec.Column, columns: Mapping[str, Converted]) -> Converted:
+    if column.sign_of is not None:
+        amount = columns[column.sign_of].values
+        zero = pa.scalar(0, schemas.MONEY)
+        return Converted.valid(
+            pc.if_else(pc.greater_equal(amount, zero), schemas.LONG, schemas.SHORT)
+        )
+    assert column.day_of is not None  # a derived column is a sign or a day
+    return Converted.valid(pc.cast(columns[column.day_of].values, schemas.DAY))
 
 
 def parse_decimals(values: Sequence[object], field: str = "value") -> tuple[pa.Array, pa.Array]:

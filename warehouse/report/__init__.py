@@ -30,8 +30,7 @@ from typing import Final
 import duckdb
 
 from warehouse import catalog, display
-from warehouse.parquet import Root
-from warehouse.settings import is_local, local_dir, location, warehouse_root
+from warehouse.root import Warehouse
 from warehouse.store import read_again
 
 from ._data import ALL_TABLES, SNAPSHOT_TABLES, ZERO, AccountData, Reader
@@ -97,14 +96,14 @@ class Report:
     path: Path | None = None
 
 
-def default_path(root: Root = None) -> Path:
+def default_path(wh: Warehouse) -> Path:
     """Where the nightly report goes: ``report.html`` in this machine's directory of the
     warehouse (the root itself when it is local; beside the catalog for a remote root)."""
-    return local_dir(root) / REPORT_FILE
+    return wh.local_dir / REPORT_FILE
 
 
 def write(
-    root: Root = None,
+    wh: Warehouse,
     *,
     out: str | os.PathLike[str] | None = None,
     accounts: Sequence[str] = (),
@@ -113,15 +112,12 @@ def write(
     last: date | None = None,
     facts: RunFacts | None = None,
 ) -> Report:
-    """Build the report from the root's catalog and write it to ``out`` (default:
+    """Build the report from the warehouse's catalog and write it to ``out`` (default:
     `default_path`), atomically: a reader never sees half a page."""
-    base = warehouse_root(root)
-    if not catalog.catalog_path(base).exists():
-        catalog.refresh(base)  # a fresh warehouse: the catalog is views only, cheap to create
 
     @read_again
     def built() -> Report:
-        with catalog.connect(base) as con:
+        with catalog.connect(wh) as con:
             return build(
                 con,
                 accounts=accounts,
@@ -129,11 +125,11 @@ def write(
                 first=first,
                 last=last,
                 facts=facts,
-                root=location(base),
+                root=wh.location,
             )
 
     report = built()
-    target = Path(os.path.abspath(out)) if out is not None else default_path(base)
+    target = Path(os.path.abspath(out)) if out is not None else default_path(wh)
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -145,18 +141,16 @@ def write(
 
 
 def publish(
-    root: Root = None, *, declared: Sequence[str] = (), facts: RunFacts | None = None
+    wh: Warehouse, *, declared: Sequence[str] = (), facts: RunFacts | None = None
 ) -> tuple[Report, str]:
     """The page of every account, where every reader of the warehouse finds it: ``report.html``
     in the root (on a store, one PUT of the whole page: a reader gets the old page or the new),
     and in this machine's directory; the page and the shared location."""
-    base = warehouse_root(root)
-    written = write(base, declared=declared, facts=facts)
-    if is_local(base):
-        return written, str(written.path)
-    shared = base / REPORT_FILE
-    shared.fs.pipe_file(shared.path, written.html.encode())
-    return written, location(shared)
+    written = write(wh, declared=declared, facts=facts)
+    shared = wh.store.url(REPORT_FILE)
+    if shared != str(written.path):  # the root is elsewhere: the page goes there too
+        wh.store.write_bytes(REPORT_FILE, written.html.encode())
+    return written, shared
 
 
 def build(

@@ -1,16 +1,19 @@
-"""Analyst commands of `whitebit-etl`: ``sql`` (query the catalog), ``catalog`` (write a catalog
-over a root, wherever it is) and ``tables`` (the data dictionary). `assets.cli` attaches them to
-its group.
+"""The analysts' commands: ``sql`` (query the catalog), ``catalog`` (write a catalog over a root,
+wherever it is) and ``tables`` (the data dictionary).
 
-Values are printed as `warehouse.display` shows them: every digit of a decimal, times in UTC.
+Query results are drawn by DuckDB's own renderer (its CLI's boxes: numbers right-aligned, each
+column's type under its name, the columns that do not fit the terminal left out and counted);
+``--csv`` and ``--json`` print every row, every digit of a decimal (`warehouse.display`).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 import click
 import duckdb
@@ -18,6 +21,17 @@ from rich.console import Console
 from rich.table import Table
 
 from warehouse import catalog, display, schemas
+from warehouse.catalog import CatalogError
+
+from ._common import warehouse
+
+#: A column narrower than this is never wrapped: the widest DECIMAL(38,18) is 40 characters, so
+#: DuckDB leaves out a column that does not fit rather than fold an amount over lines.
+MAX_COLUMN_WIDTH: Final = 42
+#: The width drawn to when the output is not a terminal.
+PIPED_WIDTH: Final = 160
+#: What a query's own file pattern names: where DuckDB's "No files found" is the query's.
+_OWN_FILES: Final = ("read_parquet", "parquet_scan", "read_csv", "read_json", "glob(")
 
 CATALOG_OPTION = click.option(
     "--catalog",
@@ -28,6 +42,15 @@ CATALOG_OPTION = click.option(
 )
 
 
+def _no_files(query: str, error: duckdb.Error, file: str) -> str:
+    if any(name in query.lower() for name in _OWN_FILES):
+        return f"query failed: the query's own file pattern matched no file ({error})"
+    return (
+        f"query failed: {error}\nThe files the catalog's views read are gone (moved or removed): "
+        f"rebuild it with `whitebit-etl catalog --root <where the warehouse is now> --out {file}`"
+    )
+
+
 @click.command("sql")
 @click.argument("query")
 @CATALOG_OPTION
@@ -35,39 +58,42 @@ CATALOG_OPTION = click.option(
 @click.option("--json", "output", flag_value="json", help="Print a JSON array of objects.")
 def sql_command(query: str, catalog_file: str | None, output: str | None) -> None:
     """Run QUERY against the warehouse catalog (read-only) and print the result."""
-    if catalog_file is None and not catalog.catalog_path().exists():
-        catalog.refresh()  # a fresh warehouse: the catalog is views only, cheap to create
+    if not query.strip():
+        raise click.UsageError('QUERY is empty: give the SQL to run, like "SELECT * FROM tables"')
+    wh = warehouse()
     try:
-        con = catalog.connect(path=catalog_file)
-    except catalog.CatalogError as error:
+        con = catalog.connect(wh, path=catalog_file)
+    except CatalogError as error:
         raise click.ClickException(str(error)) from None
+    file = str(catalog_file or wh.catalog_path)
     with con:
         try:
-            result = con.execute(query)
+            relation = con.sql(query)
+            if relation is None:
+                click.echo("done (the statement returns no rows)")
+                return
+            if output is None:
+                width = shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+                if not sys.stdout.isatty():
+                    width = PIPED_WIDTH
+                relation.show(max_width=width, max_col_width=MAX_COLUMN_WIDTH)
+                return
+            names, rows = relation.columns, relation.fetchall()
         except duckdb.IOException as error:
             if "No files found" not in str(error):
-                raise click.ClickException(f"query failed: {error}") from error
-            file = catalog_file or catalog.catalog_path()
-            raise click.ClickException(
-                f"query failed: {error}\nThe files the catalog's views read are gone (moved or "
-                f"removed): rebuild it with `whitebit-etl catalog --root <where the warehouse "
-                f"is now> --out {file}`"
-            ) from error
+                raise click.ClickException(f"query failed: {error}") from None
+            raise click.ClickException(_no_files(query, error, file)) from None
         except duckdb.Error as error:
-            raise click.ClickException(f"query failed: {error}") from error
-        names = [d[0] for d in result.description or ()]
-        rows = result.fetchall()
+            raise click.ClickException(f"query failed: {error}") from None
     if output == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(names)
         writer.writerows([[display.text(v) for v in row] for row in rows])
-    elif output == "json":
+    else:
         records = [
             dict(zip(names, (display.json_value(v) for v in row), strict=True)) for row in rows
         ]
         click.echo(json.dumps(records, ensure_ascii=False, indent=2))
-    else:
-        print_table(names, rows)
 
 
 @click.command("catalog")
@@ -86,14 +112,15 @@ def catalog_command(root: str, out: str | None) -> None:
     """Write a DuckDB catalog whose views read the Parquet under ROOT, wherever it is: an
     analyst's own over a shared warehouse, or a moved warehouse's. It holds views only, and no
     credential."""
+    wh = warehouse(root)
     try:
-        built = catalog.refresh(root, out=out)
+        built = catalog.refresh(wh, out=out)
     except (ValueError, OSError) as error:
-        raise click.ClickException(f"catalog of {root}: {error}") from None
+        raise click.ClickException(f"catalog of {wh.location}: {error}") from None
     filled = len(built.table_views) - len(built.empty_tables)
     click.echo(
         f"{built.path}: {len(built.table_views)} table views ({filled} with files), "
-        f"{len(built.curated_views)} curated views, reading {root}"
+        f"{len(built.curated_views)} curated views, reading {wh.location}"
     )
     if built.empty_tables:
         click.echo(
@@ -138,16 +165,3 @@ def tables_command(names: Sequence[str]) -> None:
                 column.description,
             )
         console.print(table)
-
-
-def print_table(
-    names: Sequence[str], rows: Sequence[tuple[object, ...]], console: Console | None = None
-) -> None:
-    """Rows as a table, every digit of every decimal shown."""
-    table = Table(caption=f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
-    for name in names:
-        # Fold, never ellipsize: a cut-off amount would show wrong digits.
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        table.add_row(*(display.text(v) for v in row))
-    (console or Console()).print(table)

@@ -1,5 +1,10 @@
-"""A lock between writers on other machines: a lease object in the store, made and kept with S3
-conditional writes.
+"""Locks between writers: a file lock on local disk (`file_lock`), and a lease object on an object
+store (`Lease`), for writers on other machines.
+
+On local disk, ``flock`` on a lock file: the second writer waits; the kernel releases the lock when
+its holder's file is closed, also when the process is killed.
+
+On an object store, a lease object made and kept with S3 conditional writes.
 
 A writer takes the lease by creating its object with ``If-None-Match: *`` (the store refuses the
 second creator with 412), keeps it by rewriting it with ``If-Match: <its ETag>`` every third of
@@ -14,12 +19,12 @@ from before each request, so it knows it lost the lease before another writer ca
 A holder that cannot renew (the store unreachable for longer than the lease lives) has lost it:
 its next `Lease.check` raises before it writes anything more.
 
-Written here because no well-kept library locks with S3 conditional writes; the local file
-lock (`warehouse.parquet.exclusive_lock`) stays for local roots.
+Written here because no well-kept library locks with S3 conditional writes.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -36,10 +41,8 @@ from fsspec.asyn import sync
 from upath import UPath
 
 #: How long a lease outlives its holder's last renewal (seconds).
-LEASE_SECONDS_ENV: Final = "WAREHOUSE_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS: Final = 30.0
 #: A writer waiting longer than this for a lease that is kept alive gives up, naming its holder.
-WAIT_SECONDS_ENV: Final = "WAREHOUSE_LEASE_WAIT_SECONDS"
 DEFAULT_WAIT_SECONDS: Final = 900.0
 #: The resolution of the store's times (``Date``, ``LastModified``): whole seconds.
 CLOCK_RESOLUTION_S: Final = 1.0
@@ -47,19 +50,6 @@ CLOCK_RESOLUTION_S: Final = 1.0
 
 class LeaseError(RuntimeError):
     """A lease that could not be taken in time, or that was lost while held."""
-
-
-def _seconds(name: str, default: float) -> float:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise LeaseError(f"{name}: expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise LeaseError(f"{name}: expected seconds > 0, got {text!r}")
-    return value
 
 
 def _precondition_failed(exc: BaseException) -> bool:
@@ -87,10 +77,16 @@ def _declared_seconds(body: bytes, default: float) -> float:
 class Lease:
     """The lease of ``path`` (an object in an S3 store), for one holder."""
 
-    def __init__(self, path: UPath, *, seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        path: UPath,
+        *,
+        seconds: float = DEFAULT_LEASE_SECONDS,
+        wait_s: float = DEFAULT_WAIT_SECONDS,
+    ) -> None:
         self.path = path
-        self.seconds = seconds or _seconds(LEASE_SECONDS_ENV, DEFAULT_LEASE_SECONDS)
-        self.wait_s = _seconds(WAIT_SECONDS_ENV, DEFAULT_WAIT_SECONDS)
+        self.seconds = seconds
+        self.wait_s = wait_s
         self.holder = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
         self._bucket, self._key = path.path.split("/", 1)
         self._etag: str | None = None
@@ -128,7 +124,7 @@ class Lease:
                 raise LeaseError(
                     f"{self.path}: held by {self._holder_now()} for longer than "
                     f"{self.wait_s:.0f} s "
-                    f"({WAIT_SECONDS_ENV}); a lease of a dead holder expires after "
+                    "(WAREHOUSE_LEASE_WAIT_SECONDS); a lease of a dead holder expires after "
                     f"{self.seconds:.0f} s, so its holder is alive and still writing"
                 )
             time.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter, not secrecy
@@ -207,11 +203,31 @@ class Lease:
 
 
 @contextmanager
-def held(path: UPath) -> Iterator[Lease]:
+def held(path: UPath, *, seconds: float, wait_s: float) -> Iterator[Lease]:
     """The lease of ``path``, for the duration of the block."""
-    lease = Lease(path)
+    lease = Lease(path, seconds=seconds, wait_s=wait_s)
     lease.acquire()
     try:
         yield lease
     finally:
         lease.release()
+
+
+#: Lock directories this process made already (they are never removed).
+_LOCK_DIRS: set[str] = set()
+
+
+@contextmanager
+def file_lock(path: str) -> Iterator[None]:
+    """One holder at a time of the local lock file ``path`` (made with its directory): the
+    second waits."""
+    directory = os.path.dirname(path)
+    if directory not in _LOCK_DIRS:
+        os.makedirs(directory, exist_ok=True)
+        _LOCK_DIRS.add(directory)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock, also when the process is killed

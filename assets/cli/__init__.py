@@ -1,0 +1,48 @@
+"""The `whitebit-etl` command: everything a user does by hand.
+
+``demo`` fills a warehouse from the embedded simulator's two accounts; ``materialize`` runs an
+account's assets (or every account's) as the schedule would, or for a day or a range; ``ping``
+checks an account's exchange; ``sql`` and ``tables`` query and describe the warehouse; ``report``
+draws it on one page; ``serve`` runs the nightly service, ``worker`` a Celery worker of its runs
+and ``ui`` the Dagster UI; ``simulator`` serves the stand-in exchange; ``reset-key`` is the API's
+one write, done only here. The settings are read once, when a command starts. Heavy imports
+(Dagster) happen inside the commands that need them, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.simulator import simulator_command
+
+from ._exchange import ping, reset_key
+from ._materialize import demo, materialize, report_command
+from ._query import catalog_command, sql_command, tables_command
+from ._service import serve, ui, worker
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Extract WhiteBIT accounts into one exact, partitioned warehouse, and query it.
+
+    The accounts are those of the file in WHITEBIT_ACCOUNTS_FILE; without it, the one whose
+    credentials are in WHITEBIT_API_KEY and WHITEBIT_API_SECRET; without them, the embedded
+    exchange simulator's demo accounts.
+    """
+
+
+for command in (
+    demo,
+    materialize,
+    ping,
+    report_command,
+    reset_key,
+    sql_command,
+    tables_command,
+    catalog_command,
+    serve,
+    worker,
+    ui,
+    simulator_command,
+):
+    main.add_command(command)

@@ -1,0 +1,77 @@
+"""What the commands share: the settings read once per command, the accounts, the console, and
+one line (never a traceback) for a setting that cannot be used."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import click
+from rich.console import Console
+
+from assets.accounts import Account, load
+from assets.settings import Settings, SettingsError
+from warehouse import RootError, Warehouse
+
+DAY: Final = click.DateTime(["%Y-%m-%d"])
+
+ACCOUNT_OPTION = click.option(
+    "--account",
+    "account_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this account (repeat for several); default: every account.",
+)
+
+
+def console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 110)
+
+
+@contextmanager
+def said_in_one_line() -> Iterator[None]:
+    """A setting, an accounts file or a warehouse root that cannot be used ends the command with
+    its one line."""
+    try:
+        yield
+    except (SettingsError, RootError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def settings() -> Settings:
+    """The settings of this command's environment, read once (at the command's start)."""
+    context = click.get_current_context()
+    found = context.find_object(Settings)
+    if found is None:
+        with said_in_one_line():
+            found = Settings.from_env()
+        context.find_root().obj = found
+    return found
+
+
+def warehouse(root: str | None = None) -> Warehouse:
+    with said_in_one_line():
+        return settings().warehouse(root)
+
+
+def accounts() -> tuple[Account, ...]:
+    """The deployment's accounts, or why they cannot be read, as the command's error."""
+    with said_in_one_line():
+        return load(settings())
+
+
+def chosen(names: tuple[str, ...]) -> tuple[Account, ...]:
+    """The accounts named (all of them when none is), or a usage error naming the unknown."""
+    every = accounts()
+    if not names:
+        return every
+    known = {account.name: account for account in every}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown account(s) {', '.join(unknown)}; accounts: {', '.join(known)}",
+            param_hint="--account",
+        )
+    return tuple(known[name] for name in dict.fromkeys(names))

@@ -1,0 +1,351 @@
+"""``materialize``, ``demo`` and ``report``: runs of the code location, and the page of what they
+wrote.
+
+``materialize`` with no asset and no day launches exactly the run requests the nightly schedule
+would make at this moment (`assets.jobs.nightly_requests`): the month so far of every history, and
+today's snapshots, a run each per account. Named assets with no day: the same requests, narrowed
+to them. With days: the histories replace exactly those days (`assets.jobs.requests_for`), and a
+snapshot can only be taken today. Everything a request could not do is refused before any run
+starts, in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from assets.accounts import Account
+
+from ._common import ACCOUNT_OPTION, DAY, accounts, chosen, console, settings, warehouse
+
+if TYPE_CHECKING:  # Dagster loads in the commands that run something: --help stays instant
+    import dagster as dg
+
+    from assets.definitions import Location
+    from assets.jobs import AccountAssets
+
+#: Days of history the demo backfills, ending yesterday.
+DEMO_DAYS: Final = 30
+#: A query across the accounts: each asset's balances summed over them, exactly.
+DEMO_QUERY: Final = "SELECT * FROM balances_across_accounts ORDER BY ticker"
+
+
+def _location(names: Sequence[Account]) -> Location:
+    from assets.definitions import location
+
+    return location(settings(), names)
+
+
+def _requests(
+    assets: Sequence[AccountAssets],
+    tables: tuple[str, ...],
+    first: date | None,
+    last: date | None,
+    *,
+    named: bool,
+    out: Console,
+) -> list[tuple[str, dg.RunRequest]]:
+    """(account, request) of each run: the schedule's at this moment, or those of the tables
+    and days asked for."""
+    from assets.jobs import nightly_requests, requests_for
+
+    every = sorted({name for a in assets for name in a.tables})
+    nowhere = [name for name in tables if not any(name in a.tables for a in assets)]
+    if nowhere:
+        raise click.BadParameter(
+            f"unknown asset(s) {', '.join(nowhere)}; assets: {', '.join(every)}",
+            param_hint="ASSETS",
+        )
+    found: list[tuple[str, dg.RunRequest]] = []
+    for account_assets in assets:
+        name = account_assets.account.name
+        lacking = [t for t in tables if t not in account_assets.tables]
+        if lacking and (named or len(assets) == 1):
+            raise click.BadParameter(
+                f"unknown asset(s) {', '.join(lacking)} of account {name}; its assets: "
+                f"{', '.join(account_assets.tables)}",
+                param_hint="ASSETS",
+            )
+        if lacking:
+            out.print(f"[yellow]{name} has no {', '.join(lacking)}: left out[/yellow]")
+        kept = [t for t in tables if t in account_assets.tables]
+        if tables and not kept:
+            continue
+        if first is None or last is None:
+            wanted = {key for t in kept for key in account_assets.tables[t].keys}
+            for request in nightly_requests([account_assets], datetime.now(UTC)):
+                selection = list(request.asset_selection or ())
+                if wanted:
+                    selection = [key for key in selection if key in wanted]
+                if selection:
+                    found.append((name, request.with_replaced_attrs(asset_selection=selection)))
+            continue
+        chosen_tables = kept or list(account_assets.tables)
+        found += [(name, r) for r in requests_for(account_assets, chosen_tables, first, last)]
+    return found
+
+
+def _checked_days(
+    tables: Sequence[str], first: date, last: date, assets: Sequence[AccountAssets]
+) -> None:
+    """Refuse, before any request, days the histories do not hold and snapshots of any day but
+    today."""
+    from assets.partitions import today
+
+    now = today()
+    start = settings().start_date
+    if last > now:
+        raise click.BadParameter(
+            f"{last} is in the future: the last day the exchange can tell is today ({now}, UTC)",
+            param_hint="--to/--partition",
+        )
+    if first < start:
+        raise click.BadParameter(
+            f"{first} is before the first day of history, {start} (WHITEBIT_START_DATE moves it)",
+            param_hint="--from/--partition",
+        )
+    snapshots = sorted(
+        {
+            key.path[-1]
+            for a in assets
+            for key in a.snapshot_keys
+            if not tables or key.path[-1] in tables
+        }
+    )
+    if snapshots and (first, last) != (now, now):
+        asked = first if first == last else f"{first} .. {last}"
+        raise click.ClickException(
+            f"{', '.join(snapshots)}: a snapshot of the account as it is now can be taken for "
+            f"today ({now}, UTC) only, not {asked}: the WhiteBIT API cannot tell what it was on "
+            "another day. Past snapshots exist only if they were taken on that day."
+        )
+
+
+def _title(account: str, request: dg.RunRequest, several: bool) -> str:
+    """A short title: the bar and its counters must fit a terminal's width."""
+    from assets.runs import days_of
+
+    names = [key.path[-1] for key in request.asset_selection or ()]
+    what = ", ".join(names) if len(names) <= 2 else f"{len(names)} assets"
+    days = days_of(request)
+    when = "today" if not days else f"{days[0]}" + (f" .. {days[-1]}" if len(days) > 1 else "")
+    return f"{account + ' ' if several else ''}{what}: {when}"
+
+
+def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: Console) -> None:
+    """Run each request, saying what each run had to say; exit naming the runs that failed."""
+    from assets.instance import instance
+    from assets.runs import materialize
+
+    opened = instance(settings())
+    several = len({account for account, _ in requests}) > 1
+    failed: list[tuple[str, str]] = []
+    for account, request in requests:
+        result = materialize(
+            location, request, opened, console=out, title=_title(account, request, several)
+        )
+        for said in result.said:
+            heading = "[yellow]warning:[/yellow]" if said.warns else "[red]failed[/red]"
+            out.print(f"{heading} {said.what}" + (":" if said.text else ""))
+            for line in said.text.splitlines():
+                out.print(f"  {escape(line)}", soft_wrap=True)
+        if result.success:
+            out.print(f"run {result.run_id} succeeded")
+        else:
+            failed.append((account, result.run_id))
+    if len(failed) == 1:
+        raise click.ClickException(f"run {failed[0][1]} failed (details: make ui)")
+    if failed:
+        runs = ", ".join(f"{run_id} ({account})" for account, run_id in failed)
+        raise click.ClickException(f"runs failed: {runs} (details: make ui)")
+
+
+@click.command()
+@click.argument("assets", nargs=-1)
+@ACCOUNT_OPTION
+@click.option("--partition", type=DAY, help="One UTC day, YYYY-MM-DD.")
+@click.option("--from", "first", type=DAY, help="First day of a range.")
+@click.option("--to", "last", type=DAY, help="Last day of a range (inclusive).")
+def materialize(
+    assets: tuple[str, ...],
+    account_names: tuple[str, ...],
+    partition: datetime | None,
+    first: datetime | None,
+    last: datetime | None,
+) -> None:
+    """Materialize ASSETS (default: all) of each account (or those given), in one Dagster run
+    per account and kind, as the nightly schedule would.
+
+    With no day: what the nightly schedule asks for now (the month so far of every history,
+    today's snapshots), narrowed to ASSETS. With days: the histories replace exactly the days
+    given (a range is one walk); snapshots can only be taken for today. An account whose run
+    fails does not stop the others'.
+    """
+    out = console()
+    if partition is not None and (first is not None or last is not None):
+        raise click.UsageError("give --partition, or --from and --to, not both")
+    if (first is None) != (last is None):
+        raise click.UsageError("a range needs both --from and --to")
+    start: date | None = None
+    end: date | None = None
+    if partition is not None:
+        start = end = partition.date()
+    elif first is not None and last is not None:
+        start, end = first.date(), last.date()
+        if end < start:
+            raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
+    location = _location(chosen(account_names))
+    if start is not None and end is not None:
+        _checked_days(assets, start, end, location.built)
+    requests = _requests(location.built, assets, start, end, named=bool(account_names), out=out)
+    _launch(location, requests, out)
+
+
+@click.command("report")
+@click.option(
+    "--account",
+    "account_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this account (repeat for several); default: every account of the accounts file "
+    "and any other the warehouse holds.",
+)
+@click.option("--from", "first", type=DAY, help="First day (default: the warehouse's first).")
+@click.option("--to", "last", type=DAY, help="Last day, inclusive (default: its last).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="The HTML file to write (default: report.html in the warehouse's local directory, "
+    "where the nightly account_report asset writes it).",
+)
+def report_command(
+    account_names: tuple[str, ...],
+    first: datetime | None,
+    last: datetime | None,
+    out: str | None,
+) -> None:
+    """Write the account report: one HTML page of charts beside exact tables (funding per market
+    and per day, funding rates, balances, investments; a summary across accounts), that opens
+    offline in any browser. Prints its path."""
+    write_report(
+        console(),
+        account_names,
+        first.date() if first else None,
+        last.date() if last else None,
+        out,
+    )
+
+
+def write_report(
+    out: Console,
+    names: tuple[str, ...] = (),
+    first: date | None = None,
+    last: date | None = None,
+    file: str | None = None,
+) -> None:
+    from assets.instance import instance
+    from assets.report import run_facts
+    from warehouse import report
+    from warehouse.catalog import CatalogError
+
+    every = accounts()
+    facts = run_facts(instance(settings()), _location(every).built)
+    try:
+        written = report.write(
+            warehouse(),
+            accounts=names,
+            declared=[account.name for account in every],
+            first=first,
+            last=last,
+            out=file,
+            facts=facts,
+        )
+    except (report.ReportError, CatalogError) as exc:
+        raise click.ClickException(str(exc)) from None
+    headline = written.headline
+    days = f"{headline.first_day} .. {headline.last_day}" if headline.first_day else "no data yet"
+    out.print(
+        f"\n[bold]Report[/bold] of {', '.join(headline.accounts) or 'no account'}, {days}, "
+        f"{headline.rows:,} rows, {len(written.html.encode()) / 1e6:.1f} MB:\n  {written.path}"
+    )
+
+
+def _this_command() -> str:
+    """How to run whitebit-etl again on this machine: its name when it is on the PATH, else the
+    path of the script running now."""
+    if shutil.which("whitebit-etl"):
+        return "whitebit-etl"
+    script = Path(sys.argv[0]).resolve()
+    try:
+        return os.path.relpath(script)
+    except ValueError:
+        return str(script)
+
+
+@click.command()
+def demo() -> None:
+    """Fill the warehouse from the embedded simulator's main account and one of its
+    sub-accounts: 30 days of every history, today's snapshots, then a query across the two.
+
+    Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
+    same rows, with a new extracted_at.
+    """
+    from assets.jobs import requests_for
+    from assets.partitions import today
+    from warehouse import catalog, schemas
+
+    configured = settings().single_account_set or (
+        ("WHITEBIT_ACCOUNTS_FILE",) if settings().accounts_file else ()
+    )
+    if configured:
+        raise click.ClickException(
+            f"{' and '.join(configured)} set: the demo extracts the embedded simulator's accounts "
+            "only. Unset it, or use `whitebit-etl materialize` for your accounts."
+        )
+    out = console()
+    location = _location(accounts())
+    out.print(
+        "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
+        f"({', '.join(a.name for a in location.accounts)}), through Dagster"
+    )
+    now = today()
+    requests = []
+    for built in location.built:
+        name = built.account.name
+        monthly = [key.path[-1] for key in built.monthly_keys]
+        snapshots = [key.path[-1] for key in built.snapshot_keys]
+        days = (now - timedelta(days=DEMO_DAYS), now - timedelta(days=1))
+        requests += [(name, r) for r in requests_for(built, monthly, *days)]
+        requests += [(name, r) for r in requests_for(built, snapshots, now, now)]
+    _launch(location, requests, out)
+
+    names = [account.name for account in location.accounts]
+    counts = " UNION ALL ".join(
+        f"SELECT '{table}' AS \"table\", "  # noqa: S608 - the schema's own names
+        + ", ".join(f"count(*) FILTER (account = '{n}') AS \"{n}\"" for n in names)
+        + f' FROM "{table}"'
+        for table in schemas.TABLES
+    )
+    with catalog.connect(warehouse()) as con:
+        out.print("\n[bold]Rows per table and account[/bold]")
+        con.sql(counts).show(max_width=120, max_rows=len(schemas.TABLES))
+        out.print(f"\n[bold]{DEMO_QUERY}[/bold]")
+        con.sql(DEMO_QUERY).show(max_width=120)
+    write_report(out)
+    command = _this_command()
+    hints = [
+        "make ui                       # the Dagster UI: these runs, assets and checks",
+        f"{command} sql 'TABLE account_summary'",
+        f"{command} tables             # the data dictionary",
+        f"DuckDB file, for any DuckDB client (read-only): {warehouse().catalog_path}",
+    ]
+    out.print("\nNext:\n" + "\n".join(f"  {hint}" for hint in hints))

@@ -1,0 +1,290 @@
+"""An account's assets, one per declared history (`pipeline.spec`), each made the same way.
+
+A history partitioned by month (`spec.Monthly`: funding) is an asset partitioned by month: a run
+of a month, or a range of months (a single run, one walk down the history), replaces every day of
+them up to today, or only the days from ``first_day`` to ``last_day`` its config names. A snapshot
+(`spec.Snapshot`: balances, hedge mode, links, investments) is not partitioned: each
+materialization takes today's, kept beside the earlier days'; one that others are nested in (an
+investment's plans) is one multi-asset with them, from one walk. An account whose key may not read
+a history (only B2B partner keys read the investments) has no asset of it.
+"""
+
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import dagster as dg
+from dagster import AssetExecutionContext
+from pydantic import Field
+
+from pipeline import spec
+from pipeline.whitebit import AsyncWhiteBIT, WalkReport
+from warehouse import catalog, normalize
+
+from . import checks
+from .accounts import Account
+from .loading import Load, load_monthly, write_snapshot
+from .partitions import day_range, today
+from .reporting import (
+    ACCOUNT_TAG,
+    API_RETRY,
+    preview,
+    report_progress,
+    retry_only_transient,
+    walk_metadata,
+)
+from .resources import Exchange, WarehouseResource, WhiteBITResource
+
+log = logging.getLogger(__name__)
+
+
+class HistoryConfig(dg.Config):
+    """Run configuration of a run of a history partitioned by month."""
+
+    #: Let a rerun replace a day with fewer records than the warehouse holds for it. Off: the
+    #: exchange never forgets a record, so fewer rows mean a faulty answer, and the run stops.
+    allow_fewer_rows: bool = False
+    first_day: str | None = Field(
+        default=None,
+        description="Replace only the days from this one (YYYY-MM-DD) on, within the run's months",
+    )
+    last_day: str | None = Field(
+        default=None,
+        description="Replace only the days up to this one (YYYY-MM-DD, inclusive)",
+    )
+
+
+class DaysOutsideRun(dg.Failure):
+    """Days asked for that the run's partitions do not hold."""
+
+
+def run_days(window: dg.TimeWindow, config: HistoryConfig) -> list[date]:
+    """The days a run replaces: its months' days up to today, narrowed by the config."""
+    first, end = window.start.date(), min(window.end.date(), today() + timedelta(days=1))
+    months = f"{window.start:%Y-%m} .. {window.end - timedelta(days=1):%Y-%m}"
+    try:
+        low = date.fromisoformat(config.first_day) if config.first_day else first
+        high = date.fromisoformat(config.last_day) if config.last_day else end - timedelta(days=1)
+    except ValueError as exc:
+        raise DaysOutsideRun(
+            description=f"first_day/last_day: {exc}", allow_retries=False
+        ) from None
+    if low > high:
+        raise DaysOutsideRun(
+            description=f"first_day {low} is after last_day {high}", allow_retries=False
+        )
+    if not first <= low <= high < end:
+        raise DaysOutsideRun(
+            description=f"days {low} .. {high} asked for, but the run's partitions ({months}) "
+            f"hold {first} .. {end - timedelta(days=1)}: pick the months that hold the days",
+            allow_retries=False,
+        )
+    return day_range(low, high + timedelta(days=1))
+
+
+def key(account: Account, table: str) -> dg.AssetKey:
+    return dg.AssetKey([*account.key_prefix, table])
+
+
+def _exchange_run(
+    context: AssetExecutionContext,
+    account: Account,
+    act: Callable[[AsyncWhiteBIT, Exchange], Any],
+) -> tuple[Any, Exchange]:
+    """Run ``act`` against the account's exchange after the ping preflight (a down exchange
+    fails at once, clearly)."""
+    whitebit: WhiteBITResource = getattr(context.resources, account.resource_key)
+    with whitebit.exchange(context.log) as exchange:
+
+        async def run() -> Any:
+            async with exchange.client() as client:
+                await client.ping()
+                return await act(client, exchange)
+
+        return asyncio.run(run()), exchange
+
+
+def monthly_asset(
+    account: Account,
+    history: spec.History,
+    partitions: dg.PartitionsDefinition,
+    writer_env: Mapping[str, str],
+) -> dg.AssetsDefinition:
+    """The account's asset of a history partitioned by month."""
+    asset_key = key(account, history.name)
+    name = history.name
+
+    @dg.asset(
+        key=asset_key,
+        partitions_def=partitions,
+        # A range is one walk from the head of the history down to its first day: one run.
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=account.pool,
+        retry_policy=API_RETRY,
+        group_name=account.group,
+        kinds={"parquet", "duckdb"},
+        check_specs=checks.specs(asset_key, history),
+        required_resource_keys={account.resource_key, "warehouse"},
+        tags={ACCOUNT_TAG: account.name},
+        description=f"{history.description}, of {account.name}: one partition (and one Parquet "
+        "file) per UTC month. A run replaces every day of its months up to today, or only the "
+        "days from first_day to last_day when the run's config names them (to rerun the days "
+        "around 2025-03-14, run the month 2025-03 with those two days). A backfill of a range "
+        "walks the history once.",
+    )
+    def asset(context: AssetExecutionContext, config: HistoryConfig) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        days = run_days(context.partition_time_window, config)
+        warehouse: WarehouseResource = context.resources.warehouse
+        wh = warehouse.warehouse
+        paging = history.paging
+        context.log.info(f"walking {name} for {len(days)} day(s): {days[0]} .. {days[-1]}")
+
+        async def act(client: AsyncWhiteBIT, exchange: Exchange) -> Load:
+            split = None
+            if isinstance(paging, spec.NewestFirst) and paging.split_setting:
+                split = exchange.setting(paging.split_setting)
+            return await load_monthly(
+                client,
+                wh,
+                history,
+                account=account.name,
+                days=days,
+                extracted_at=datetime.now(UTC),
+                environ=writer_env,
+                split=split,
+                on_day=lambda day, rows, rejected: report_progress(
+                    account.name, name, day, rows, rejected
+                ),
+                allow_fewer_rows=config.allow_fewer_rows,
+            )
+
+        with retry_only_transient():
+            load, exchange = _exchange_run(context, account, act)
+            catalog.refresh(wh)
+        written = load.written
+        context.log.info(
+            f"{name} of {account.name}: {written.rows} rows in {len(written.days)} day(s), "
+            f"{written.rejected} rejected"
+        )
+        return dg.MaterializeResult(
+            metadata={
+                **walk_metadata(load.report, written, simulated=exchange.simulated),
+                "preview": preview(wh, name, account.name, list(written.days)),
+            },
+            check_results=checks.for_written(
+                wh, written, load.report.rows, load.report.unknown_fields, key=asset_key
+            ),
+        )
+
+    return asset
+
+
+def _spec(account: Account, history: spec.History) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        key(account, history.name),
+        description=f"{history.description}, of {account.name}, per snapshot day.",
+        kinds={"parquet", "duckdb"},
+        group_name=account.group,
+        tags={ACCOUNT_TAG: account.name},
+    )
+
+
+async def _fetch(
+    client: AsyncWhiteBIT, exchange: Exchange, history: spec.History
+) -> tuple[Any, WalkReport]:
+    """A snapshot's answer as the exchange gave it, and its walk's (or call's) report."""
+    paging = history.paging
+    if isinstance(paging, spec.OffsetWindow):
+        walk = client.walk(history, on_window_exceeded="report")
+        records: list[Any] = []
+        async for page in walk:
+            records.extend(page)
+        return records, walk.report
+    report = WalkReport(history.name)
+    values: Sequence[str] = ()
+    if isinstance(paging, spec.Fanout):
+        values = exchange.setting(paging.setting) or ()
+        if not values:
+            log.warning(f"no {paging.setting} configured: no {history.name} to list")
+    return await client.snapshot(history, values=values, report=report), report
+
+
+def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefinition:
+    """The account's asset of a snapshot, with the histories nested in it (one walk)."""
+    tables = (history, *normalize.nested(history))
+    keys = {h.name: key(account, h.name) for h in tables}
+
+    @dg.multi_asset(
+        name=f"{account.name}_{history.name}",
+        specs=[_spec(account, h) for h in tables],
+        check_specs=[spec for h in tables for spec in checks.specs(keys[h.name], h)],
+        pool=account.pool,
+        retry_policy=API_RETRY,
+        required_resource_keys={account.resource_key, "warehouse"},
+    )
+    def snapshot(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
+        day = today()
+
+        async def act(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[Any, WalkReport]:
+            return await _fetch(client, exchange, history)
+
+        with retry_only_transient():
+            (raw, report), exchange = _exchange_run(context, account, act)
+        extracted_at = datetime.now(UTC)
+        batches = {
+            h.name: normalize.normalize(h, raw, extracted_at=extracted_at, day=day) for h in tables
+        }
+        fetched = {h.name: batches[h.name].received for h in tables}
+        fetched[history.name] = normalize.records_received(history, raw)
+        out_of_reach = [str(exceeded) for exceeded in report.incomplete_slices]
+        if out_of_reach:
+            context.log.error(
+                f"{history.name} out of the offset window's reach: " + "; ".join(out_of_reach)
+            )
+        warehouse: WarehouseResource = context.resources.warehouse
+        wh = warehouse.warehouse
+        with retry_only_transient():
+            written = write_snapshot(wh, batches, account=account.name)
+            catalog.refresh(wh)
+        for h in tables:
+            batch = batches[h.name]
+            report_progress(account.name, h.name, day, batch.normalized, batch.rejected)
+            extra = []
+            if isinstance(h.paging, spec.OffsetWindow):
+                extra.append(checks.complete(keys[h.name], out_of_reach))
+            yield dg.MaterializeResult(
+                asset_key=keys[h.name],
+                metadata={
+                    **walk_metadata(report, written[h.name], simulated=exchange.simulated),
+                    "preview": preview(wh, h.name, account.name, list(written[h.name].days)),
+                },
+                check_results=[
+                    *checks.for_written(
+                        wh,
+                        written[h.name],
+                        fetched[h.name],
+                        report.unknown_fields,
+                        key=keys[h.name],
+                    ),
+                    *extra,
+                ],
+            )
+
+    return snapshot
+
+
+def account_assets(
+    account: Account,
+    partitions: dg.PartitionsDefinition,
+    writer_env: Mapping[str, str],
+) -> tuple[tuple[dg.AssetsDefinition, ...], tuple[dg.AssetsDefinition, ...]]:
+    """The account's assets of histories partitioned by month, and of snapshots."""
+    extracted = [h for h in spec.HISTORIES.values() if h.nested_in is None and account.extracts(h)]
+    monthly = tuple(
+        monthly_asset(account, h, partitions, writer_env) for h in extracted if h.monthly
+    )
+    snapshots = tuple(snapshot_asset(account, h) for h in extracted if not h.monthly)
+    return monthly, snapshots
