@@ -64,7 +64,7 @@ def instance_problems(instance: Mapping[str, Any], home: Path) -> list[str]:
         if isinstance(data, Mapping) and "module" in data:
             # As the instance reads it (``dagster.core`` is spelled ``dagster._core`` now).
             where = ConfigurableClassData(data["module"], data["class"], "{}")
-            configured = class_from_code_pointer(where.module_name, where.class_name)
+            configured: Any = class_from_code_pointer(where.module_name, where.class_name)
             result = process_config(configured.config_type(), data.get("config") or {})
             if not result.success:
                 problems += [f"{section}: {error.message}" for error in result.errors or ()]
