@@ -221,12 +221,11 @@ def test_a_refusal_fails_once_with_the_exchanges_message(
 
 
 def test_the_resource_sets_how_the_client_retries(
-    own_sim: Simulator, root: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
-    without_step_retries(monkeypatch, hedge_mode)
     own_sim.faults.set(1.0, [Fault.HTTP_503], paths=[spec.HEDGE_MODE.path])
     result = dg.materialize(
-        [hedge_mode],
+        [without_step_retries(hedge_mode)],
         resources=resources_for(own_sim, root, max_retries=2, initial_retry_delay_s=0.01),
         instance=instance,
         raise_on_error=False,

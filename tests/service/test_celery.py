@@ -19,12 +19,10 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import dagster as dg
 import httpx
@@ -43,13 +41,12 @@ from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
 from tests.support.s3 import S3Server
-from tests.support.service import Service
+from tests.support.service import Service, wait_for
 from warehouse import catalog, parquet, report, schemas
 from warehouse.schemas import month_of
 
 pytestmark = pytest.mark.slow
 
-T = TypeVar("T")
 #: Account name to the simulator key it uses: the main account and both sub-accounts.
 THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
 #: The first tick comes at the next minute; then six runs on two workers.
@@ -60,20 +57,6 @@ RECOVERY_TIMEOUT_S = 180
 KILLED = "sub_1"
 #: The Celery queue only the killable worker takes runs from.
 KILL_QUEUE = "killable"
-
-
-def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert service.process is not None
-        assert service.process.poll() is None, service.output()[-4000:]
-        assert time.monotonic() < deadline, (
-            f"{what}: not in {timeout:.0f} s\n{service.output()[-6000:]}"
-        )
-        time.sleep(1)
 
 
 class PoolProcesses:
@@ -250,7 +233,7 @@ def first_night(night: Night) -> FirstNight:
     def launched() -> InstigatorTick | None:
         return next((t for t in _ticks(served) if len(t.run_ids) == 6), None)
 
-    tick = _wait("a tick's six runs", launched, RUNS_TIMEOUT_S, served)
+    tick = wait_for("a tick's six runs", launched, RUNS_TIMEOUT_S, served)
     _stop_schedule(served)
 
     def ended() -> list[dg.RunRecord] | None:
@@ -263,7 +246,7 @@ def first_night(night: Night) -> FirstNight:
             return None
         return _runs(served, list(tick.run_ids))
 
-    runs = _wait("the six runs' ends", ended, RUNS_TIMEOUT_S, served)
+    runs = wait_for("the six runs' ends", ended, RUNS_TIMEOUT_S, served)
     pids = [_run_pid(served, r.dagster_run.run_id) for r in runs]
     seen = night.pools.workers
     workers = {seen.get(pid or 0, f"not a worker's pool process: {pid}") for pid in pids}
@@ -401,7 +384,9 @@ def killable(night: Night) -> Iterator[Child]:
     log = night.base / "logs" / "killable"
     worker = Child.start("tests.reliability.killer", args, _worker_environment(night.service), log)
     try:
-        _wait("the killable worker, ready", lambda: " ready." in worker.output, 60, night.service)
+        wait_for(
+            "the killable worker, ready", lambda: " ready." in worker.output, 60, night.service
+        )
         yield worker
     finally:
         worker.process.terminate()
@@ -423,7 +408,7 @@ def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
         run = _status(served, run_id)
         return run if run is not None and run.is_finished else None
 
-    run = _wait("the killed run, failed", failed, RECOVERY_TIMEOUT_S, served)
+    run = wait_for("the killed run, failed", failed, RECOVERY_TIMEOUT_S, served)
     # Killed halfway through the month's Parquet file, in the run's writer, with the run.
     assert "killer: SIGKILL in the writer" in killable.output
     assert "WorkerLostError" in killable.output
@@ -441,7 +426,7 @@ def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
         found = _status(served, rerun)
         return found if found is not None and found.is_finished else None
 
-    again = _wait("the rerun", rerun_ended, RECOVERY_TIMEOUT_S, served)
+    again = wait_for("the rerun", rerun_ended, RECOVERY_TIMEOUT_S, served)
     assert again.status == dg.DagsterRunStatus.SUCCESS, served.output()[-4000:]
     assert fs.cat_file(key) != old  # written again, by the rerun
     assert _on_s3(night, tick) == alone

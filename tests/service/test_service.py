@@ -12,7 +12,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import dagster as dg
 import psycopg2
@@ -27,6 +26,7 @@ from tests.support.service import (
     Service,
     Webhook,
     service_env,
+    wait_for,
     webhook_receiver,
 )
 from warehouse import catalog
@@ -34,26 +34,11 @@ from warehouse.schemas import month_of
 
 pytestmark = pytest.mark.slow
 
-T = TypeVar("T")
 RUN_ID = re.compile(r"\brun ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 #: The first tick comes at the next minute; then the runs start and load.
 RUNS_TIMEOUT_S = 240
 #: The sensors look every 15 s: a failed run reaches the webhook well within a minute.
 ALERT_WITHIN_S = 60
-
-
-def _wait(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert service.process is not None
-        assert service.process.poll() is None, service.output()
-        assert time.monotonic() < deadline, (
-            f"{what}: not in {timeout:.0f} s\n{service.output()[-4000:]}"
-        )
-        time.sleep(2)
 
 
 def _nightly_runs_of(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
@@ -147,7 +132,7 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
     night = nights["sound"]
     served, tmp_path = night.service, night.base
     url = postgres.url(night.database, driver="")
-    first = _wait("a tick's two runs", _tick_done(served, 0), RUNS_TIMEOUT_S, served)
+    first = wait_for("a tick's two runs", _tick_done(served, 0), RUNS_TIMEOUT_S, served)
 
     # In the warehouse: the month's funding so far, yesterday's included; today's snapshots
     # (today: the day the tick took them, whichever side of midnight the session is on).
@@ -181,7 +166,7 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
         found = [t for t in _ticks(served) if t.tick_id > before and len(t.run_ids) == 2]
         return found or None
 
-    _wait("a tick after the restart", resumed, RUNS_TIMEOUT_S, served)
+    wait_for("a tick after the restart", resumed, RUNS_TIMEOUT_S, served)
 
     # No tick launched a run twice, before the kill, across it, or after it; and every nightly
     # run came from one tick (the runs are read first: a tick may launch more meanwhile).
@@ -212,7 +197,7 @@ def test_a_failed_night_reaches_the_webhook_once_per_run_with_its_reason_and_no_
 ) -> None:
     served, webhook = nights["failing"].service, nights["failing"].webhook
     # Every minute's tick launches two runs, which fail: the first tick's are the night here.
-    first = _wait(
+    first = wait_for(
         "a tick's two runs, failed",
         _tick_done(served, 0, dg.DagsterRunStatus.FAILURE),
         RUNS_TIMEOUT_S,
@@ -226,7 +211,7 @@ def test_a_failed_night_reaches_the_webhook_once_per_run_with_its_reason_and_no_
         found = [r for r in webhook.received if any(i in r.text for i in first.run_ids)]
         return found if len(found) >= 2 else None
 
-    alerts = _wait("an alert per failed run", posted, ALERT_WITHIN_S, served)
+    alerts = wait_for("an alert per failed run", posted, ALERT_WITHIN_S, served)
     assert all(alert.at - ended < ALERT_WITHIN_S for alert in alerts)
     # More than a sensor interval later, still one alert per run, for these runs and any other.
     time.sleep(max(0.0, 20 - (time.time() - max(a.at for a in alerts))))

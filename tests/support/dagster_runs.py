@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pytest
 
 from assets import WarehouseResource, WhiteBITResource
 from pipeline.simulator import Simulator
@@ -30,14 +29,36 @@ def resources_for(sim: Simulator, root: Path, **whitebit: Any) -> dict[str, obje
     }
 
 
-def without_step_retries(monkeypatch: pytest.MonkeyPatch, *assets: dg.AssetsDefinition) -> None:
-    """Take Dagster's step retry policy off these assets for one test.
+def without_step_retries(asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    """The asset as it is, less Dagster's step retry policy.
 
     The policy waits 30 s and more before trying a failed step again, and `dg.materialize`
     cannot switch it off (it ignores executor config); tests of how a step fails need the
-    failure at once. The client's own retries stay as the resource configures them."""
-    for asset in assets:
-        monkeypatch.setattr(asset.op, "_retry_policy", None)
+    failure at once. The asset is made again from its op's parts, through Dagster's public
+    constructors, with no retry policy; everything else (its function, config, resources, pool,
+    specs and checks) is the asset's own. The client's own retries stay as the resource
+    configures them."""
+    op = asset.op
+    bare = dg.OpDefinition(
+        compute_fn=op.compute_fn,
+        name=op.name,
+        ins=op.ins,
+        outs=op.outs,
+        description=op.description,
+        config_schema=op.config_schema,
+        required_resource_keys=op.required_resource_keys,
+        tags=op.tags,
+        pool=op.pool,
+    )
+    return dg.AssetsDefinition(
+        keys_by_input_name=asset.keys_by_input_name,
+        keys_by_output_name=asset.keys_by_output_name,
+        node_def=bare,
+        specs=list(asset.specs),
+        check_specs_by_output_name=asset.check_specs_by_output_name,
+        can_subset=asset.can_subset,
+        backfill_policy=asset.backfill_policy,
+    )
 
 
 def funding_run(first: date, last: date) -> dict[str, Any]:

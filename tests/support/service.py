@@ -10,11 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
 import httpx
@@ -23,6 +24,8 @@ import pytest
 from assets.service import free_port
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import REPO
+
+T = TypeVar("T")
 
 #: Starting the three processes, and one run, on a machine busy with other work.
 START_TIMEOUT_S = 120
@@ -182,6 +185,23 @@ class Service:
             patch.setenv("DAGSTER_POSTGRES_URL", self.env["DAGSTER_POSTGRES_URL"])
             with dg.DagsterInstance.from_config(self.home) as instance:
                 yield instance
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, service: Service) -> T:
+    """The first answer of ``probe`` that is not empty, asked every second while the service
+    runs: fails, with what the service printed, if it exits or ``what`` takes over ``timeout``
+    seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        assert service.process is not None
+        assert service.process.poll() is None, service.output()
+        assert time.monotonic() < deadline, (
+            f"{what}: not in {timeout:.0f} s\n{service.output()[-6000:]}"
+        )
+        time.sleep(1)
 
 
 def service_env(

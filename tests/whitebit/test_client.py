@@ -110,10 +110,28 @@ def test_parameters_are_checked_against_the_spec_before_sending(
 
 
 @pytest.mark.parametrize(
-    "url", ["http://127.0.0.1:1", "http://127.5.6.7", "http://localhost:8", "http://[::1]:9"]
+    ("host", "bound"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("127.5.6.7", "127.5.6.7"),
+        ("localhost", "127.0.0.1"),
+        ("[::1]", "::1"),
+    ],
 )
-def test_plain_http_is_accepted_on_loopback(url: str) -> None:
-    asyncio.run(AsyncWhiteBIT(base_url=url).aclose())
+def test_plain_http_is_accepted_on_loopback(host: str, bound: str) -> None:
+    """A simulator on each loopback address, and the client asked to reach it over plain http:
+    the client takes the address, and its request goes there and is answered."""
+    watch = Watching()
+    with Simulator(host=bound) as sim:
+        url = f"http://{host}:{sim.url.rsplit(':', 1)[1]}"
+
+        async def main() -> None:
+            async with AsyncWhiteBIT(base_url=url, pacing=False, transport=watch) as c:
+                assert c.base_url == url
+                await c.ping()  # raises unless the simulator answers ["pong"]
+
+        asyncio.run(main())
+    assert [str(request.url) for request in watch.sent] == [url + spec.PING.path]
 
 
 @pytest.mark.parametrize(
