@@ -16,7 +16,6 @@ from typing import Any
 
 import dagster as dg
 
-from assets import SNAPSHOTS, funding_history
 from pipeline.simulator import (
     MAIN,
     Credentials,
@@ -27,9 +26,9 @@ from pipeline.simulator import (
     SpawnedSimulator,
     account_dataset,
 )
-from tests.support.dagster_runs import funding_run, resources_for
+from tests.support.dagster_runs import asset, funding_run, resources_for, snapshots
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog, parquet, schemas
+from warehouse import Warehouse, catalog, partitions, schemas
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,7 +44,7 @@ FUNDING_DAYS = [date(2026, 9, 10) + timedelta(days=n) for n in range(4)]
 FIRST, LAST = FUNDING_DAYS[0].isoformat(), FUNDING_DAYS[-1].isoformat()
 
 
-SNAPSHOT_TABLES = [key.to_user_string() for asset in SNAPSHOTS for key in asset.keys]
+SNAPSHOT_TABLES = [key.path[-1] for snapshot in snapshots() for key in snapshot.keys]
 
 
 #: The accounts of `two_accounts_env`'s file, each with the simulator key it uses: the main
@@ -66,12 +65,12 @@ Rows = dict[str, list[tuple[Any, ...]]]
 WHEN_COLUMNS = ("extracted_at", "snapshot_date")
 
 
-def warehouse_rows(root: Path | str, account: str = schemas.DEFAULT_ACCOUNT) -> Rows:
+def warehouse_rows(root: Path | str, account: str = "default") -> Rows:
     """Every table of one account of the warehouse (the account of a warehouse without an
     accounts file, by default), through its DuckDB catalog, row for row, in a fixed order,
     without `WHEN_COLUMNS` and the account column."""
     rows: Rows = {}
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         for table in schemas.TABLES:
             columns = [c for (c, *_) in con.execute(f'DESCRIBE "{table}"').fetchall()]
             omitted = (*WHEN_COLUMNS, schemas.ACCOUNT)
@@ -87,13 +86,13 @@ def nightly(
     """Funding history for `FUNDING_DAYS` and today's snapshots, in-process, real resources."""
     resources = resources_for(sim, root, **whitebit)
     funding = dg.materialize(
-        [funding_history],
+        [asset("funding_history")],
         resources=resources,
         raise_on_error=False,
         **funding_run(FUNDING_DAYS[0], FUNDING_DAYS[-1]),
     )
-    snapshots = dg.materialize(list(SNAPSHOTS), resources=resources, raise_on_error=False)
-    return funding, snapshots
+    taken = dg.materialize(snapshots(), resources=resources, raise_on_error=False)
+    return funding, taken
 
 
 def failures(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -186,10 +185,11 @@ Files = dict[str, tuple[bytes, int]]
 
 def account_files(root: Path, account: str) -> Files:
     """Every partition file of one account of the warehouse, every table's."""
+    store = Warehouse.open(root).store
     return {
-        str(path): (Path(path.path).read_bytes(), Path(path.path).stat().st_mtime_ns)
+        path: ((root / path).read_bytes(), (root / path).stat().st_mtime_ns)
         for table in schemas.TABLES
-        for path in parquet.partition_files(root, table, account=account)
+        for path in partitions.partition_files(store, table, account=account)
     }
 
 

@@ -1,31 +1,72 @@
-"""Materializing the assets in-process against a simulator, with real resources."""
+"""Materializing the assets in-process against a simulator, with real resources: the assets of
+one account, ``default`` (what the single-account variables make), as the code location builds
+them."""
 
 from __future__ import annotations
 
+import os
 from datetime import date
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import dagster as dg
 
-from assets import WarehouseResource, WhiteBITResource
+from assets.accounts import DEFAULT_ACCOUNT, Account
+from assets.jobs import AccountAssets
+from assets.partitions import monthly
+from assets.resources import WarehouseResource, WhiteBITResource
+from assets.settings import KEY_ENV, SECRET_ENV
+from pipeline import spec
 from pipeline.simulator import Simulator
+from warehouse import WarehouseConfig
 from warehouse.schemas import month_of
 
+#: The one account of the single-account variables, with a B2B partner key.
+ACCOUNT: Final = Account(
+    name=DEFAULT_ACCOUNT,
+    base_url=spec.GLOBAL_BASE_URL,
+    key_env=KEY_ENV,
+    secret_env=SECRET_ENV,
+    mining_accounts=(),
+    markets=None,
+    investments=True,
+)
+#: The first month of history the tests' assets are partitioned from.
+START: Final = date(2024, 1, 1)
 
-def resources_for(sim: Simulator, root: Path, **whitebit: Any) -> dict[str, object]:
+
+@cache
+def account_assets(account: Account = ACCOUNT) -> AccountAssets:
+    """An account's assets, as the code location builds them (the writer gets this process's
+    environment, which holds no credential)."""
+    return AccountAssets.of(account, monthly(START), dict(os.environ))
+
+
+def asset(table: str, account: Account = ACCOUNT) -> dg.AssetsDefinition:
+    """The asset that writes ``table`` for the account."""
+    return account_assets(account).tables[table]
+
+
+def snapshots(account: Account = ACCOUNT) -> list[dg.AssetsDefinition]:
+    return list(account_assets(account).snapshots)
+
+
+def resources_for(
+    sim: Simulator, root: Path, account: Account = ACCOUNT, **whitebit: Any
+) -> dict[str, object]:
     """The code location's resources, pointed at this simulator as if it were the exchange
     (``whitebit``: more settings of its resource, e.g. ``max_retries``)."""
     creds = sim.credentials
     return {
-        "whitebit": WhiteBITResource(
+        account.resource_key: WhiteBITResource(
             api_key=creds.api_key,
             api_secret=creds.api_secret,
             base_url=sim.url,
             mining_accounts=",".join(sim.dataset.mining_accounts),
             **whitebit,
         ),
-        "warehouse": WarehouseResource(root=str(root)),
+        "warehouse": WarehouseResource.of(WarehouseConfig(str(root))),
     }
 
 
@@ -61,11 +102,12 @@ def without_step_retries(asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
     )
 
 
-def funding_run(first: date, last: date) -> dict[str, Any]:
+def funding_run(first: date, last: date, account: Account = ACCOUNT) -> dict[str, Any]:
     """`dg.materialize` arguments for a funding run of the days ``first .. last``: the months
     that hold them, narrowed to those days (what ``whitebit-etl materialize`` asks for)."""
     narrowed = {"first_day": first.isoformat(), "last_day": last.isoformat()}
-    config = {"ops": {"funding_history": {"config": narrowed}}}
+    op = asset("funding_history", account).node_def.name
+    config = {"ops": {op: {"config": narrowed}}}
     if month_of(first) == month_of(last):
         return {"partition_key": month_of(first), "run_config": config}
     months = {

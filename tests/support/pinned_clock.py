@@ -25,7 +25,7 @@ PINNED_NOW_ENV: Final = "TESTS_PINNED_NOW"
 
 def pin(now: datetime) -> None:
     """Make the assets' ``datetime.now`` return ``now``, and their ``today`` its UTC day."""
-    from assets import funding, snapshots
+    from assets import histories
 
     class Pinned(datetime):
         @classmethod
@@ -35,9 +35,8 @@ def pin(now: datetime) -> None:
     def today() -> date:
         return now.astimezone(UTC).date()
 
-    funding.datetime = Pinned  # type: ignore[misc]
-    snapshots.datetime = Pinned  # type: ignore[misc]
-    snapshots.today = today
+    histories.datetime = Pinned  # type: ignore[misc]
+    histories.today = today
 
 
 def main(argv: list[str]) -> None:

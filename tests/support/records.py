@@ -6,8 +6,10 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 
-from warehouse import parquet
-from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse import Warehouse, partitions
+
+#: The account the warehouse's tests write as.
+ACCOUNT = "default"
 
 EXTRACTED_AT = datetime(2024, 3, 2, 6, 0, tzinfo=UTC)
 
@@ -51,7 +53,7 @@ def at(day: date, hour: int, market: str = "BTC_PERP", **fields: object) -> dict
 
 def markets(root: Path, day: date) -> list[str] | None:
     """The markets of the day's payments, or None when its month has no file."""
-    rows = parquet.read_partition(root, "funding_history", (DEFAULT_ACCOUNT, day))
+    rows = partitions.read_partition(Warehouse.open(root), "funding_history", (ACCOUNT, day))
     if rows is None:
         return None
     return sorted(
