@@ -43,7 +43,8 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import NewestFirstWalk, OffsetWindowWalk, Walk
+from ._walks import NewestFirstWalk
+from ._window import OffsetWindowWalk
 
 __all__ = [
     "NO_RETRIES",
@@ -79,7 +80,6 @@ __all__ = [
     "TransportTimeout",
     "UnreadableResponseError",
     "ValidationError",
-    "Walk",
     "WalkError",
     "WalkReport",
     "WatcherLink",

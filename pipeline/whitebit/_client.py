@@ -9,7 +9,6 @@ or to the log. Walks over many pages live in `_walks`.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from ._errors import (
     is_error_body,
 )
 from ._pacing import Pacer
+from ._params import check_params, checked_base_url
 from ._report import WalkReport
 from ._retry import RetryPolicy
 from ._shapes import parse
@@ -46,68 +46,13 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import NewestFirstWalk, OffsetWindowWalk, Walk
+from ._walks import NewestFirstWalk
+from ._window import OffsetWindowWalk
 
 log = logging.getLogger("pipeline.whitebit")
 #: The attribute of a retry's log record that holds its wait in seconds (a float), for a
 #: console to show long waits by.
 RETRY_WAIT_FIELD = "retry_wait_s"
-
-_LOOPBACK_NAMES = frozenset({"localhost"})
-
-
-def checked_base_url(base_url: str) -> httpx.URL:
-    """The exchange's address, refusing plain ``http://`` anywhere but loopback."""
-    url = httpx.URL(base_url)
-    host = url.host
-    if not host:
-        raise ValueError(f"base URL {base_url!r} names no host")
-    if url.scheme == "https":
-        return url
-    if url.scheme != "http":
-        raise ValueError(f"base URL {base_url!r}: only https:// (or http:// on loopback)")
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host.lower() in _LOOPBACK_NAMES
-    if not loopback:
-        raise ValueError(
-            f"refusing plain http:// to {host}: signed requests would cross the network "
-            "unencrypted; use https:// (http:// is accepted for loopback addresses only)"
-        )
-    return url
-
-
-def _broken_rule(rule: spec.Param, value: Any) -> str | None:
-    """What is wrong with ``value`` under the spec's rule, if anything."""
-    if rule.kind is int and type(value) is not int:
-        return "must be an integer"
-    if rule.kind is str and type(value) is not str:
-        return "must be a string"
-    if rule.minimum is not None and value < rule.minimum:
-        return f"must be at least {rule.minimum}"
-    if rule.maximum is not None and value > rule.maximum:
-        return f"must be at most {rule.maximum}"
-    if rule.choices is not None and value not in rule.choices:
-        return f"must be one of {list(rule.choices)}"
-    if rule.max_length is not None and len(value) > rule.max_length:
-        return f"must be at most {rule.max_length} characters"
-    if rule.pattern is not None and not rule.pattern.match(value):
-        return f"must match {rule.pattern.pattern}"
-    return None
-
-
-def _check_params(operation: spec.Operation, params: Mapping[str, Any]) -> None:
-    """Refuse, before any request, a parameter the spec's rules would refuse."""
-    for rule in operation.params:
-        if rule.required and rule.name not in params:
-            raise ValueError(f"{operation.name}: {rule.name} is required")
-    for name, value in params.items():
-        known = operation.params_by_name.get(name)
-        problem = "is not a parameter of it" if known is None else _broken_rule(known, value)
-        if problem:
-            raise ValueError(f"{operation.name}: {name} {problem}, not {value!r}")
-
 
 def _present(**params: Any) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
@@ -280,7 +225,7 @@ class AsyncWhiteBIT:
         split: Sequence[str] | None = None,
         values: Mapping[str, Sequence[str]] | None = None,
         on_window_exceeded: Literal["raise", "report"] = "raise",
-    ) -> Walk:
+    ) -> NewestFirstWalk | OffsetWindowWalk:
         """Every record of a history, in pages, as its paging declares.
 
         A newest-first history (`NewestFirstWalk`) gives those with ``since <= time < until``,
@@ -332,7 +277,7 @@ class AsyncWhiteBIT:
     ) -> Any:
         """Call one operation, retried as `RetryPolicy` says; ``report`` counts retries and 429s,
         and collects the fields of the answers that the spec does not name."""
-        _check_params(operation, params)
+        check_params(operation, params)
         if operation.private and self._signer is None:
             raise ValueError(f"{operation.name} is private: the client needs credentials")
         policy = self.retry
