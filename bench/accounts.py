@@ -189,18 +189,19 @@ def run() -> list[Figure]:
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     import dagster as dg
 
-    from assets import WarehouseResource
-    from assets.accounts import load
-    from assets.definitions import resources
-    from assets.jobs import build
+    from assets.definitions import location, whitebit_resource
+    from assets.instance import instance as opened
+    from assets.resources import WarehouseResource
     from assets.runs import QUIET
+    from assets.settings import Settings
     from warehouse.schemas import month_of
 
-    accounts = load()
-    (account,) = (a for a in accounts if a.name == args.account)
-    (assets,) = build([account])
-    configured = resources(accounts) | {
-        "warehouse": WarehouseResource(root=args.root, first_account=accounts[0].name)
+    settings = Settings.from_env()
+    built = location(settings)
+    assets = built.assets_of(args.account)
+    configured = {
+        assets.account.resource_key: whitebit_resource(assets.account, settings),
+        "warehouse": WarehouseResource.of(settings.warehouse_config(args.root)),
     }
     if args.what == "warm":
         first = last = LAST_DAY
@@ -209,15 +210,16 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     else:
         first = last = LAST_DAY
     days = {"first_day": first.isoformat(), "last_day": last.isoformat()}
-    funding_config = {**QUIET, "ops": {assets.funding.node_def.name: {"config": days}}}
+    funding = assets.tables["funding_history"]
+    funding_config = {**QUIET, "ops": {funding.node_def.name: {"config": days}}}
     months = {
         "dagster/asset_partition_range_start": month_of(first),
         "dagster/asset_partition_range_end": month_of(last),
     }
-    with dg.DagsterInstance.get() as instance:
+    with opened(settings) as instance:
         results = [
             dg.materialize(
-                [assets.funding], resources=configured, instance=instance, tags=months,
+                [funding], resources=configured, instance=instance, tags=months,
                 run_config=funding_config,
             )
         ]  # fmt: skip

@@ -223,11 +223,39 @@ def run() -> list[Figure]:
 # --- The children ---------------------------------------------------------------------------
 
 
+#: The account the figures' runs extract as: the one of the single-account variables.
+ACCOUNT: Final = "default"
+
+
+def _account_assets() -> Any:
+    """The account's assets, as the code location builds them for the single-account
+    variables."""
+    import os
+
+    from assets.accounts import Account
+    from assets.jobs import AccountAssets
+    from assets.partitions import monthly
+    from assets.settings import KEY_ENV, SECRET_ENV
+    from pipeline import spec
+
+    account = Account(
+        name=ACCOUNT,
+        base_url=spec.GLOBAL_BASE_URL,
+        key_env=KEY_ENV,
+        secret_env=SECRET_ENV,
+        mining_accounts=(),
+        markets=None,
+        investments=True,
+    )
+    return AccountAssets.of(account, monthly(date(2020, 1, 1)), dict(os.environ))
+
+
 def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
     import dagster as dg
 
-    from assets import WarehouseResource, WhiteBITResource, funding_history
+    from assets.resources import WarehouseResource, WhiteBITResource
     from assets.runs import QUIET
+    from warehouse import WarehouseConfig
     from warehouse.schemas import month_of
 
     # The simulator's budgets are off for the unthrottled comparison: ours must not pace either.
@@ -243,8 +271,12 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
         "dagster/asset_partition_range_end": month_of(last),
     }
     days = {"first_day": args.first, "last_day": args.last}
-    run_config = {**QUIET, "ops": {"funding_history": {"config": days}}}
-    resources = {"whitebit": whitebit, "warehouse": WarehouseResource(root=args.root)}
+    funding = _account_assets().tables["funding_history"]
+    run_config = {**QUIET, "ops": {funding.node_def.name: {"config": days}}}
+    resources = {
+        f"whitebit_{ACCOUNT}": whitebit,
+        "warehouse": WarehouseResource.of(WarehouseConfig(args.root)),
+    }
     # The instance's storage: SQLite files in a temporary home, or the PostgreSQL database given.
     storage = {"storage": {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}}
     with (
@@ -254,10 +286,10 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
         ) as instance,
     ):
         result = dg.materialize(
-            [funding_history], resources=resources, tags=tags, instance=instance,
+            [funding], resources=resources, tags=tags, instance=instance,
             run_config=run_config,
         )  # fmt: skip
-    materialized = result.asset_materializations_for_node("funding_history")
+    materialized = result.asset_materializations_for_node(funding.node_def.name)
     meta = materialized[0].metadata
     pages, walk_s = meta["pages_fetched"].value, meta["walk_seconds"].value
     return {
@@ -273,52 +305,56 @@ def _pipeline_alone(whitebit: Any, root: str, first: date, last: date) -> dict[s
     catalog refreshed, the checks run."""
     import asyncio
     import logging
+    import os
 
     import dagster as dg
 
     from assets import checks
-    from assets.loading import load_funding
+    from assets.loading import load_monthly
     from assets.partitions import day_range
-    from warehouse import catalog, parquet
-    from warehouse.schemas import DEFAULT_ACCOUNT
+    from pipeline import spec
+    from warehouse import Warehouse, catalog, partitions
 
     days = day_range(first, last + timedelta(days=1))
+    wh = Warehouse.open(root)
     with whitebit.exchange(logging.getLogger(__name__)) as exchange:
 
         async def walk() -> Any:
             async with exchange.client() as client:
-                return await load_funding(
+                return await load_monthly(
                     client,
-                    root,
-                    account=DEFAULT_ACCOUNT,
+                    wh,
+                    spec.FUNDING,
+                    account=ACCOUNT,
                     days=days,
                     extracted_at=datetime.now(UTC),
+                    environ=dict(os.environ),
                 )
 
         load = asyncio.run(walk())
-    catalog.refresh(root)
+    catalog.refresh(wh)
     results = checks.for_written(
-        root,
+        wh,
         load.written,
         load.report.rows,
         load.report.unknown_fields,
-        key=dg.AssetKey("funding_history"),
+        key=dg.AssetKey([ACCOUNT, "funding_history"]),
     )
     if not all(r.passed for r in results):
         raise RuntimeError(f"checks failed: {results}")
     return {
         "rows": _rows_in_duckdb(root),
-        "partitions": len(parquet.partition_files(root, "funding_history")),
+        "partitions": len(partitions.partition_files(wh.store, "funding_history")),
         "pages_per_s": load.report.pages / load.report.elapsed_s,
         "rate_limited": load.report.rate_limited,
     }
 
 
 def _rows_in_duckdb(root: str) -> int:
-    from warehouse import catalog
+    from warehouse import Warehouse, catalog
 
     # The analyst's connection: it reaches a store's files (an s3:// root) as well as a disk's.
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         found = con.execute("SELECT count(*) FROM funding_history").fetchone()
     return int(found[0]) if found else 0
 
@@ -327,24 +363,29 @@ def _investments_child(args: argparse.Namespace) -> dict[str, Any]:
     import dagster as dg
     import duckdb
 
-    from assets import SNAPSHOTS, WarehouseResource, WhiteBITResource
+    from assets.resources import WarehouseResource, WhiteBITResource
     from assets.runs import QUIET
-    from warehouse import catalog
+    from warehouse import Warehouse, WarehouseConfig
 
     resources = {
-        "whitebit": WhiteBITResource(
+        f"whitebit_{ACCOUNT}": WhiteBITResource(
             api_key=args.api_key, api_secret=args.api_secret, base_url=args.url
         ),
-        "warehouse": WarehouseResource(root=args.root),
+        "warehouse": WarehouseResource.of(WarehouseConfig(args.root)),
     }
-    investments = [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}]
+    investments = _account_assets().tables["investments"]
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
-            investments, resources=resources, instance=instance, run_config=QUIET
+            [investments], resources=resources, instance=instance, run_config=QUIET
         )  # fmt: skip
-    meta = result.asset_materializations_for_node("investments")[0].metadata
+    materialized = result.get_asset_materialization_events()
+    meta = next(
+        e.materialization.metadata
+        for e in materialized
+        if e.materialization.asset_key.path[-1] == "investments"
+    )
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    with duckdb.connect(str(catalog.catalog_path(args.root)), read_only=True) as con:
+    with duckdb.connect(str(Warehouse.open(args.root).catalog_path), read_only=True) as con:
         found = con.execute("SELECT count(*) FROM investments WHERE status = 1").fetchone()
     return {
         "active": int(found[0]) if found else 0,

@@ -45,8 +45,7 @@ from bench.backfill import FROZEN_AT, _child, _env, _history_days, _ours
 from bench.warehouse import BY_MARKET, ONE_DAY, REPEATS, timed_query
 from pipeline import spec
 from pipeline.simulator import spawn
-from warehouse import catalog
-from warehouse.settings import CATALOG_ENV
+from warehouse import Warehouse, catalog
 
 SECTION: Final = "s3"
 REGION: Final = "us-east-1"
@@ -166,7 +165,7 @@ def run() -> list[Figure]:
         bucket = store.bucket()
         s3_root = f"s3://{bucket}/ours"
         # A remote root's catalog is a local file; here, the run's own rather than the user's.
-        s3_env = store.env | {CATALOG_ENV: str(base / "ours-s3.duckdb")}
+        s3_env = store.env | {"WAREHOUSE_CATALOG": str(base / "ours-s3.duckdb")}
         local, local_s, local_mb = _ours(sim, first, last, base / "local", dagster=False)
         # Our client's window nonces run up to 4 s ahead of the clock (see bench.backfill): a run
         # right after another has its first ones refused, answered 429 and retried after a
@@ -217,10 +216,11 @@ def _analyst(base: Path, local_root: Path, s3_root: str) -> list[Figure]:
     """An analyst's catalog of each warehouse: its refresh, and two queries through its view,
     S3 against local disk; both must answer the same."""
     started = time.perf_counter()
-    local_file = catalog.refresh(local_root, out=base / "analyst-local.duckdb").path
+    local_wh, s3_wh = Warehouse.open(local_root), Warehouse.open(s3_root)
+    local_file = catalog.refresh(local_wh, out=base / "analyst-local.duckdb").path
     local_refresh_s = time.perf_counter() - started
     started = time.perf_counter()
-    s3_file = catalog.refresh(s3_root, out=base / "analyst-s3.duckdb").path
+    s3_file = catalog.refresh(s3_wh, out=base / "analyst-s3.duckdb").path
     s3_refresh_s = time.perf_counter() - started
     figures = [
         Figure(SECTION, "an analyst's catalog refresh (`catalog.refresh(root, out=...)`): S3 "
@@ -228,7 +228,10 @@ def _analyst(base: Path, local_root: Path, s3_root: str) -> list[Figure]:
                "the same on local disk",
                "lower is better; views only: each table's partitions listed, the views bound"),
     ]  # fmt: skip
-    with catalog.connect(path=local_file) as local, catalog.connect(path=s3_file) as remote:
+    with (
+        catalog.connect(local_wh, path=local_file) as local,
+        catalog.connect(s3_wh, path=s3_file) as remote,
+    ):
         middle = local.execute(  # the median day
             "SELECT funding_date FROM funding_history ORDER BY funding_date LIMIT 1 "
             "OFFSET (SELECT count(*) // 2 FROM funding_history)"

@@ -24,8 +24,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench import Figure
-from warehouse import catalog, normalize, parquet
-from warehouse.schemas import DEFAULT_ACCOUNT
+from pipeline import spec
+from warehouse import Warehouse, catalog, normalize, partitions
+
+#: The account the figures' rows are written as.
+ACCOUNT: Final = "default"
 
 SECTION: Final = "warehouse"
 RECORDS: Final = 1_000_000
@@ -95,8 +98,8 @@ def _decimals(amounts: list[str]) -> Figure:
 def _normalize(records: list[dict[str, object]]) -> tuple[normalize.Batch, Figure]:
     extracted_at = datetime(2024, 3, 2, tzinfo=UTC)
     started = time.perf_counter()
-    batch = normalize.normalize_funding_history(
-        records, extracted_at=extracted_at, partition_for_rejects=date(2024, 1, 1)
+    batch = normalize.normalize(
+        spec.FUNDING, records, extracted_at=extracted_at, day=date(2024, 1, 1)
     )
     elapsed = time.perf_counter() - started
     assert batch.rejected == 0, batch.rejects["reason"][:3]
@@ -111,7 +114,8 @@ def _normalize(records: list[dict[str, object]]) -> tuple[normalize.Batch, Figur
 
 
 def _write(root: Path, batch: normalize.Batch) -> Figure:
-    elapsed = _seconds(lambda: parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT))
+    wh = Warehouse.open(root)
+    elapsed = _seconds(lambda: partitions.write_batch(wh, batch, account=ACCOUNT))
     return Figure(
         SECTION,
         f"Parquet writes of {DAYS} days (a file per month, zstd, atomic)",
@@ -124,9 +128,10 @@ def _write(root: Path, batch: normalize.Batch) -> Figure:
 def layout(root: Path) -> list[Figure]:
     """The funding history of a warehouse: its files, and two queries through its view against
     the same over one file of its rows (zstd, sorted by day, pyarrow's defaults otherwise)."""
-    files = parquet.partition_files(root, "funding_history")
+    wh = Warehouse.open(root)
+    files = partitions.partition_files(wh.store, "funding_history")
     single = root.parent / f"{root.name}-one-file.parquet"
-    with catalog.connect(root) as con:
+    with catalog.connect(wh) as con:
         rows = con.sql("SELECT * FROM funding_history ORDER BY funding_date").to_arrow_table()
         pq.write_table(rows, single, compression="zstd")
         days = con.execute("SELECT count(DISTINCT funding_date) FROM funding_history").fetchone()
