@@ -83,10 +83,9 @@ bench: bootstrap postgres redis
 screenshot: bootstrap browser
 	$(RUN) python scripts/report_screenshot.py
 
-# The Dagster instance the CLI and the demo use (WAREHOUSE_ROOT/dagster unless DAGSTER_HOME says).
+# The Dagster UI over the instance the CLI and the demo use (whitebit-etl ui).
 ui: bootstrap
-	DAGSTER_HOME="$$($(RUN) python -c 'from assets.instance import dagster_home; print(dagster_home())')" \
-		$(RUN) dagster dev -w workspace.yaml
+	@$(RUN) whitebit-etl ui
 
 # The nightly service: webserver, daemon and code location server (whitebit-etl serve).
 serve: bootstrap

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import sys
 
-from assets import Account, cli, definitions
+from assets import cli, definitions
+from assets.accounts import Account
 from assets.resources import WhiteBITResource
+from assets.settings import Settings
 
 _configured = definitions.whitebit_resource
 
 
-def _without_retries(account: Account) -> WhiteBITResource:
-    made = _configured(account)
+def _without_retries(account: Account, settings: Settings) -> WhiteBITResource:
+    made = _configured(account, settings)
     return WhiteBITResource(
         api_key=made.api_key,
         api_secret=made.api_secret,
         base_url=made.base_url,
         mining_accounts=made.mining_accounts,
         markets=made.markets,
+        pacing_dir=made.pacing_dir,
         max_retries=0,
     )
 

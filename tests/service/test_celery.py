@@ -33,16 +33,17 @@ from dagster_graphql import DagsterGraphQLClient
 
 from assets.accounts import load
 from assets.dagster_private import InstigatorTick, InstigatorType
-from assets.definitions import definitions
+from assets.definitions import location
 from assets.instance import CELERY_TASK_TAG
-from assets.jobs import build, nightly_requests
+from assets.jobs import nightly_requests
 from assets.reporting import ACCOUNT_TAG
+from assets.settings import Settings
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
-from warehouse import catalog, parquet, report, schemas
+from warehouse import Warehouse, catalog, layout, report, schemas
 from warehouse.schemas import month_of
 
 pytestmark = pytest.mark.slow
@@ -258,15 +259,17 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
     the schedule's requests for that tick."""
     rows = {}
     with pytest.MonkeyPatch.context() as patch, dg.instance_for_test() as instance:
+        # The accounts' credentials: the runs' resources read them from the environment.
         for name, value in env.items():
             if name.startswith("WHITEBIT_") and name != "WHITEBIT_NIGHTLY_CRON":
                 patch.setenv(name, value)
-        accounts = load()
-        for account in accounts:
+        settings = Settings.from_env({k: v for k, v in env.items() if k != "WHITEBIT_NIGHTLY_CRON"})
+        for account in load(settings):
             own = root / account.name
-            patch.setenv("WAREHOUSE_ROOT", str(own))
-            nightly = definitions([account]).resolve_job_def("nightly")
-            for request in nightly_requests(build([account]), tick):
+            alone = Settings.from_env({**settings.environ, "WAREHOUSE_ROOT": str(own)})
+            built = location(alone, [account])
+            nightly = built.definitions.resolve_job_def("nightly")
+            for request in nightly_requests(built.built, tick):
                 result = nightly.execute_in_process(
                     instance=instance,
                     asset_selection=request.asset_selection,
@@ -276,7 +279,7 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
                 )
                 said = [t for t in failures(result) if "nightly_partition_fresh" not in t]
                 assert said == [], said
-            catalog.refresh(own)
+            catalog.refresh(Warehouse.open(own))
             rows[account.name] = _settled(warehouse_rows(own, account.name), tick)
     return rows
 
@@ -291,8 +294,12 @@ def _settled(rows: Rows, tick: datetime) -> Rows:
 
 
 def _on_s3(night: Night, tick: datetime) -> dict[str, Rows]:
-    catalog.refresh(night.root)
-    return {name: _settled(warehouse_rows(night.root, name), tick) for name in THREE_ACCOUNTS}
+    state = str(night.base / "test-state")
+    catalog.refresh(Warehouse.open(night.root, state_home=state))
+    return {
+        name: _settled(warehouse_rows(night.root, name, state_home=state), tick)
+        for name in THREE_ACCOUNTS
+    }
 
 
 @pytest.fixture(scope="module")
@@ -330,7 +337,7 @@ def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_
     # Nothing but the tables' files in the bucket: no lease left, no temp object.
     keys = _keys_but_the_report(night)
     assert keys
-    assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
+    assert all(k.endswith(f"/{layout.PARTITION_FILE}") for k in keys), keys
 
 
 def _launch(service: Service, account: str, month: str, queue: str | None = None) -> str:
@@ -354,8 +361,8 @@ def _keys_but_the_report(night: Night) -> list[str]:
 
 def _month_key(night: Night, account: str, month: str) -> str:
     return (
-        f"{night.bucket}/warehouse/{parquet.PARQUET_DIR}/funding_history/account={account}/"
-        f"funding_month={month}/{parquet.PARTITION_FILE}"
+        f"{night.bucket}/warehouse/{layout.PARQUET_DIR}/funding_history/account={account}/"
+        f"funding_month={month}/{layout.PARTITION_FILE}"
     )
 
 
@@ -432,7 +439,7 @@ def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
     assert _on_s3(night, tick) == alone
     # Nothing but partitions: the dead writer's lease was taken over and given back.
     keys = _keys_but_the_report(night)
-    assert all(k.endswith(f"/{parquet.PARTITION_FILE}") for k in keys), keys
+    assert all(k.endswith(f"/{layout.PARTITION_FILE}") for k in keys), keys
 
 
 def _command(process: psutil.Process) -> str:

@@ -1,8 +1,10 @@
-"""Which instance `serve` opens: SQLite by default, PostgreSQL with its URL, never one taken for
-the other, and a URL's password never in a message or a file."""
+"""Which instance the command line, `serve` and a worker open: SQLite by default, PostgreSQL
+with its URL (a new home too), never one taken for the other, and a URL's password never in a
+message or a file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,30 +12,33 @@ import yaml
 
 from assets import instance as service
 from assets.instance import instance_config
+from assets.settings import Settings
+
+Env = Callable[..., Settings]
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
-    monkeypatch.setenv("WAREHOUSE_ROOT", str(tmp_path / "warehouse"))
-    # Set, then unset: the variables the code under test sets are restored afterwards too.
-    for name in ("DAGSTER_HOME", service.POSTGRES_URL_ENV, service.BROKER_ENV, service.BACKEND_ENV):
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
-    return monkeypatch
+def env(tmp_path: Path) -> Env:
+    """The settings of an environment of only these variables and the warehouse's root."""
+
+    def settings(**variables: str) -> Settings:
+        return Settings.from_env({"WAREHOUSE_ROOT": str(tmp_path / "warehouse"), **variables})
+
+    return settings
 
 
-def test_sqlite_by_default(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    home, storage = service.instance_home()
+def test_sqlite_by_default(env: Env, tmp_path: Path) -> None:
+    home, storage = service.instance_home(env())
     assert (home, storage) == (tmp_path / "warehouse" / "dagster", "SQLite")
     assert yaml.safe_load((home / "dagster.yaml").read_text()) == instance_config(postgres=False)
     assert "storage" not in instance_config(postgres=False)
 
 
-def test_postgres_with_its_url_in_a_home_of_its_own(
-    env: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    env.setenv(service.POSTGRES_URL_ENV, "postgresql+psycopg2://u:pw-789@db:5432/dagster")
-    home, storage = service.instance_home()
+URL = "postgresql+psycopg2://u:pw-789@db:5432/dagster"
+
+
+def test_postgres_with_its_url_in_a_home_of_its_own(env: Env, tmp_path: Path) -> None:
+    home, storage = service.instance_home(env(DAGSTER_POSTGRES_URL=URL))
     assert (home, storage) == (tmp_path / "warehouse" / "dagster-postgres", "PostgreSQL")
     written = (home / "dagster.yaml").read_text()
     assert yaml.safe_load(written) == instance_config(postgres=True)
@@ -42,27 +47,31 @@ def test_postgres_with_its_url_in_a_home_of_its_own(
     }
     assert "pw-789" not in written
     # That home is PostgreSQL's: without the URL it is refused, not opened as SQLite.
-    env.setenv("DAGSTER_HOME", str(home))
-    env.delenv(service.POSTGRES_URL_ENV)
     with pytest.raises(service.InstanceError, match=service.POSTGRES_URL_ENV):
-        service.instance_home()
+        service.instance_home(env(DAGSTER_HOME=str(home)))
 
 
-def test_a_sqlite_home_is_not_taken_for_postgres(env: pytest.MonkeyPatch) -> None:
-    home, _ = service.instance_home()
-    env.setenv("DAGSTER_HOME", str(home))
-    env.setenv(service.POSTGRES_URL_ENV, "postgresql+psycopg2://u:pw-789@db:5432/dagster")
+def test_a_new_dagster_home_with_the_url_is_postgres(env: Env, tmp_path: Path) -> None:
+    """``DAGSTER_POSTGRES_URL`` with a ``DAGSTER_HOME`` that has no dagster.yaml yet: the home is
+    written for PostgreSQL, for the command line as for the service."""
+    home, storage = service.instance_home(
+        env(DAGSTER_HOME=str(tmp_path / "new"), DAGSTER_POSTGRES_URL=URL)
+    )
+    assert (home, storage) == (tmp_path / "new", "PostgreSQL")
+    assert yaml.safe_load((home / "dagster.yaml").read_text()) == instance_config(postgres=True)
+
+
+def test_a_sqlite_home_is_not_taken_for_postgres(env: Env) -> None:
+    home, _ = service.instance_home(env())
     with pytest.raises(service.InstanceError, match="SQLite") as refused:
-        service.instance_home()
+        service.instance_home(env(DAGSTER_HOME=str(home), DAGSTER_POSTGRES_URL=URL))
     assert "pw-789" not in str(refused.value)
 
 
-def test_a_url_without_the_driver_is_refused_without_its_password(
-    env: pytest.MonkeyPatch,
-) -> None:
-    env.setenv(service.POSTGRES_URL_ENV, "postgresql://u:pw-789@db:5432/dagster")
+def test_a_url_without_the_driver_is_refused_without_its_password(env: Env) -> None:
+    wrong = "postgresql://u:pw-789@db:5432/dagster"
     with pytest.raises(service.InstanceError, match=r"postgresql\+psycopg2://") as refused:
-        service.instance_home()
+        service.instance_home(env(DAGSTER_POSTGRES_URL=wrong))
     assert "pw-789" not in str(refused.value)
 
 
@@ -70,11 +79,10 @@ DEPLOYED = Path(__file__).resolve().parents[2] / "deploy" / "celery" / "dagster.
 
 
 def test_celery_homes_launch_on_celery_as_deploy_celery_says_and_name_variables_only(
-    env: pytest.MonkeyPatch,
+    env: Env,
 ) -> None:
-    env.setenv(service.POSTGRES_URL_ENV, "postgresql+psycopg2://u:pw-789@db:5432/dagster")
-    env.setenv(service.BROKER_ENV, "redis://:broker-pw-456@broker:6379/0")
-    home, storage = service.instance_home(celery=True)
+    settings = env(DAGSTER_POSTGRES_URL=URL, CELERY_BROKER_URL="redis://:broker-pw-456@b:6379/0")
+    home, storage = service.instance_home(settings, celery=True)
     written = (home / "dagster.yaml").read_text()
     assert storage == "PostgreSQL"
     assert yaml.safe_load(written) == instance_config(postgres=True, celery=True)
@@ -88,22 +96,21 @@ def test_celery_homes_launch_on_celery_as_deploy_celery_says_and_name_variables_
 
 
 def test_the_launcher_follows_what_is_asked_in_a_home_it_wrote_and_not_in_an_operators(
-    env: pytest.MonkeyPatch,
+    env: Env,
 ) -> None:
-    home, _ = service.instance_home()
+    home, _ = service.instance_home(env())
     config = home / "dagster.yaml"
-    env.setenv("DAGSTER_HOME", str(home))
-    service.instance_home(celery=True)
+    service.instance_home(env(), celery=True)
     assert yaml.safe_load(config.read_text()) == instance_config(postgres=False, celery=True)
-    service.instance_home()
+    service.instance_home(env(), celery=False)
     assert yaml.safe_load(config.read_text()) == instance_config(postgres=False)
     # An operator's own file is theirs: refused, saying what to change.
     config.write_text(yaml.safe_dump(instance_config(postgres=False)))
     with pytest.raises(service.InstanceError, match=r"deploy/celery/dagster\.yaml"):
-        service.instance_home(celery=True)
+        service.instance_home(env(), celery=True)
 
 
-def test_every_run_is_failed_past_the_nightly_runs_limit(env: pytest.MonkeyPatch) -> None:
+def test_every_run_is_failed_past_the_nightly_runs_limit(env: Env) -> None:
     """A run whose worker's machine was lost never reports its end: the daemon fails it after the
     nightly runs' limit, whatever launched it (a backfill from the UI too)."""
     import dagster as dg
@@ -113,41 +120,38 @@ def test_every_run_is_failed_past_the_nightly_runs_limit(env: pytest.MonkeyPatch
     for celery in (False, True):
         run_monitoring = instance_config(postgres=False, celery=celery)["run_monitoring"]
         assert run_monitoring["max_runtime_seconds"] == NIGHTLY_MAX_RUNTIME_S
-    home, _ = service.instance_home()
+    home, _ = service.instance_home(env())
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.run_monitoring_enabled
         assert instance.run_monitoring_max_runtime_seconds == NIGHTLY_MAX_RUNTIME_S
 
 
 def test_a_file_an_older_version_wrote_is_brought_up_to_date_and_an_operators_is_left(
-    env: pytest.MonkeyPatch,
+    env: Env,
 ) -> None:
     """An upgrade reaches the homes whitebit-etl wrote before (here: the runs' time limit, new in
     this version), the CLI's and the service's; a file of an operator's own stays theirs."""
-    home, _ = service.instance_home()
+    home, _ = service.instance_home(env())
     config = home / "dagster.yaml"
-    env.setenv("DAGSTER_HOME", str(home))
     for celery in (False, True):
         older = instance_config(postgres=False, celery=celery)
         del older["run_monitoring"]["max_runtime_seconds"]
         config.write_text(f"{service.WRITTEN_HEADER}\n{yaml.safe_dump(older)}")
-        if celery:
-            service.dagster_home()  # the CLI's: whichever launcher the file has
-        else:
-            service.instance_home()
+        # The CLI's (whichever launcher the file has), then the service's (asked for one).
+        service.instance_home(env(), celery=None if celery else False)
         assert yaml.safe_load(config.read_text()) == instance_config(postgres=False, celery=celery)
     config.write_text(yaml.safe_dump(older))
-    service.instance_home(celery=True)
+    service.instance_home(env(), celery=True)
     assert yaml.safe_load(config.read_text()) == older
 
 
-def test_a_worker_without_a_broker_is_refused_at_once(env: pytest.MonkeyPatch) -> None:
+def test_a_worker_without_a_broker_is_refused_at_once(env: Env) -> None:
     from rich.console import Console
 
     from assets.workers import WorkerError, run_worker
 
     with pytest.raises(WorkerError, match=service.BROKER_ENV):
-        run_worker(Console(), 1, "w")
+        run_worker(Console(), env(), 1, "w")
 
 
 def test_the_instance_configuration_ships_inside_the_package() -> None:

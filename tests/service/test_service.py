@@ -29,7 +29,7 @@ from tests.support.service import (
     wait_for,
     webhook_receiver,
 )
-from warehouse import catalog
+from warehouse import Warehouse, catalog
 from warehouse.schemas import month_of
 
 pytestmark = pytest.mark.slow
@@ -137,7 +137,7 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
     # In the warehouse: the month's funding so far, yesterday's included; today's snapshots
     # (today: the day the tick took them, whichever side of midnight the session is on).
     rows = warehouse_rows(tmp_path / "warehouse")
-    with catalog.connect(tmp_path / "warehouse") as con:
+    with catalog.connect(Warehouse.open(tmp_path / "warehouse")) as con:
         ((today,),) = con.execute("SELECT DISTINCT snapshot_date FROM main_balances").fetchall()
     assert today in (night.started, datetime.now(UTC).date())
     yesterday = today - timedelta(days=1)
@@ -185,7 +185,8 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
             assert len(partitions) == len(set(partitions)) <= 2, (tick.timestamp, partitions)
         # The run history and the partitions' status survived the restart.
         assert set(first.run_ids) <= nightly
-        materialized = instance.get_materialized_partitions(dg.AssetKey("funding_history"))
+        key = dg.AssetKey(["default", "funding_history"])
+        materialized = instance.get_materialized_partitions(key)
         assert month_of(yesterday) in materialized
 
     # Stopped while the new tick's runs may still run: none is left "started".

@@ -65,12 +65,12 @@ Rows = dict[str, list[tuple[Any, ...]]]
 WHEN_COLUMNS = ("extracted_at", "snapshot_date")
 
 
-def warehouse_rows(root: Path | str, account: str = "default") -> Rows:
+def warehouse_rows(root: Path | str, account: str = "default", **options: Any) -> Rows:
     """Every table of one account of the warehouse (the account of a warehouse without an
     accounts file, by default), through its DuckDB catalog, row for row, in a fixed order,
     without `WHEN_COLUMNS` and the account column."""
     rows: Rows = {}
-    with catalog.connect(Warehouse.open(root)) as con:
+    with catalog.connect(Warehouse.open(root, **options)) as con:
         for table in schemas.TABLES:
             columns = [c for (c, *_) in con.execute(f'DESCRIBE "{table}"').fetchall()]
             omitted = (*WHEN_COLUMNS, schemas.ACCOUNT)

@@ -1,6 +1,6 @@
-"""The Dagster UI in a real browser: `dagster dev` on the code location of the demo's two accounts
-(the embedded simulator's main account and a sub-account), driven by headless Chromium (Debian's)
-through Playwright."""
+"""The Dagster UI in a real browser: `whitebit-etl ui` (``dagster dev`` over the command line's
+instance) with no account configured, so on the embedded simulator's demo accounts (its main
+account and a sub-account), driven by headless Chromium (Debian's) through Playwright."""
 
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ from dagster import DagsterInstance, DagsterRunStatus
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from assets.partitions import today
-from warehouse import catalog
+from warehouse import Warehouse
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-ACCOUNTS_FILE = ROOT / "assets" / "accounts.demo.yaml"
 #: The demo's accounts: the main one (a B2B partner's key) and a sub-account without investments.
 MAIN, SUB = "main", "sub_1"
 ASSETS = (
@@ -84,16 +83,12 @@ def dagster_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev
     home, warehouse = base / "dagster", base / "warehouse"
     home.mkdir()
     port = _free_port()
+    # No account configured: the UI shows the simulator's demo accounts, as after `make demo`.
     env = {k: v for k, v in os.environ.items() if not k.startswith("WHITEBIT_")}
-    env |= {
-        "DAGSTER_HOME": str(home),
-        "WAREHOUSE_ROOT": str(warehouse),
-        "WHITEBIT_ACCOUNTS_FILE": str(ACCOUNTS_FILE),
-    }
+    env |= {"DAGSTER_HOME": str(home), "WAREHOUSE_ROOT": str(warehouse)}
     log = (base / "dagster-dev.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-         "-p", str(port)],
+        [sys.executable, "-m", "assets.cli", "ui", "--port", str(port)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -185,7 +180,7 @@ def _wait_for_runs(page: Page, dev: DagsterDev, succeeded: int) -> None:
 
 
 def _funding_rows(warehouse: Path) -> list[tuple[object, ...]]:
-    with duckdb.connect(str(catalog.catalog_path(warehouse)), read_only=True) as con:
+    with duckdb.connect(str(Warehouse.open(warehouse).catalog_path), read_only=True) as con:
         return con.execute(
             "SELECT market, funding_time, position_side, funding_amount FROM funding_history"
         ).fetchall()
@@ -249,7 +244,8 @@ def test_snapshots_show_no_partition_and_materialize_all_takes_today(
     page.get_by_role("button", name=re.compile(r"Materialize all$")).click()
     expect(page.get_by_text("Launched run").first).to_be_visible()
     _wait_for_runs(page, dagster_dev, succeeded=before + 1)
-    with duckdb.connect(str(catalog.catalog_path(dagster_dev.warehouse)), read_only=True) as con:
+    catalog_file = Warehouse.open(dagster_dev.warehouse).catalog_path
+    with duckdb.connect(str(catalog_file), read_only=True) as con:
         for table, accounts in (
             ("hedge_mode", [MAIN, SUB]),
             ("main_balances", [MAIN, SUB]),

@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_play
 
 from tests.ui.test_dagster_ui import CHROMIUM_FLAGS, MAIN, SUB, UI_TIMEOUT_MS
 from tests.warehouse.test_report import sql_headline
-from warehouse import catalog, report
+from warehouse import Warehouse, catalog, report
 
 pytestmark = pytest.mark.browser
 
@@ -148,7 +148,7 @@ def test_the_demos_page_draws_every_chart_offline_with_the_headline_of_sql(
     shown = page.locator("[data-headline]").evaluate_all(
         "(dds) => Object.fromEntries(dds.map((d) => [d.dataset.headline, d.textContent.trim()]))"
     )
-    with catalog.connect(demo) as con:
+    with catalog.connect(Warehouse.open(demo)) as con:
         held = [
             a
             for (a,) in con.execute(
