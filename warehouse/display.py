@@ -29,6 +29,18 @@ def text(value: object) -> str:
     return str(value)
 
 
+def glance(value: object) -> str:
+    """A figure read at a glance (a headline): a decimal rounded, with thousands separated, to
+    cents from one on and to 8 places below; anything else as `text` shows it."""
+    if not isinstance(value, Decimal):
+        return text(value)
+    places = 2 if abs(value) >= 1 else 8
+    rounded = format(value, f",.{places}f")
+    if places > 2:
+        rounded = rounded.rstrip("0").rstrip(".")
+    return "0" if rounded in ("-0", "0", "-0.00", "0.00") else rounded
+
+
 def json_value(value: object) -> object:
     """JSON-safe value; a decimal becomes a string so that no reader parses it as a float."""
     if isinstance(value, Decimal):

@@ -73,20 +73,22 @@ class Headline:
     rejected_records: int
     active_investments: int
 
-    def items(self) -> list[tuple[str, str]]:
-        """Name and text of each number, as the page marks them (``data-headline``)."""
-        return [
+    def items(self) -> list[tuple[str, str, str]]:
+        """Name, glance and exact text of each number, as the page marks them: the glance shown
+        (amounts rounded: exact belongs to the tables), the exact text in ``data-headline``."""
+        figures: list[tuple[str, object]] = [
             ("accounts", ", ".join(self.accounts)),
-            ("first_day", display.text(self.first_day)),
-            ("last_day", display.text(self.last_day)),
-            ("rows", str(self.rows)),
-            ("funding_payments", str(self.funding_payments)),
-            ("funding_paid", display.text(self.funding_paid)),
-            ("funding_received", display.text(self.funding_received)),
-            ("funding_net", display.text(self.funding_net)),
-            ("rejected_records", str(self.rejected_records)),
-            ("active_investments", str(self.active_investments)),
+            ("first_day", self.first_day),
+            ("last_day", self.last_day),
+            ("rows", self.rows),
+            ("funding_payments", self.funding_payments),
+            ("funding_paid", self.funding_paid),
+            ("funding_received", self.funding_received),
+            ("funding_net", self.funding_net),
+            ("rejected_records", self.rejected_records),
+            ("active_investments", self.active_investments),
         ]
+        return [(name, display.glance(v), display.text(v)) for name, v in figures]
 
 
 @dataclass(frozen=True, slots=True)
