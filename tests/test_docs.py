@@ -50,3 +50,21 @@ def test_every_page_of_docs_is_on_the_readme_map() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     linked = {Path(target.partition("#")[0]).name for target in _LINK.findall(readme)}
     assert {page.name for page in PAGES[1:]} <= linked
+
+
+def test_the_readme_is_short_enough_to_read_first() -> None:
+    """The README is the way in: its map, the two commands, what the product guarantees; the
+    details are on the pages it links."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 120, f"README.md has {len(lines)} lines"
+
+
+def test_no_product_module_is_longer_than_a_reader_holds() -> None:
+    """A module past 450 lines is several modules: split it along its seams."""
+    long = {
+        str(path.relative_to(ROOT)): length
+        for package in ("pipeline", "assets", "warehouse")
+        for path in (ROOT / package).rglob("*.py")
+        if (length := len(path.read_text(encoding="utf-8").splitlines())) > 450
+    }
+    assert long == {}

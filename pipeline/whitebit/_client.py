@@ -35,9 +35,9 @@ from ._errors import (
 )
 from ._pacing import Pacer
 from ._params import check_params, checked_base_url
+from ._parse import parse
 from ._report import WalkReport
 from ._retry import RetryPolicy
-from ._shapes import parse
 from ._types import (
     FundingPage,
     HedgeMode,
@@ -53,6 +53,7 @@ log = logging.getLogger("pipeline.whitebit")
 #: The attribute of a retry's log record that holds its wait in seconds (a float), for a
 #: console to show long waits by.
 RETRY_WAIT_FIELD = "retry_wait_s"
+
 
 def _present(**params: Any) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}

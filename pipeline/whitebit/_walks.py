@@ -339,5 +339,3 @@ class NewestFirstWalk:
             await asyncio.gather(*tasks, return_exceptions=True)
             for stream in streams:
                 await stream.aclose()
-
-
