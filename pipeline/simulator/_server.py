@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -281,18 +282,18 @@ def serve(
     len(sim.dataset.funding)
     with sim:
         creds = sim.credentials
-        print(f"WhiteBIT simulator listening on {sim.url}", flush=True)
+        print(f"# WhiteBIT simulator listening on {sim.url}", flush=True)
         capped = f", pages capped at {page_cap} records" if page_cap else ""
         accounts = f"region {region}, {subaccounts} sub-accounts"
-        print(f"  seed {seed}, scale {scale}, {accounts}{capped}", flush=True)
-        print(f"  WHITEBIT_BASE_URL={sim.url}", flush=True)
-        print(f"  WHITEBIT_API_KEY={creds.api_key}", flush=True)
-        print(f"  WHITEBIT_API_SECRET={creds.api_secret}  (simulator demo key)", flush=True)
+        print(f"# seed {seed}, scale {scale}, {accounts}{capped}; in a shell:", flush=True)
+        print(_export("WHITEBIT_BASE_URL", sim.url), flush=True)
+        print(_export("WHITEBIT_API_KEY", creds.api_key), flush=True)
+        print(_export("WHITEBIT_API_SECRET", creds.api_secret, "the main account's key"), flush=True)
         for role in sim.subaccount_roles:
             sub = sim.credentials_for(role)
-            print(f"  {_variable(role, 'API_KEY')}={sub.api_key}", flush=True)
-            print(f"  {_variable(role, 'API_SECRET')}={sub.api_secret}  ({role})", flush=True)
-        print("Press Ctrl+C to stop.", flush=True)
+            print(_export(_variable(role, "API_KEY"), sub.api_key), flush=True)
+            print(_export(_variable(role, "API_SECRET"), sub.api_secret, role), flush=True)
+        print("# Ctrl+C stops it.", flush=True)
         try:
             while True:
                 time.sleep(3600)
@@ -409,7 +410,7 @@ def spawn(
         if not line or time.monotonic() > deadline:
             process.kill()
             raise RuntimeError(f"the simulator did not start: {' '.join(cmd)}")
-        match = re.match(r"\s*(WHITEBIT_\w+)=(\S+)", line)
+        match = re.match(r"export (WHITEBIT_\w+)=(\S+)", line)
         if match:
             lines[match.group(1)] = match.group(2)
     # Keep reading what it prints, so a full pipe never stalls it.
@@ -420,6 +421,11 @@ def spawn(
         Credentials(lines["WHITEBIT_API_KEY"], lines["WHITEBIT_API_SECRET"]),
         {role: _printed(lines, role) for role in subs},
     )
+
+
+def _export(name: str, value: str, comment: str = "") -> str:
+    """A line a shell takes as it is: ``export NAME=value``, quoted where it must be."""
+    return f"export {name}={shlex.quote(value)}" + (f"  # {comment}" if comment else "")
 
 
 def _printed(lines: dict[str, str], role: str) -> Credentials:
