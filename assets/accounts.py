@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
 import pydantic
 import yaml
@@ -182,8 +183,16 @@ def single(settings: Settings) -> Account:
 
 
 def base_url(value: str) -> str:
-    """An exchange address: ``global``, ``eu`` or an http(s) URL."""
+    """An exchange address: ``global``, ``eu`` or an http(s) URL, without user info (never
+    echoed: what comes before '@' may be a credential)."""
     url = BASE_URLS.get(value, value)
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        raise ValueError(
+            f"{shown} carries user info before '@': the key and secret go in the variables "
+            "the account names, never in the address"
+        )
     if not url.startswith(("https://", "http://")):
         raise ValueError(f"{value!r}: give global, eu or an http(s) URL")
     return url.rstrip("/")

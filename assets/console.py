@@ -36,14 +36,19 @@ CLIENT_LOGGER: Final = "pipeline.whitebit"
 
 
 class _ProgressHandler(logging.Handler):
-    """Advances a progress bar for every day a run writes."""
+    """Advances a progress bar for every day a run writes, once per day and table: a step tried
+    again writes its days again, and the bar never counts past its total."""
 
     def __init__(self, progress: Progress, task: TaskID) -> None:
         super().__init__(logging.INFO)
         self._progress, self._task = progress, task
+        self._written: set[tuple[object, ...]] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        self._progress.update(self._task, advance=1, description=record.getMessage())
+        done = tuple(getattr(record, name, None) for name in ("account", "table", "day"))
+        fresh = done not in self._written
+        self._written.add(done)
+        self._progress.update(self._task, advance=int(fresh), description=record.getMessage())
 
 
 @dataclass

@@ -9,7 +9,6 @@ investment's plans) is one multi-asset with them, from one walk. An account whos
 a history (only B2B partner keys read the investments) has no asset of it.
 """
 
-
 import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,8 +20,8 @@ from dagster import AssetExecutionContext
 from pydantic import Field
 
 from pipeline import spec
-from pipeline.whitebit import AsyncWhiteBIT, WalkReport
-from warehouse import catalog, normalize
+from pipeline.whitebit import AsyncWhiteBIT, ConnectionRefused, WalkReport
+from warehouse import catalog, normalize, sources
 
 from . import checks
 from .accounts import Account
@@ -95,13 +94,19 @@ def _exchange_run(
     act: Callable[[AsyncWhiteBIT, Exchange], Any],
 ) -> tuple[Any, Exchange]:
     """Run ``act`` against the account's exchange after the ping preflight (a down exchange
-    fails at once, clearly)."""
+    fails at once, clearly), once the warehouse has the exchange as the account's source."""
     whitebit: WhiteBITResource = getattr(context.resources, account.resource_key)
+    warehouse: WarehouseResource = context.resources.warehouse
     with whitebit.exchange(context.log) as exchange:
+        sources.claim(warehouse.warehouse, account.name, exchange.source)
 
         async def run() -> Any:
             async with exchange.client() as client:
-                await client.ping()
+                try:
+                    await client.ping(preflight=True)
+                except ConnectionRefused as refused:
+                    # Said at once, and not tried again later: the address is wrong or down.
+                    raise dg.Failure(description=str(refused), allow_retries=False) from None
                 return await act(client, exchange)
 
         return asyncio.run(run()), exchange

@@ -163,20 +163,38 @@ def instance_home(settings: Settings, *, celery: bool | None = None) -> tuple[Pa
     return home, "PostgreSQL"
 
 
+#: The compute log manager of the command line's runs: none. Their steps' output is the
+#: terminal's, and Dagster's local one tails each step's output in processes of its own, which a
+#: Ctrl-C to the terminal's process group would end with tracebacks.
+NO_COMPUTE_LOGS: Final = {
+    "module": "dagster._core.storage.noop_compute_log_manager",
+    "class": "NoOpComputeLogManager",
+}
+
+
 def instance(
-    settings: Settings, *, celery: bool | None = None, broker: Broker | None = None
+    settings: Settings,
+    *,
+    celery: bool | None = None,
+    broker: Broker | None = None,
+    command_line: bool = False,
 ) -> dg.DagsterInstance:
     """The persistent instance of the settings (with ``broker``: its runs launched to that Celery
     broker, whose URLs are given in memory, never written nor put in this process's
-    environment). Two processes starting at once on a new home would both create its storage,
-    and one would fail on the other's half-made schema: they take turns opening it."""
+    environment; for the ``command_line``'s runs: without compute logs). Two processes starting
+    at once on a new home would both create its storage, and one would fail on the other's
+    half-made schema: they take turns opening it."""
     home, _ = instance_home(settings, celery=celery)
+    overrides: dict[str, Any] = {}
+    if broker is not None:
+        config = {"broker": broker.url, "backend": broker.backend}
+        overrides["run_launcher"] = {**CELERY_LAUNCHER, "config": config}
+    if command_line:
+        overrides["compute_logs"] = NO_COMPUTE_LOGS
     with file_lock(str(home / INSTANCE_LOCK)):
-        if broker is None:
+        if not overrides:
             return dg.DagsterInstance.from_config(str(home))
-        launcher = {**CELERY_LAUNCHER, "config": {"broker": broker.url, "backend": broker.backend}}
-        ref = InstanceRef.from_dir(str(home), overrides={"run_launcher": launcher})
-        return dg.DagsterInstance.from_ref(ref)
+        return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ class RunOutcome:
     #: Each failed step with its message (or the run's own failure, when no step says why),
     #: then each check that did not pass with its description, whether or not the run failed.
     said: tuple[Said, ...]
+    #: The signal the run was stopped by (canceled), if it was.
+    interrupted: str = ""
 
 
 def outcome(instance: dg.DagsterInstance, run_id: str, *, success: bool) -> RunOutcome:

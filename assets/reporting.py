@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pipeline.whitebit import WalkReport, WhiteBITError
 from warehouse import Warehouse, catalog, layout
 
 from . import checks
+from .dagster_private import DagsterExecutionInterruptedError
 from .loading import Written
 
 # The single-run backfill policy is beta in Dagster 1.13, and exactly what a range of days needs.
@@ -32,13 +34,49 @@ PROGRESS_LOGGER: Final = "assets.progress"
 PREVIEW_ROWS: Final = 5
 
 
+class Interrupts:
+    """Whether this process was asked to stop (SIGINT, SIGTERM) while a run went: the run's later
+    steps then stop at once, none is retried, and the command line marks the run canceled.
+    Signals are the process's, so this is too: `INTERRUPTS`."""
+
+    def __init__(self) -> None:
+        self._noted = threading.Event()
+        self.how = ""
+
+    def note(self, how: str) -> None:
+        self.how = self.how or how
+        self._noted.set()
+
+    def noted(self) -> bool:
+        return self._noted.is_set()
+
+    def clear(self) -> None:
+        self._noted.clear()
+        self.how = ""
+
+
+INTERRUPTS: Final = Interrupts()
+
+
 @contextmanager
 def retry_only_transient() -> Iterator[None]:
     """Let Dagster retry a step only when waiting could help: the exchange stayed unavailable, or
     its answers were cut short. A refusal (bad credentials, a permission, a validation), an
-    answer that breaks the contract, bad data or a bug fails the step once, with its message."""
+    answer that breaks the contract, bad data or a bug fails the step once, with its message. An
+    interrupt (SIGINT, SIGTERM) fails it once too, and every later step of the run at once."""
+    if INTERRUPTS.noted():
+        raise dg.Failure(
+            description=f"not run: the run was interrupted ({INTERRUPTS.how})", allow_retries=False
+        )
     try:
         yield
+    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+        INTERRUPTS.note("SIGINT or SIGTERM")
+        raise dg.Failure(
+            description="interrupted (SIGINT or SIGTERM): the step stopped, every partition it "
+            "had not finished is as it was",
+            allow_retries=False,
+        ) from None
     except WhiteBITError as exc:
         if exc.retryable:
             raise

@@ -38,6 +38,8 @@ class Exchange:
     mining_accounts: tuple[str, ...]
     markets: tuple[str, ...] | None
     retry: RetryPolicy
+    #: Where the rows come from, as the warehouse records it per account (`warehouse.sources`).
+    source: str
     paced: bool = True
     pacing_dir: str | None = None
 
@@ -100,6 +102,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 mining_accounts=names(self.mining_accounts),
                 markets=markets,
                 retry=retry,
+                source=self.base_url.rstrip("/"),
                 paced=self.paced,
                 pacing_dir=self.pacing_dir,
             )
@@ -128,6 +131,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 mining_accounts=names(self.mining_accounts) or dataset.mining_accounts,
                 markets=markets,
                 retry=retry,
+                source=f"the embedded simulator (seed {self.simulator_seed}, {region})",
                 paced=self.paced,
                 pacing_dir=self.pacing_dir,
             )

@@ -31,6 +31,7 @@ from assets.instance import release_dead_runs, runner_tag
 from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
 from assets.partitions import today
+from assets.reporting import INTERRUPTS
 from warehouse.schemas import month_days
 
 #: Dagster's own console logging during CLI runs: none. The CLI says what happens (`_Watch`) and
@@ -85,10 +86,12 @@ def materialize(
     total = sum(days if key in monthly else 1 for key in selection)
     # The run's id is chosen here so that its events can be watched from the first one on.
     run_id = str(uuid.uuid4())
+    INTERRUPTS.clear()
+    success = False
     with (
-        _stop_promptly(instance, run_id),
         progress_bar(console, total, title) as bar,
         watched(instance, run_id, console),
+        _obeying_interrupts(instance, run_id),
     ):
         result = job.execute_in_process(
             run_config={**QUIET, **(request.run_config or {})},
@@ -99,50 +102,57 @@ def materialize(
             run_id=run_id,
             tags={**request.tags, **runner_tag()},
         )
-        bar.succeeded = result.success
-    return outcome(instance, run_id, success=result.success)
+        success = bar.succeeded = result.success
+    if INTERRUPTS.noted():
+        return RunOutcome(run_id, False, (), interrupted=INTERRUPTS.how)
+    return outcome(instance, run_id, success=success)
 
 
 @contextmanager
-def _stop_promptly(instance: dg.DagsterInstance, run_id: str) -> Iterator[None]:
-    """SIGTERM (how a service manager stops a process) or SIGINT ends the run within a second,
-    whatever it waits for: the writes in progress end as on any interrupt, leaving the warehouse
-    whole, and the run fails; its log says why.
+def _obeying_interrupts(instance: dg.DagsterInstance, run_id: str) -> Iterator[None]:
+    """SIGINT (Ctrl-C) or SIGTERM (how a service manager stops a process) ends the run within
+    seconds, whatever it waits for, as canceled: never retried, no later step started; the writes
+    in progress end as on any interrupt, leaving each partition old or new.
 
-    During a run, Dagster handles both signals: inside a step it raises at once, but between
-    steps (a step's retry wait) it only takes note until the next step starts. A watcher thread
-    sees that note and interrupts the wait (the main thread, by a signal of our own)."""
+    Inside a step Dagster raises at once and the step stops (`INTERRUPTS`: no retry, the later
+    steps stop at their start); between steps (a step's retry wait) our own handlers raise, or,
+    where Dagster only took note of the signal, a watcher thread interrupts the wait (the main
+    thread, by a signal of our own)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received = threading.Event()
     done = threading.Event()
     main = threading.main_thread().ident
 
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise DagsterExecutionInterruptedError()
+    def stop(signum: int, _frame: object) -> None:
+        INTERRUPTS.note(signal.Signals(signum).name)
+        raise KeyboardInterrupt
 
     def watch() -> None:
         while not done.wait(0.2):
             if check_captured_interrupt() and main is not None:
-                received.set()
+                INTERRUPTS.note("SIGINT or SIGTERM")
                 signal.pthread_kill(main, signal.SIGUSR1)
                 return
 
-    previous = signal.signal(signal.SIGUSR1, interrupt)
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
     watcher = threading.Thread(target=watch, daemon=True, name="interrupt-watcher")
     watcher.start()
     try:
         yield
+    except (KeyboardInterrupt, DagsterExecutionInterruptedError):
+        INTERRUPTS.note("SIGINT or SIGTERM")
     finally:
         done.set()
         watcher.join()
-        signal.signal(signal.SIGUSR1, previous)
-        if received.is_set():
-            run = instance.get_run_by_id(run_id)
-            if run is not None:
-                instance.report_engine_event(
-                    "whitebit-etl was asked to stop (SIGTERM or SIGINT) while the run waited "
-                    "between steps: the run was interrupted",
-                    run,
-                )
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if INTERRUPTS.noted():
+        run = instance.get_run_by_id(run_id)
+        if run is not None:
+            instance.report_run_canceled(
+                run,
+                message=f"whitebit-etl was asked to stop ({INTERRUPTS.how}): the run was "
+                "interrupted, none of its steps retried; run the same command again to complete it",
+            )
+            instance.event_log_storage.free_concurrency_slots_for_run(run_id)

@@ -86,9 +86,7 @@ class Warehouse:
             local_dir = state / "whitebit-etl" / protocol / bucket / prefix.strip("/")
         else:
             remote = " or ".join(f"{p}://bucket/prefix" for p in REMOTE_PROTOCOLS)
-            raise RootError(
-                f"{protocol}:// is not a supported store; use a local path or {remote}"
-            )
+            raise RootError(f"{protocol}:// is not a supported store; use a local path or {remote}")
         catalog = (
             Path(os.path.abspath(os.path.expanduser(config.catalog)))
             if config.catalog

@@ -127,6 +127,9 @@ class HistoryWriter:
                 pass_fds=(down_r.fileno(), up_w.fileno()),
                 # It writes records; it has no use for the exchange's credentials.
                 env=self._environ,
+                # Ctrl-C in a terminal signals its whole process group: stopping is the parent's
+                # to decide, and the writer stops when the parent closes its pipe.
+                process_group=0,
             )
         except BaseException:
             down_w.close()

@@ -146,13 +146,20 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
     from assets.instance import instance
     from assets.runs import materialize
 
-    opened = instance(settings())
+    opened = instance(settings(), command_line=True)
     several = len({account for account, _ in requests}) > 1
     failed: list[tuple[str, str]] = []
     for account, request in requests:
         result = materialize(
             location, request, opened, console=out, title=_title(account, request, several)
         )
+        if result.interrupted:
+            out.print(
+                f"[red]run {result.run_id} canceled[/red]: interrupted ({result.interrupted}); "
+                "every partition it had not finished is as it was: run the same command again "
+                "to complete it"
+            )
+            raise SystemExit(143 if result.interrupted == "SIGTERM" else 130)
         for said in result.said:
             heading = "[yellow]warning:[/yellow]" if said.warns else "[red]failed[/red]"
             out.print(f"{heading} {said.what}" + (":" if said.text else ""))

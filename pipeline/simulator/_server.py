@@ -288,7 +288,9 @@ def serve(
         print(f"# seed {seed}, scale {scale}, {accounts}{capped}; in a shell:", flush=True)
         print(_export("WHITEBIT_BASE_URL", sim.url), flush=True)
         print(_export("WHITEBIT_API_KEY", creds.api_key), flush=True)
-        print(_export("WHITEBIT_API_SECRET", creds.api_secret, "the main account's key"), flush=True)
+        print(
+            _export("WHITEBIT_API_SECRET", creds.api_secret, "the main account's key"), flush=True
+        )
         for role in sim.subaccount_roles:
             sub = sim.credentials_for(role)
             print(_export(_variable(role, "API_KEY"), sub.api_key), flush=True)

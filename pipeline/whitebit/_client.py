@@ -12,6 +12,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Self, cast
@@ -27,6 +28,7 @@ from ._auth import Credentials, Signer, nonce_source, redacted
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
 from ._errors import (
     APIError,
+    ConnectionRefused,
     ContractError,
     TransportError,
     TransportTimeout,
@@ -150,9 +152,12 @@ class AsyncWhiteBIT:
 
     # --- the operations (spec section 4) -------------------------------------------------
 
-    async def ping(self) -> None:
-        """Raise unless the public API answers ``["pong"]``."""
-        await self.call(spec.PING, {})
+    async def ping(self, *, preflight: bool = False) -> None:
+        """Raise unless the public API answers ``["pong"]``. As the ``preflight`` of a run, a
+        refused connection raises at once (`ConnectionRefused`: the address is wrong or the
+        exchange down), where a timeout, a 5xx or a 429 keep the policy's patience."""
+        retry = replace(self.retry, retry_refused=False) if preflight else None
+        await self.call(spec.PING, {}, retry=retry)
 
     async def investments_history(
         self,
@@ -275,15 +280,17 @@ class AsyncWhiteBIT:
         params: Mapping[str, Any],
         *,
         report: WalkReport | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Any:
-        """Call one operation, retried as `RetryPolicy` says; ``report`` counts retries and 429s,
-        and collects the fields of the answers that the spec does not name."""
+        """Call one operation, retried as `RetryPolicy` says (the client's, or ``retry``);
+        ``report`` counts retries and 429s, and collects the fields of the answers that the spec
+        does not name."""
         check_params(operation, params)
         if operation.private and self._signer is None:
             raise ValueError(f"{operation.name} is private: the client needs credentials")
-        policy = self.retry
+        policy = retry or self.retry
 
-        def retry(state: RetryCallState) -> bool:
+        def again(state: RetryCallState) -> bool:
             error = _failure(state)
             return error is not None and policy.should_retry(operation, error, state.attempt_number)
 
@@ -295,7 +302,7 @@ class AsyncWhiteBIT:
             self._before_retry(operation, report, state.attempt_number, error, state.upcoming_sleep)
 
         # Every attempt, the first too, goes through this one loop; the policy alone decides.
-        retrying = AsyncRetrying(retry=retry, wait=wait, before_sleep=before_sleep, reraise=True)
+        retrying = AsyncRetrying(retry=again, wait=wait, before_sleep=before_sleep, reraise=True)
         try:
             return await retrying(self._attempt, operation, params, report)
         except APIError as error:
@@ -376,7 +383,7 @@ class AsyncWhiteBIT:
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
-            raise _transport_error(operation, exc) from exc
+            raise _transport_error(operation, exc, self._origin) from exc
         return response
 
     def _answer(
@@ -426,8 +433,18 @@ def _loads(content: bytes) -> Any:
         return None
 
 
-def _transport_error(operation: spec.Operation, exc: httpx.TransportError) -> TransportError:
+def _transport_error(
+    operation: spec.Operation, exc: httpx.TransportError, origin: str
+) -> TransportError:
     # httpx-aiohttp reports a refused connection as ConnectTimeout: trust the cause, not the name.
+    reason: BaseException | None = exc
+    while reason is not None and not isinstance(reason, ConnectionRefusedError):
+        reason = reason.__cause__ or reason.__context__
+    if reason is not None:
+        return ConnectionRefused(
+            f"{origin} refused the connection: is the exchange's address right, and is it up?",
+            operation=operation,
+        )
     cause = exc.__cause__
     timed_out = isinstance(exc, httpx.TimeoutException) and (
         cause is None or isinstance(cause, TimeoutError)

@@ -12,8 +12,9 @@ WhiteBITError
 │   │   ├── NonceRejectedError    429 with JSON, or 400 about the 5-second window   [retried]
 │   │   ├── RateLimitError        429 from the gateway, not JSON                    [retried]
 │   │   └── ServerError           5xx, HTML or JSON                                 [retried]
-│   ├── TransportError            no complete answer: refused, dropped mid-body     [retried]
-│   │   └── TransportTimeout      no answer in time                                 [retried]
+│   ├── TransportError            no complete answer: reset, dropped mid-body       [retried]
+│   │   ├── TransportTimeout      no answer in time                                 [retried]
+│   │   └── ConnectionRefused     nothing listens at the address   [retried, but not in a preflight]
 │   └── ResponseFormatError       a 2xx answer that cannot be used as it came
 │       ├── UnreadableResponseError  not JSON: cut short, empty, HTML               [retried]
 │       └── ContractError         JSON that breaks the contract: an envelope, an offset or a
@@ -156,6 +157,10 @@ class TransportError(APIError):
 
 class TransportTimeout(TransportError):
     """No answer within the timeout."""
+
+
+class ConnectionRefused(TransportError):
+    """The exchange's address refused the connection: nothing listens there (yet, or again)."""
 
 
 class ResponseFormatError(APIError):

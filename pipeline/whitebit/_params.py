@@ -15,15 +15,25 @@ _LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 def checked_base_url(base_url: str) -> httpx.URL:
-    """The exchange's address, refusing plain ``http://`` anywhere but loopback."""
-    url = httpx.URL(base_url)
+    """The exchange's address, refusing plain ``http://`` anywhere but loopback, and an address
+    carrying user info (what comes before '@' may be a credential: it is never echoed)."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        raise ValueError("base URL: not a URL") from None
+    shown = str(url.copy_with(username=None, password=None)) if url.userinfo else base_url
+    if url.userinfo:
+        raise ValueError(
+            f"base URL {shown} carries user info before '@': the key and secret go in their "
+            "variables, never in the address"
+        )
     host = url.host
     if not host:
-        raise ValueError(f"base URL {base_url!r} names no host")
+        raise ValueError(f"base URL {shown!r} names no host")
     if url.scheme == "https":
         return url
     if url.scheme != "http":
-        raise ValueError(f"base URL {base_url!r}: only https:// (or http:// on loopback)")
+        raise ValueError(f"base URL {shown!r}: only https:// (or http:// on loopback)")
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -33,6 +33,7 @@ from ._config import (
 from ._errors import (
     APIError,
     APIStatusError,
+    ConnectionRefused,
     ContractError,
     NonceRejectedError,
     RateLimitError,
@@ -46,6 +47,9 @@ class RetryPolicy:
     max_retries: int = DEFAULT_MAX_RETRIES
     initial_delay_s: float = INITIAL_RETRY_DELAY_S
     max_delay_s: float = MAX_RETRY_DELAY_S
+    #: Whether a refused connection is tried again (an exchange restarting mid-walk comes back);
+    #: a run's first connection refused is an address that is wrong or down, said at once.
+    retry_refused: bool = True
 
     def __post_init__(self) -> None:
         if self.max_retries < 0 or self.initial_delay_s < 0 or self.max_delay_s < 0:
@@ -60,6 +64,8 @@ class RetryPolicy:
             return False
         if isinstance(error, ContractError):
             return attempts <= min(CONTRACT_RETRIES, self.max_retries)
+        if isinstance(error, ConnectionRefused) and not self.retry_refused:
+            return False
         return error.retryable and attempts <= self.max_retries
 
     def delay(self, retry: int, error: BaseException | None) -> float:
