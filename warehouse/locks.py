@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import random
 import socket
@@ -34,11 +35,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final, Protocol
 
-from fsspec.asyn import sync
-from upath import UPath
+log = logging.getLogger(__name__)
 
 #: How long a lease outlives its holder's last renewal (seconds).
 DEFAULT_LEASE_SECONDS: Final = 30.0
@@ -52,13 +52,32 @@ class LeaseError(RuntimeError):
     """A lease that could not be taken in time, or that was lost while held."""
 
 
-def _precondition_failed(exc: BaseException) -> bool:
-    """Whether the store refused a conditional request (412; s3fs raises it as an OSError)."""
-    cause = exc.__cause__
-    response = getattr(cause, "response", None)
-    if isinstance(response, dict):
-        return bool(response.get("Error", {}).get("Code") == "PreconditionFailed")
-    return "pre-condition" in str(exc) or "precondition" in str(exc).lower()
+class PreconditionFailed(Exception):
+    """The store refused a conditional write: the object is not the one the writer read (412)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A lease object as the store holds it."""
+
+    body: bytes
+    etag: str
+    #: Seconds since it was last written, by the store's own clock (whole seconds).
+    age_s: float
+
+
+class LeaseStore(Protocol):
+    """What a lease needs of an object store: conditional writes of one object, each bounded in
+    time (`warehouse.object_store.ObjectStore` gives them)."""
+
+    def put_if(self, key: str, body: bytes, *, etag: str | None) -> str:
+        """Write the object (only if it does not exist: ``etag`` None; else only if it still
+        has that ETag); its new ETag. `PreconditionFailed` when refused, `FileNotFoundError`
+        when a conditional rewrite finds it gone."""
+
+    def get_held(self, key: str) -> Held | None: ...
+
+    def delete_if(self, key: str, etag: str) -> None: ...
 
 
 def _declared_seconds(body: bytes, default: float) -> float:
@@ -74,58 +93,68 @@ def _declared_seconds(body: bytes, default: float) -> float:
     return float(declared)
 
 
+#: While a writer waits for a lease another keeps, it says so this often.
+WAIT_SAID_EVERY_S: Final = 5.0
+
+
 class Lease:
-    """The lease of ``path`` (an object in an S3 store), for one holder."""
+    """The lease of the object ``key`` of a store (``name``: how messages call it), for one
+    holder."""
 
     def __init__(
         self,
-        path: UPath,
+        store: LeaseStore,
+        key: str,
+        name: str,
         *,
         seconds: float = DEFAULT_LEASE_SECONDS,
         wait_s: float = DEFAULT_WAIT_SECONDS,
     ) -> None:
-        self.path = path
+        self.store, self.key, self.name = store, key, name
         self.seconds = seconds
         self.wait_s = wait_s
         self.holder = f"{socket.gethostname()} pid {os.getpid()} {uuid.uuid4().hex[:8]}"
-        self._bucket, self._key = path.path.split("/", 1)
         self._etag: str | None = None
         self._lost: str | None = None
         self._renewed_at = 0.0
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
-    def _call(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self.path.fs.call_s3(
-            method, Bucket=self._bucket, Key=self._key, **kwargs
-        )
-        return result
-
     def _body(self) -> bytes:
         return json.dumps({"holder": self.holder, "seconds": self.seconds}).encode()
 
     def acquire(self) -> None:
-        """Take the lease, waiting while another holder keeps it."""
-        started = time.monotonic()
+        """Take the lease, waiting while another holder keeps it (and saying so every
+        `WAIT_SAID_EVERY_S`)."""
+        started = said = time.monotonic()
         pause = 0.02
         while True:
             sent = time.monotonic()
             try:
-                self._etag = self._call("put_object", Body=self._body(), IfNoneMatch="*")["ETag"]
+                self._etag = self.store.put_if(self.key, self._body(), etag=None)
                 break
-            except OSError as exc:
-                if not _precondition_failed(exc):
-                    raise
+            except PreconditionFailed:
+                pass
             sent = time.monotonic()
             if self._take_over_expired():
                 break
             waited = time.monotonic() - started
             if waited > self.wait_s:
                 raise LeaseError(
-                    f"{self.path}: held by {self._holder_now()} for longer than "
+                    f"{self.name}: held by {self._holder_now()} for longer than "
                     f"{self.wait_s:.0f} s "
                     "(WAREHOUSE_LEASE_WAIT_SECONDS); a lease of a dead holder expires after "
                     f"{self.seconds:.0f} s, so its holder is alive and still writing"
+                )
+            if time.monotonic() - said >= WAIT_SAID_EVERY_S:
+                said = time.monotonic()
+                log.warning(
+                    "waiting %.0f s for the lease %s, held by %s (it expires %.0f s after its "
+                    "holder's last renewal)",
+                    waited,
+                    self.name,
+                    self._holder_now(),
+                    self.seconds,
                 )
             time.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter, not secrecy
             pause = min(pause * 2, 0.5)
@@ -136,49 +165,40 @@ class Lease:
         self._renewer.start()
 
     def _take_over_expired(self) -> bool:
-        try:
-            held = self._call("get_object")
-        except FileNotFoundError:
+        held = self.store.get_held(self.key)
+        if held is None:
             return False  # released meanwhile: the next create may win
-        try:
-            body = sync(self.path.fs.loop, held["Body"].read)  # the object's own version
-        finally:
-            held["Body"].close()
-        now = parsedate_to_datetime(held["ResponseMetadata"]["HTTPHeaders"]["date"])
-        age = (now - held["LastModified"]).total_seconds()
         # Both times are whole seconds (HTTP dates): the age read may be up to one too many.
-        if age <= _declared_seconds(body, self.seconds) + CLOCK_RESOLUTION_S:
+        if held.age_s <= _declared_seconds(held.body, self.seconds) + CLOCK_RESOLUTION_S:
             return False
         try:
-            self._etag = self._call("put_object", Body=self._body(), IfMatch=held["ETag"])["ETag"]
-        except FileNotFoundError:
-            return False  # released meanwhile: the next create may win
-        except OSError as exc:
-            if _precondition_failed(exc):
-                return False  # another writer took it over first
-            raise
+            self._etag = self.store.put_if(self.key, self._body(), etag=held.etag)
+        except (FileNotFoundError, PreconditionFailed):
+            return False  # released meanwhile, or another writer took it over first
         return True
 
     def _holder_now(self) -> str:
         try:
-            return str(json.loads(self.path.read_bytes()).get("holder", "an unknown holder"))
-        except (OSError, ValueError):
-            return "an unknown holder"
+            held = self.store.get_held(self.key)
+            found = json.loads(held.body).get("holder") if held else None
+        except (OSError, ValueError, AttributeError):
+            found = None
+        return str(found or "an unknown holder")
 
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             sent = time.monotonic()
             try:
-                renewed = self._call("put_object", Body=self._body(), IfMatch=self._etag)
+                renewed = self.store.put_if(self.key, self._body(), etag=self._etag)
             except FileNotFoundError:
                 self._lost = "its object was deleted"
                 return
-            except OSError as exc:
-                if _precondition_failed(exc):
-                    self._lost = "another writer took it over"
-                    return
+            except PreconditionFailed:
+                self._lost = "another writer took it over"
+                return
+            except OSError:
                 continue  # still ours until it expires: `check` says when it has
-            self._etag, self._renewed_at = renewed["ETag"], sent
+            self._etag, self._renewed_at = renewed, sent
 
     def check(self) -> None:
         """Raise if the lease was lost (taken over, or not renewed for as long as it lives):
@@ -186,7 +206,7 @@ class Lease:
         if self._lost is None and time.monotonic() - self._renewed_at > self.seconds:
             self._lost = f"not renewed for {self.seconds:.0f} s: the store did not answer"
         if self._lost is not None:
-            raise LeaseError(f"{self.path}: lease lost while writing ({self._lost})")
+            raise LeaseError(f"{self.name}: lease lost while writing ({self._lost})")
 
     def release(self) -> None:
         """Give the lease back (unless another writer took it over meanwhile)."""
@@ -197,15 +217,17 @@ class Lease:
         if self._etag is None:
             return
         # Taken over (ours had expired) or gone: nothing of ours to delete.
-        with suppress(OSError):
-            self._call("delete_object", IfMatch=self._etag)
+        with suppress(OSError, PreconditionFailed):
+            self.store.delete_if(self.key, self._etag)
         self._etag = None
 
 
 @contextmanager
-def held(path: UPath, *, seconds: float, wait_s: float) -> Iterator[Lease]:
-    """The lease of ``path``, for the duration of the block."""
-    lease = Lease(path, seconds=seconds, wait_s=wait_s)
+def held(
+    store: LeaseStore, key: str, name: str, *, seconds: float, wait_s: float
+) -> Iterator[Lease]:
+    """The lease of the object ``key``, for the duration of the block."""
+    lease = Lease(store, key, name, seconds=seconds, wait_s=wait_s)
     lease.acquire()
     try:
         yield lease

@@ -35,6 +35,11 @@ COMPRESSION: Final = "zstd"
 LOCKS_DIR: Final = "parquet/.locks"
 
 
+class StoreError(RuntimeError):
+    """The store could not do what was asked (it did not answer in time, refused, or is not
+    there): which store, which file, and why, in one line."""
+
+
 class Store(ABC):
     """The files of one warehouse root."""
 

@@ -14,6 +14,8 @@ from rich.console import Console
 from assets.accounts import Account, load
 from assets.settings import Settings, SettingsError
 from warehouse import RootError, Warehouse
+from warehouse.catalog import CatalogError
+from warehouse.store import StoreError
 
 DAY: Final = click.DateTime(["%Y-%m-%d"])
 
@@ -32,11 +34,11 @@ def console() -> Console:
 
 @contextmanager
 def said_in_one_line() -> Iterator[None]:
-    """A setting, an accounts file or a warehouse root that cannot be used ends the command with
-    its one line."""
+    """A setting, an accounts file, a warehouse root, a store or a catalog that cannot be used
+    ends the command with its one line."""
     try:
         yield
-    except (SettingsError, RootError) as exc:
+    except (SettingsError, RootError, StoreError, CatalogError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

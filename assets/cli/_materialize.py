@@ -25,7 +25,16 @@ from rich.markup import escape
 
 from assets.accounts import Account
 
-from ._common import ACCOUNT_OPTION, DAY, accounts, chosen, console, settings, warehouse
+from ._common import (
+    ACCOUNT_OPTION,
+    DAY,
+    accounts,
+    chosen,
+    console,
+    said_in_one_line,
+    settings,
+    warehouse,
+)
 
 if TYPE_CHECKING:  # Dagster loads in the commands that run something: --help stays instant
     import dagster as dg
@@ -262,21 +271,21 @@ def write_report(
     from assets.instance import instance
     from assets.report import run_facts
     from warehouse import report
-    from warehouse.catalog import CatalogError
 
     every = accounts()
     facts = run_facts(instance(settings()), _location(every).built)
     try:
-        written = report.write(
-            warehouse(),
-            accounts=names,
-            declared=[account.name for account in every],
-            first=first,
-            last=last,
-            out=file,
-            facts=facts,
-        )
-    except (report.ReportError, CatalogError) as exc:
+        with said_in_one_line():
+            written = report.write(
+                warehouse(),
+                accounts=names,
+                declared=[account.name for account in every],
+                first=first,
+                last=last,
+                out=file,
+                facts=facts,
+            )
+    except report.ReportError as exc:
         raise click.ClickException(str(exc)) from None
     headline = written.headline
     days = f"{headline.first_day} .. {headline.last_day}" if headline.first_day else "no data yet"

@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from warehouse import catalog, display, schemas
-from warehouse.catalog import CatalogError
+from warehouse.layout import PARQUET_DIR
 
-from ._common import warehouse
+from ._common import said_in_one_line, warehouse
 
 #: A column narrower than this is never wrapped: the widest DECIMAL(38,18) is 40 characters, so
 #: DuckDB leaves out a column that does not fit rather than fold an amount over lines.
@@ -61,10 +61,8 @@ def sql_command(query: str, catalog_file: str | None, output: str | None) -> Non
     if not query.strip():
         raise click.UsageError('QUERY is empty: give the SQL to run, like "SELECT * FROM tables"')
     wh = warehouse()
-    try:
+    with said_in_one_line():
         con = catalog.connect(wh, path=catalog_file)
-    except CatalogError as error:
-        raise click.ClickException(str(error)) from None
     file = str(catalog_file or wh.catalog_path)
     with con:
         try:
@@ -113,10 +111,16 @@ def catalog_command(root: str, out: str | None) -> None:
     analyst's own over a shared warehouse, or a moved warehouse's. It holds views only, and no
     credential."""
     wh = warehouse(root)
-    try:
-        built = catalog.refresh(wh, out=out)
-    except (ValueError, OSError) as error:
-        raise click.ClickException(f"catalog of {wh.location}: {error}") from None
+    with said_in_one_line():
+        if not wh.store.has_files(PARQUET_DIR):
+            raise click.ClickException(
+                f"no warehouse at {wh.location}: nothing has been extracted there yet (or the "
+                "root is mistyped); a catalog reads an existing warehouse"
+            )
+        try:
+            built = catalog.refresh(wh, out=out)
+        except (ValueError, OSError) as error:
+            raise click.ClickException(f"catalog of {wh.location}: {error}") from None
     filled = len(built.table_views) - len(built.empty_tables)
     click.echo(
         f"{built.path}: {len(built.table_views)} table views ({filled} with files), "
