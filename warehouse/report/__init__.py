@@ -33,7 +33,7 @@ from warehouse import catalog, display
 from warehouse.root import Warehouse
 from warehouse.store import read_again
 
-from ._data import ALL_TABLES, SNAPSHOT_TABLES, ZERO, AccountData, Reader
+from ._data import ALL_TABLES, SNAPSHOT_TABLES, AccountData, Reader, exact_sum
 
 #: The report's file name in this machine's directory of the warehouse (`default_path`), and in
 #: a remote root (`publish`).
@@ -195,9 +195,9 @@ def build(
         last_day=last,
         rows=sum(sum(d.rows.values()) for d in data),
         funding_payments=sum(d.funding.payments for d in data),
-        funding_paid=sum((d.funding.paid for d in data), ZERO),
-        funding_received=sum((d.funding.received for d in data), ZERO),
-        funding_net=sum((d.funding.net for d in data), ZERO),
+        funding_paid=exact_sum(d.funding.paid for d in data),
+        funding_received=exact_sum(d.funding.received for d in data),
+        funding_net=exact_sum(d.funding.net for d in data),
         rejected_records=sum(d.rejects for d in data),
         active_investments=sum(d.investments.active for d in data),
     )

@@ -8,6 +8,8 @@ day of their partition.
 
 from __future__ import annotations
 
+import decimal
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -35,6 +37,18 @@ SNAPSHOT_TABLES: Final = tuple(
 #: Every table the page counts: the funding history, then the snapshots.
 ALL_TABLES: Final = ("funding_history", *SNAPSHOT_TABLES)
 ZERO: Final = Decimal(0)
+#: Sums of DECIMAL(38,18) amounts: Python's default context holds 28 digits and would round
+#: them; this one holds twice the digits any value of the warehouse has.
+EXACT: Final = decimal.Context(prec=80)
+
+
+def exact_sum(values: Iterable[Decimal | int]) -> Decimal:
+    """The sum of exact amounts, to the last digit."""
+    total = ZERO
+    for value in values:
+        total = EXACT.add(total, value)
+    return total
+
 
 Rows = list[tuple[object, ...]]
 

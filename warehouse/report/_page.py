@@ -15,7 +15,7 @@ from markupsafe import Markup
 from warehouse import display
 
 from . import _charts
-from ._data import ALL_TABLES, ZERO, AccountData, Table
+from ._data import ALL_TABLES, ZERO, AccountData, Table, exact_sum
 
 if TYPE_CHECKING:
     from . import Headline, RunFacts
@@ -134,7 +134,9 @@ def _summary(data: Sequence[AccountData]) -> dict[str, object]:
         for ticker, main, available, frozen in d.balances.latest.rows:
             sums = totals.setdefault(str(ticker), [ZERO, ZERO, ZERO, 0])
             for index, value in enumerate((main, available, frozen)):
-                sums[index] += value if isinstance(value, Decimal) else ZERO
+                sums[index] = exact_sum(
+                    [sums[index], value if isinstance(value, Decimal) else ZERO]
+                )
             sums[3] += 1
     balances = Table(
         ("ticker", "main_balance", "trading_available", "trading_frozen", "accounts"),
