@@ -66,13 +66,20 @@ def simulator_command(
         parsed = Scale.parse(scale)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--scale") from exc
-    serve(
-        host=host,
-        port=port,
-        seed=seed,
-        scale=parsed,
-        frozen_at=frozen_at,
-        page_cap=page_cap,
-        subaccounts=subaccounts,
-        region=region,
-    )
+    try:
+        serve(
+            host=host,
+            port=port,
+            seed=seed,
+            scale=parsed,
+            frozen_at=frozen_at,
+            page_cap=page_cap,
+            subaccounts=subaccounts,
+            region=region,
+        )
+    except OSError as exc:
+        where = f"{host}:{port}" if port else host
+        raise click.ClickException(
+            f"cannot listen on {where}: {exc.strerror or exc} (another process holds the port? "
+            "--port 0 picks a free one)"
+        ) from None
