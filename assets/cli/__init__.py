@@ -15,13 +15,23 @@ import click
 
 from pipeline.simulator import simulator_command
 
+from ._common import said_in_one_line
 from ._exchange import ping, reset_key
 from ._materialize import demo, materialize, report_command
 from ._query import catalog_command, sql_command, tables_command
 from ._service import serve, ui, worker
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands, each ending in one line (never a traceback) when a setting, an accounts
+    file, a root, a store or a catalog cannot be used, wherever it is found out."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        with said_in_one_line():
+            return super().invoke(ctx)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Extract WhiteBIT accounts into one exact, partitioned warehouse, and query it.
 
