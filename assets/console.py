@@ -5,7 +5,8 @@ progress bar of the days written, warnings and errors the steps log, each step D
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
@@ -33,6 +34,10 @@ CLIENT_WAIT_SHOWN_S: Final = 1.0
 #: The logger of `pipeline.whitebit`'s client, which logs each retry at INFO before waiting,
 #: the wait in seconds as the record's `RETRY_WAIT_FIELD`.
 CLIENT_LOGGER: Final = "pipeline.whitebit"
+#: The warehouse's loggers: a wait for a store's lease is said there at WARNING.
+WAREHOUSE_LOGGER: Final = "warehouse"
+#: A wait for a pool's slot is said this often.
+WAIT_SAID_EVERY_S: Final = 5.0
 
 
 class _ProgressHandler(logging.Handler):
@@ -107,7 +112,12 @@ class _Watch(logging.Handler):
         # What the steps warned of: each step of a run may warn the same (the simulator's).
         self._warned: set[str] = set()
 
-    def _say(self, text: str, style: str) -> None:
+    @property
+    def started(self) -> bool:
+        """A step of the run has started."""
+        return bool(self._step)
+
+    def say(self, text: str, style: str) -> None:
         self._console.print(f"[{style}]{escape(text)}[/{style}]", soft_wrap=True)
 
     def event(self, entry: dg.EventLogEntry) -> None:
@@ -117,13 +127,13 @@ class _Watch(logging.Handler):
             if level >= logging.WARNING and entry.user_message not in self._warned:
                 self._warned.add(entry.user_message)
                 where = f"{entry.step_key}: " if entry.step_key else ""
-                self._say(where + entry.user_message, "red" if level >= logging.ERROR else "yellow")
+                self.say(where + entry.user_message, "red" if level >= logging.ERROR else "yellow")
         elif event.event_type == dg.DagsterEventType.STEP_START and event.step_key:
             self._step = event.step_key
         elif event.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY:
             data = event.step_retry_data
             reason = error_text(data.error).splitlines()[0]
-            self._say(
+            self.say(
                 f"{event.step_key} failed; Dagster tries it again in "
                 f"{data.seconds_to_wait or 0:.1f} s. Why: {reason}",
                 "yellow",
@@ -133,17 +143,37 @@ class _Watch(logging.Handler):
         message = record.getMessage()
         where = f"{self._step}: " if self._step else ""
         if record.levelno >= logging.WARNING:  # the client's own warnings, as it logs them
-            self._say(where + message, "red" if record.levelno >= logging.ERROR else "yellow")
+            self.say(where + message, "red" if record.levelno >= logging.ERROR else "yellow")
             return
         wait = getattr(record, RETRY_WAIT_FIELD, None)
         if isinstance(wait, float) and wait >= CLIENT_WAIT_SHOWN_S:
-            self._say(f"{where}waiting for the exchange: {message}", "yellow")
+            self.say(f"{where}waiting for the exchange: {message}", "yellow")
 
 
 @contextmanager
-def watched(instance: dg.DagsterInstance, run_id: str, console: Console) -> Iterator[None]:
-    """While the block runs, ``console`` says what happens in run ``run_id`` (see `_Watch`)."""
+def watched(
+    instance: dg.DagsterInstance,
+    run_id: str,
+    console: Console,
+    waits: Callable[[], Sequence[str]] = tuple,
+) -> Iterator[None]:
+    """While the block runs, ``console`` says what happens in run ``run_id`` (see `_Watch`),
+    and, every `WAIT_SAID_EVERY_S` before its first step starts, what it waits for (``waits``:
+    a line each)."""
     watch = _Watch(console)
     instance.add_event_listener(run_id, watch.event)
-    with _listening(CLIENT_LOGGER, watch):
-        yield
+    done = threading.Event()
+
+    def waiting() -> None:
+        while not done.wait(WAIT_SAID_EVERY_S) and not watch.started:
+            for line in waits():
+                watch.say(line, "yellow")
+
+    thread = threading.Thread(target=waiting, daemon=True, name="pool-wait")
+    thread.start()
+    try:
+        with _listening(CLIENT_LOGGER, watch), _listening(WAREHOUSE_LOGGER, watch):
+            yield
+    finally:
+        done.set()
+        thread.join()

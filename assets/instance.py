@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -272,3 +273,37 @@ def release_dead_runs(instance: dg.DagsterInstance, *, service_stopped: bool) ->
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         released.append(run.run_id)
     return released
+
+
+def free_slots_of_ended_runs(instance: dg.DagsterInstance, pools: Sequence[str]) -> list[str]:
+    """Free every slot of these pools that a run which has ended (or is gone) still holds: a run
+    whose instance could not be reached at its end (a database outage) keeps its slot, and every
+    later run of its pool would wait for it. The runs' ids."""
+    freed = []
+    for pool in pools:
+        info = instance.event_log_storage.get_concurrency_info(pool)
+        holders = {slot.run_id for slot in info.claimed_slots}
+        holders |= {step.run_id for step in info.pending_steps}
+        for run_id in sorted(holders):
+            run = instance.get_run_by_id(run_id)
+            if run is None or run.is_finished:
+                instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+                freed.append(run_id)
+    return freed
+
+
+def slot_holders(instance: dg.DagsterInstance, pool: str) -> list[str]:
+    """Who holds the pool's slots, one line each: the run, its status, and where it runs."""
+    held = []
+    for slot in instance.event_log_storage.get_concurrency_info(pool).claimed_slots:
+        run = instance.get_run_by_id(slot.run_id)
+        if run is None:
+            held.append(f"run {slot.run_id} (gone from the instance)")
+            continue
+        where = run.tags.get(RUNNER_TAG)
+        held.append(
+            f"run {run.run_id} ({run.status.value}"
+            + (f", whitebit-etl process {where}" if where else "")
+            + ")"
+        )
+    return held

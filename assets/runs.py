@@ -27,7 +27,12 @@ from rich.console import Console
 from assets.console import progress_bar, watched
 from assets.dagster_private import DagsterExecutionInterruptedError, check_captured_interrupt
 from assets.definitions import Location
-from assets.instance import release_dead_runs, runner_tag
+from assets.instance import (
+    free_slots_of_ended_runs,
+    release_dead_runs,
+    runner_tag,
+    slot_holders,
+)
 from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
 from assets.partitions import today
@@ -80,6 +85,13 @@ def materialize(
         )
     job = location.definitions.resolve_job_def(NIGHTLY_JOB)
     selection = list(request.asset_selection or ())
+    pools = [
+        built.account.pool
+        for built in location.built
+        if {*built.monthly_keys, *built.snapshot_keys} & set(selection)
+    ]
+    for run_id in free_slots_of_ended_runs(instance, pools):
+        console.print(f"[yellow]run {run_id} had ended holding an API pool slot: freed[/yellow]")
     # A progress step per day written: every day of each history by month, one per snapshot.
     days = len(days_of(request))
     monthly = {key for assets in location.built for key in assets.monthly_keys}
@@ -90,7 +102,7 @@ def materialize(
     success = False
     with (
         progress_bar(console, total, title) as bar,
-        watched(instance, run_id, console),
+        watched(instance, run_id, console, lambda: _pool_waits(instance, run_id, pools)),
         _obeying_interrupts(instance, run_id),
     ):
         result = job.execute_in_process(
@@ -106,6 +118,19 @@ def materialize(
     if INTERRUPTS.noted():
         return RunOutcome(run_id, False, (), interrupted=INTERRUPTS.how)
     return outcome(instance, run_id, success=success)
+
+
+def _pool_waits(instance: dg.DagsterInstance, run_id: str, pools: list[str]) -> list[str]:
+    """What the run waits for, when another run holds its account's API pool slot."""
+    waits = []
+    for pool in pools:
+        held = [holder for holder in slot_holders(instance, pool) if run_id not in holder]
+        if held:
+            waits.append(
+                f"waiting for the pool {pool}: its slot is held by {', '.join(held)}; a run "
+                "that is no longer going frees it once marked ended (the UI's Terminate does)"
+            )
+    return waits
 
 
 @contextmanager
