@@ -26,8 +26,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -52,6 +52,10 @@ LOCATION: Final = "assets.definitions"
 WORKSPACE_FILE: Final = "workspace.yaml"
 #: How long a process (or a terminated run) is given to end before it is killed.
 STOP_GRACE_S: Final = 5.0
+#: A process of the service that exits is started again (the Celery broker killed, a worker
+#: that lost it), at most this many times in `RESTART_WINDOW_S`; past that the service stops.
+RESTARTS: Final = 5
+RESTART_WINDOW_S: Final = 600.0
 _STARTUP_S: Final = 180.0
 
 
@@ -87,8 +91,23 @@ def _listening(port: int) -> bool:
 
 @dataclass
 class _Process:
+    """A process of the service, and how to start it again when it exits."""
+
     name: str
     popen: subprocess.Popen[bytes]
+    restart: Callable[[], subprocess.Popen[bytes]] | None = None
+    #: When it was started again, for the budget of `RESTARTS`.
+    restarts: list[float] = field(default_factory=list)
+
+    def revived(self) -> bool:
+        """Start it again after it exited, unless it has used up its restarts; whether it was."""
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW_S]
+        if self.restart is None or len(self.restarts) >= RESTARTS:
+            return False
+        self.restarts.append(now)
+        self.popen = self.restart()
+        return True
 
 
 def _stop_all(processes: Sequence[_Process]) -> None:
@@ -126,7 +145,10 @@ def _raise_stop(signum: int, _frame: object) -> None:
 
 
 def _start(name: str, args: Sequence[str], env: dict[str, str]) -> _Process:
-    return _Process(name, subprocess.Popen(list(args), env=env))  # noqa: S603 - our own tools
+    def launch() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(list(args), env=env)  # noqa: S603 - our own tools
+
+    return _Process(name, launch(), restart=launch)
 
 
 def _wait_for_code_server(process: _Process, port: int) -> None:
@@ -220,7 +242,11 @@ def serve(console: Console, settings: Settings, host: str, port: int, workers: i
     reason = "one of the service's processes exited"
     try:
         if local_broker is not None:
-            brokers.append(_Process("Celery broker (redis-server)", local_broker.start()))
+            brokers.append(
+                _Process(
+                    "Celery broker (redis-server)", local_broker.start(), restart=local_broker.start
+                )
+            )
         code = _start(
             "code location server",
             [tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
@@ -257,11 +283,17 @@ def serve(console: Console, settings: Settings, host: str, port: int, workers: i
             "stops it."
         )
         watched = brokers + processes
-        while all(p.popen.poll() is None for p in watched):
+        while True:
             time.sleep(1)
-        gone = next(p for p in watched if p.popen.poll() is not None)
-        reason = f"the {gone.name} exited ({gone.popen.returncode})"
-        raise ServiceError(f"{reason}: the service stops")
+            for gone in [p for p in watched if p.popen.poll() is not None]:
+                status = gone.popen.returncode
+                if not gone.revived():
+                    reason = f"the {gone.name} exited ({status}) {RESTARTS} times in 10 minutes"
+                    raise ServiceError(f"{reason}: the service stops")
+                console.print(
+                    f"the {gone.name} exited ({status}): started again (runs it cut off are "
+                    "failed by run monitoring and tried again by run retries)"
+                )
     except _Stop as stop:
         reason = f"whitebit-etl serve stopped on {stop.signal_name} before this run ended"
     finally:

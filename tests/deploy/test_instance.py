@@ -127,6 +127,7 @@ def test_an_instance_dagster_refuses_is_refused(
 #: Where the chart's values hold each section of the shipped instance.
 CHART_SECTIONS: Mapping[str, str] = {
     "run_monitoring": "dagsterDaemon.runMonitoring",
+    "run_retries": "dagsterDaemon.runRetries",
     "concurrency": "concurrency",
     "telemetry": "telemetry",
 }
