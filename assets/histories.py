@@ -21,7 +21,7 @@ from pydantic import Field
 
 from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, ConnectionRefused, WalkReport
-from warehouse import catalog, normalize, sources
+from warehouse import Warehouse, catalog, normalize, partitions, schemas, sources
 
 from . import checks
 from .accounts import Account
@@ -84,7 +84,7 @@ def run_days(window: dg.TimeWindow, config: HistoryConfig) -> list[date]:
     return day_range(low, high + timedelta(days=1))
 
 
-def key(account: Account, table: str) -> dg.AssetKey:
+def asset_key(account: Account, table: str) -> dg.AssetKey:
     return dg.AssetKey([*account.key_prefix, table])
 
 
@@ -115,23 +115,23 @@ def _exchange_run(
 def monthly_asset(
     account: Account,
     history: spec.History,
-    partitions: dg.PartitionsDefinition,
+    months: dg.PartitionsDefinition,
     writer_env: Mapping[str, str],
 ) -> dg.AssetsDefinition:
     """The account's asset of a history partitioned by month."""
-    asset_key = key(account, history.name)
+    key = asset_key(account, history.name)
     name = history.name
 
     @dg.asset(
-        key=asset_key,
-        partitions_def=partitions,
+        key=key,
+        partitions_def=months,
         # A range is one walk from the head of the history down to its first day: one run.
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=account.pool,
         retry_policy=API_RETRY,
         group_name=account.group,
         kinds={"parquet", "duckdb"},
-        check_specs=checks.specs(asset_key, history),
+        check_specs=checks.specs(key, history),
         required_resource_keys={account.resource_key, "warehouse"},
         tags={ACCOUNT_TAG: account.name},
         description=f"{history.description}, of {account.name}: one partition (and one Parquet "
@@ -144,6 +144,8 @@ def monthly_asset(
         days = run_days(context.partition_time_window, config)
         warehouse: WarehouseResource = context.resources.warehouse
         wh = warehouse.warehouse
+        with retry_only_transient():
+            _record_landed(context, wh, account, history)
         paging = history.paging
         context.log.info(f"walking {name} for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
@@ -180,16 +182,38 @@ def monthly_asset(
                 "preview": preview(wh, name, account.name, list(written.days)),
             },
             check_results=checks.for_written(
-                wh, written, load.report.rows, load.report.unknown_fields, key=asset_key
+                wh, written, load.report.rows, load.report.unknown_fields, key=key
             ),
         )
 
     return asset
 
 
+def _record_landed(
+    context: AssetExecutionContext, wh: Warehouse, account: Account, history: spec.History
+) -> None:
+    """Record the months whose partitions landed in the warehouse but not in the instance: a run
+    that wrote them and then could not reach the instance (a database outage at a step's end)
+    left no materialization, and the UI would show a landed month as missing."""
+    key = asset_key(account, history.name)
+    recorded = context.instance.get_materialized_partitions(key)
+    depth = len(schemas.TABLES[history.name].path_columns) + 3
+    for path in partitions.partition_files(wh.store, history.name, account=account.name):
+        month = path.split("/")[depth - 2].partition("=")[2]
+        if month not in recorded:
+            context.instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    asset_key=key,
+                    partition=month,
+                    description="landed in the warehouse by a run that could not record it",
+                    metadata={"path": wh.store.url(path)},
+                )
+            )
+
+
 def _spec(account: Account, history: spec.History) -> dg.AssetSpec:
     return dg.AssetSpec(
-        key(account, history.name),
+        asset_key(account, history.name),
         description=f"{history.description}, of {account.name}, per snapshot day.",
         kinds={"parquet", "duckdb"},
         group_name=account.group,
@@ -220,7 +244,7 @@ async def _fetch(
 def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefinition:
     """The account's asset of a snapshot, with the histories nested in it (one walk)."""
     tables = (history, *normalize.nested(history))
-    keys = {h.name: key(account, h.name) for h in tables}
+    keys = {h.name: asset_key(account, h.name) for h in tables}
 
     @dg.multi_asset(
         name=f"{account.name}_{history.name}",
@@ -283,13 +307,13 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
 
 def account_assets(
     account: Account,
-    partitions: dg.PartitionsDefinition,
+    months: dg.PartitionsDefinition,
     writer_env: Mapping[str, str],
 ) -> tuple[tuple[dg.AssetsDefinition, ...], tuple[dg.AssetsDefinition, ...]]:
     """The account's assets of histories partitioned by month, and of snapshots."""
     extracted = [h for h in spec.HISTORIES.values() if h.nested_in is None and account.extracts(h)]
     monthly = tuple(
-        monthly_asset(account, h, partitions, writer_env) for h in extracted if h.monthly
+        monthly_asset(account, h, months, writer_env) for h in extracted if h.monthly
     )
     snapshots = tuple(snapshot_asset(account, h) for h in extracted if not h.monthly)
     return monthly, snapshots
