@@ -120,6 +120,30 @@ def materialize(
     return outcome(instance, run_id, success=success)
 
 
+#: The parts of a deployment an error may come from, by the package that raised it.
+_PARTS: Final = {
+    "psycopg2": "the Dagster instance's database (PostgreSQL)",
+    "sqlalchemy": "the Dagster instance's database",
+    "sqlite3": "the Dagster instance's database (SQLite)",
+    "redis": "the Celery broker (Redis)",
+    "kombu": "the Celery broker",
+    "botocore": "the warehouse's object store",
+    "aiobotocore": "the warehouse's object store",
+}
+
+
+def failed_part(error: BaseException) -> str | None:
+    """The part of the deployment an error came from (the instance's database, the broker, the
+    store), to be named in the command's last line; None for any other error."""
+    seen: BaseException | None = error
+    while seen is not None:
+        part = _PARTS.get(type(seen).__module__.split(".")[0])
+        if part is not None:
+            return part
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _pool_waits(instance: dg.DagsterInstance, run_id: str, pools: list[str]) -> list[str]:
     """What the run waits for, when another run holds its account's API pool slot."""
     waits = []

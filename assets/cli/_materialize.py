@@ -153,15 +153,26 @@ def _title(account: str, request: dg.RunRequest, several: bool) -> str:
 def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: Console) -> None:
     """Run each request, saying what each run had to say; exit naming the runs that failed."""
     from assets.instance import instance
-    from assets.runs import materialize
+    from assets.runs import failed_part, materialize
 
     opened = instance(settings(), command_line=True)
     several = len({account for account, _ in requests}) > 1
     failed: list[tuple[str, str]] = []
     for account, request in requests:
-        result = materialize(
-            location, request, opened, console=out, title=_title(account, request, several)
-        )
+        try:
+            result = materialize(
+                location, request, opened, console=out, title=_title(account, request, several)
+            )
+        except Exception as exc:
+            part = failed_part(exc)
+            if part is None:
+                raise
+            # SQLAlchemy quotes the statement and its parameters after "[SQL:": left out.
+            reason = " ".join(str(exc).split("[SQL:")[0].split())[:300]
+            raise click.ClickException(
+                f"{part} failed the run ({type(exc).__name__}: {reason}); the partitions that "
+                "landed are whole, and the next run records them"
+            ) from None
         if result.interrupted:
             out.print(
                 f"[red]run {result.run_id} canceled[/red]: interrupted ({result.interrupted}); "
