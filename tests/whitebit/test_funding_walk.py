@@ -85,7 +85,8 @@ def test_per_market_walks_merge_newest_first(sim: Simulator, with_window: bool) 
 
     async def main() -> None:
         async with client(sim) as c:
-            walk = c.walk(spec.FUNDING, 
+            walk = c.walk(
+                spec.FUNDING,
                 split=markets,
                 since=_at(since) if since else None,
                 until=_at(until) if until else None,
