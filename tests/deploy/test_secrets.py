@@ -89,10 +89,10 @@ def test_no_secret_value_is_in_the_values() -> None:
     values = _values()
     assert secret_problems(values) == []
     # The secret variables the product knows are all taken from Secrets.
-    from assets.alerts import _SECRET_ENVS
+    from assets.alerts import _SECRET_VARIABLES
 
     by_name = {entry["name"]: entry for entry in _env_entries(values)}
-    for name in {*_SECRET_ENVS, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & set(by_name):
+    for name in {*_SECRET_VARIABLES, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & set(by_name):
         assert "secretKeyRef" in by_name[name]["valueFrom"], name
 
 

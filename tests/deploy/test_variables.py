@@ -1,8 +1,11 @@
 """Every environment variable the product reads is set on the Kubernetes deployment.
 
-Every variable read in the code of `assets`, `warehouse` and `pipeline` (found by reading that
-code) is set in `deploy/helm/values.yaml`, on the code server and on the runs, or is exempted
-below with its reason: a new variable without an entry fails here. The accounts file is mounted
+The settings module declares every variable the product reads (`Settings.variables`: those it
+reads itself, and those botocore reads for the S3 store); it is the only module that reads the
+environment (`test_only_the_settings_module_reads_the_environment`). Each of them is set in
+`deploy/helm/values.yaml`, on the code server and on the runs, or is exempted below with its
+reason: a new setting without an entry fails here. The variables the accounts file names (each
+account's key and secret) come from the Secret whitebit-api-keys. The accounts file is mounted
 where its variable points, and the docs create every Secret and ConfigMap the values name.
 
 Each check returns what it finds wrong, and is also run on a spoiled copy of its input, so that
@@ -11,15 +14,17 @@ it is seen to fail.
 
 from __future__ import annotations
 
-import ast
 import copy
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import yaml
 
+from assets.instance import instance_config
+from assets.settings import Settings
 from tests.deploy.values import (
     ROOT,
 )
@@ -38,6 +43,8 @@ from tests.deploy.values import (
 
 DOCS = ROOT / "docs" / "many-machines.md"
 PRODUCT = ("assets", "warehouse", "pipeline")
+#: The accounts file the deployment's ConfigMap is made from, as the docs show it.
+ACCOUNTS_FILE = ROOT / "accounts.example.yaml"
 
 #: Variables the product reads that the deployment leaves unset, and why.
 EXEMPT: Mapping[str, str] = {
@@ -52,19 +59,10 @@ EXEMPT: Mapping[str, str] = {
     "CELERY_BROKER_URL": "the Celery launcher's (serve --workers, whitebit-etl worker); on "
     "Kubernetes runs are Jobs of the K8sRunLauncher",
     "CELERY_RESULT_BACKEND": "the Celery launcher's, as CELERY_BROKER_URL",
-}
-#: Read for the product by the libraries it uses: WAREHOUSE_ROOT is s3://, so s3fs (botocore)
-#: needs credentials and a region.
-S3_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
-#: Module-level constants named so hold a variable's name (or a tuple of names).
-_CONSTANT = re.compile(r"_(ENV|ENVS|VARIABLE|VARIABLES)$")
-#: Places that read a variable whose name is not a literal or a constant, and where it comes from.
-DYNAMIC_READS: Mapping[tuple[str, str], str] = {
-    ("warehouse.lease", "_seconds"): "LEASE_SECONDS_ENV and WAIT_SECONDS_ENV (constants)",
-    ("assets.alerts", "_scrubbed"): "_SECRET_ENVS (a constant)",
-    ("assets.cli", "demo"): "CREDENTIAL_VARIABLES and ACCOUNTS_FILE_ENV (constants)",
-    ("assets.accounts", "load_file"): "the variables the accounts file names (whitebit-api-keys)",
-    ("assets.definitions", "whitebit_resource"): "the accounts file's variables, as EnvVar",
+    "AWS_SESSION_TOKEN": "a temporary credential's; the deployment's key pair is a lasting one",
+    "AWS_PROFILE": "a profile file's; the pods get the key pair as variables",
+    "AWS_ENDPOINT_URL": "an S3-compatible store's; the deployment's store is AWS S3",
+    "AWS_ENDPOINT_URL_S3": "an S3-compatible store's, as AWS_ENDPOINT_URL",
 }
 #: The Secret holding the variables the accounts file names.
 ACCOUNT_KEYS_SECRET = "whitebit-api-keys"
@@ -73,179 +71,182 @@ ACCOUNT_KEYS_SECRET = "whitebit-api-keys"
 # --- (a) every variable the product reads ---------------------------------------------------
 
 
-def _module(path: Path, base: Path) -> str:
-    return ".".join(path.relative_to(base).with_suffix("").parts).removesuffix(".__init__")
-
-
-def _strings(node: ast.expr | None) -> tuple[str, ...] | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return (node.value,)
-    if isinstance(node, ast.Tuple | ast.List):
-        parts = [_strings(element) for element in node.elts]
-        if all(part is not None for part in parts):
-            return tuple(s for part in parts for s in part or ())
-    return None
-
-
-def _is_environ(node: ast.expr) -> bool:
-    """``os.environ``, or a name the product gives an environment mapping (``env``, ``environ``)."""
-    if isinstance(node, ast.Attribute) and node.attr == "environ":
-        return isinstance(node.value, ast.Name) and node.value.id == "os"
-    return isinstance(node, ast.Name) and node.id in ("env", "environ")
-
-
-def _read_argument(node: ast.AST) -> ast.expr | None:
-    """The name argument when ``node`` reads an environment variable: ``os.environ.get(x)``,
-    ``env.get(x)``, ``os.getenv(x)``, ``os.environ[x]``, ``EnvVar(x)``, ``{"env": x}`` (a
-    Dagster string source)."""
-    if isinstance(node, ast.Call) and node.args:
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr == "get" and _is_environ(func.value):
-            return node.args[0]
-        if isinstance(func, ast.Attribute) and func.attr == "getenv":
-            return node.args[0]
-        if (isinstance(func, ast.Attribute) and func.attr == "EnvVar") or (
-            isinstance(func, ast.Name) and func.id == "EnvVar"
-        ):
-            return node.args[0]
-    if (
-        isinstance(node, ast.Subscript)
-        and isinstance(node.ctx, ast.Load)
-        and _is_environ(node.value)
-    ):
-        return node.slice
-    if isinstance(node, ast.Dict) and len(node.keys) == 1:
-        key = node.keys[0]
-        if isinstance(key, ast.Constant) and key.value == "env":
-            return node.values[0]
-    return None
-
-
-def _walk(node: ast.AST, function: str) -> Iterator[tuple[ast.AST, str]]:
-    """Every node below ``node``, with the name of the function it is in."""
-    for child in ast.iter_child_nodes(node):
-        inner = (
-            child.name if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else function
-        )
-        yield child, inner
-        yield from _walk(child, inner)
-
-
-def environment_reads(base: Path, packages: tuple[str, ...]) -> tuple[set[str], set[str]]:
-    """The variables the code under ``base/<package>`` reads, and the places that read one
-    whose name cannot be told from the code (``module:function``), for `DYNAMIC_READS`."""
-    paths = {
-        _module(path, base): path for package in packages for path in (base / package).rglob("*.py")
+def account_variables(accounts_file: Path) -> set[str]:
+    """The variables an accounts file names for its accounts' keys and secrets."""
+    loaded = yaml.safe_load(accounts_file.read_text(encoding="utf-8"))
+    return {
+        account[field]
+        for account in loaded["accounts"]
+        for field in ("api_key_env", "api_secret_env")
+        if account.get(field)
     }
-    trees = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in paths.items()}
-    constants: dict[tuple[str, str], tuple[str, ...]] = {}
-    imports: dict[tuple[str, str], tuple[str, str]] = {}
-    names: set[str] = set()
-    for module, tree in trees.items():
-        for statement in tree.body:
-            if isinstance(statement, ast.Assign | ast.AnnAssign):
-                targets = (
-                    statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-                )
-                value = _strings(statement.value)
-                for target in targets:
-                    if isinstance(target, ast.Name) and value is not None:
-                        constants[module, target.id] = value
-                        if _CONSTANT.search(target.id):
-                            names.update(value)
-        for node in ast.walk(tree):  # imports inside functions too
-            if isinstance(node, ast.ImportFrom):
-                package = module.split(".")
-                if paths[module].name != "__init__.py":
-                    package = package[:-1]
-                if node.level:
-                    package = package[: len(package) - (node.level - 1)]
-                source = ".".join(
-                    [*package, node.module or ""] if node.level else [node.module or ""]
-                )
-                for alias in node.names:
-                    imports[module, alias.asname or alias.name] = (source.rstrip("."), alias.name)
-
-    def resolve(module: str, name: str) -> tuple[str, ...] | None:
-        seen = 0
-        while (module, name) not in constants and (module, name) in imports and seen < 10:
-            module, name = imports[module, name]
-            seen += 1
-        return constants.get((module, name))
-
-    unresolved: set[str] = set()
-    for module, tree in trees.items():
-        for node, function in _walk(tree, "<module>"):
-            argument = _read_argument(node)
-            if argument is None:
-                continue
-            found = _strings(argument)
-            if found is None and isinstance(argument, ast.Name):
-                found = resolve(module, argument.id)
-            if found is None:
-                unresolved.add(f"{module}:{function}")
-            else:
-                names.update(found)
-    return names, unresolved
 
 
-def missing_settings(values: Mapping[str, Any], read: set[str]) -> list[str]:
-    """What the values leave unset on the code server or on the runs."""
+def missing_settings(
+    values: Mapping[str, Any], read: Iterable[str], accounts: Iterable[str] = ()
+) -> list[str]:
+    """What the values leave unset on the code server or on the runs, of the settings ``read``
+    and of the variables the accounts file names (``accounts``)."""
     problems = []
     root = {e["name"]: e.get("value") for e in _deployment(values).get("env") or ()}
-    required = set(read) - set(EXEMPT)
-    if str(root.get("WAREHOUSE_ROOT", "")).startswith("s3://"):
-        required |= set(S3_VARIABLES)
-    else:
+    if not str(root.get("WAREHOUSE_ROOT", "")).startswith("s3://"):
         problems.append("WAREHOUSE_ROOT is not an s3:// root: pods share no local disk")
+    required = set(read) - set(EXEMPT)
     places = {
-        "the code server (dagster-user-deployments.deployments[0].env)": _names(
-            _deployment(values).get("env")
+        "the code server (dagster-user-deployments.deployments[0].env)": (
+            _names(_deployment(values).get("env")),
+            _deployment(values).get("envSecrets"),
         ),
-        "the runs (runLauncher.config.k8sRunLauncher.runK8sConfig.containerConfig.env)": _names(
-            ((_launcher(values).get("runK8sConfig") or {}).get("containerConfig") or {}).get("env")
+        "the runs (runLauncher.config.k8sRunLauncher.runK8sConfig.containerConfig.env)": (
+            _names(
+                ((_launcher(values).get("runK8sConfig") or {}).get("containerConfig") or {}).get(
+                    "env"
+                )
+            ),
+            _launcher(values).get("envSecrets"),
         ),
     }
-    for place, names in places.items():
+    for place, (names, secrets) in places.items():
         problems += [f"{name} is not set on {place}" for name in sorted(required - names)]
-    for place, secrets in {
-        "the code server": _deployment(values).get("envSecrets"),
-        "the runs": _launcher(values).get("envSecrets"),
-    }.items():
-        if ACCOUNT_KEYS_SECRET not in _names(secrets):
-            problems.append(f"the Secret {ACCOUNT_KEYS_SECRET} is not in envSecrets of {place}")
+        from_file = sorted(set(accounts) - names)
+        if from_file and ACCOUNT_KEYS_SECRET not in _names(secrets):
+            problems.append(
+                f"the Secret {ACCOUNT_KEYS_SECRET} is not in envSecrets of {place}: "
+                f"{', '.join(from_file)} (named by the accounts file) are not set there"
+            )
     return problems
 
 
 def test_every_variable_the_product_reads_is_set_on_the_code_server_and_the_runs() -> None:
-    read, unresolved = environment_reads(ROOT, PRODUCT)
-    unknown = {place for place in unresolved if tuple(place.split(":")) not in DYNAMIC_READS}
-    assert not unknown, f"variables read under names the test cannot follow: {sorted(unknown)}"
-    stale = {f"{m}:{f}" for m, f in DYNAMIC_READS} - unresolved
-    assert not stale, f"DYNAMIC_READS names places that no longer read a variable: {stale}"
+    read = set(Settings.variables())
     assert not set(EXEMPT) - read, f"exempted but never read: {sorted(set(EXEMPT) - read)}"
-    # The reader finds what the modules say they read.
+    # The settings name what the modules read.
     assert {"WAREHOUSE_ROOT", "WHITEBIT_ACCOUNTS_FILE", "WHITEBIT_NIGHTLY_CRON"} <= read
-    assert missing_settings(_values(), read) == []
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} <= read - set(EXEMPT)
+    accounts = account_variables(ACCOUNTS_FILE)
+    assert "WHITEBIT_MAIN_API_KEY" in accounts
+    assert missing_settings(_values(), read, accounts) == []
 
 
-def test_a_new_variable_without_a_values_entry_fails(tmp_path: Path) -> None:
-    package = tmp_path / "newpackage"
-    package.mkdir()
-    (package / "settings.py").write_text(
-        'import os\nfrom typing import Final\nLIMIT_ENV: Final = "WHITEBIT_NEW_LIMIT"\n'
-        'def limit(env):\n    return os.environ.get("WHITEBIT_NEW_FLAG"), env.get(LIMIT_ENV)\n'
-        "def anything(name):\n    return os.getenv(name)\n",
-        encoding="utf-8",
-    )
-    read, unresolved = environment_reads(tmp_path, ("newpackage",))
-    assert read == {"WHITEBIT_NEW_LIMIT", "WHITEBIT_NEW_FLAG"}
-    assert unresolved == {"newpackage.settings:anything"}
+def test_every_variable_is_declared_with_what_it_is_for() -> None:
+    for name, description in Settings.variables().items():
+        assert re.fullmatch(r"[A-Z][A-Z0-9_]*", name), name
+        assert description, f"{name} says nothing of what it is for"
+
+
+def _string_sources(config: object) -> Iterator[str]:
+    """The variables a Dagster configuration reads (``{"env": NAME}``)."""
+    if isinstance(config, Mapping):
+        if set(config) == {"env"}:
+            yield config["env"]
+            return
+        for value in config.values():
+            yield from _string_sources(value)
+    elif isinstance(config, list):
+        for value in config:
+            yield from _string_sources(value)
+
+
+def test_the_variables_dagster_reads_for_the_instance_are_declared_settings() -> None:
+    read = set(_string_sources(instance_config(postgres=True, celery=True)))
+    assert read == {"DAGSTER_POSTGRES_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND"}
+    assert read <= set(Settings.variables())
+
+
+def test_a_new_variable_without_a_values_entry_fails() -> None:
+    class Grown(Settings):
+        new_limit: int = pydantic.Field(
+            7, alias="WHITEBIT_NEW_LIMIT", description="a setting added later"
+        )
+
+    read = set(Grown.variables())
+    assert read - set(Settings.variables()) == {"WHITEBIT_NEW_LIMIT"}
     problems = missing_settings(_values(), read)
-    assert any("WHITEBIT_NEW_FLAG is not set on the runs" in p for p in problems)
+    assert any("WHITEBIT_NEW_LIMIT is not set on the runs" in p for p in problems)
+    assert any("WHITEBIT_NEW_LIMIT is not set on the code server" in p for p in problems)
     spoiled = copy.deepcopy(_values())
     spoiled["runLauncher"]["config"]["k8sRunLauncher"]["envSecrets"] = []
-    assert any(ACCOUNT_KEYS_SECRET in p for p in missing_settings(spoiled, set()))
+    accounts = account_variables(ACCOUNTS_FILE)
+    (problem,) = missing_settings(spoiled, set(), accounts)
+    assert ACCOUNT_KEYS_SECRET in problem
+    assert "of the runs" in problem
+    assert "WHITEBIT_MAIN_API_KEY" in problem
+    spoiled = copy.deepcopy(_values())
+    spoiled["dagster-user-deployments"]["deployments"][0]["env"][0]["value"] = "/data"
+    assert missing_settings(spoiled, set()) == [
+        "WAREHOUSE_ROOT is not an s3:// root: pods share no local disk"
+    ]
+
+
+# --- (b) the settings module reads the environment, and nothing else does -----------------------
+
+#: The one module that reads the environment, and the one place that passes it on to a child
+#: process of its own making (the spawned simulator: its environment, explicitly).
+READS_THE_ENVIRONMENT = {Path("assets/settings.py"), Path("pipeline/simulator/_server.py")}
+#: What the refactor removed for good: a second way to tell a local root, Dagster's private
+#: implicit job, and the adoption of a warehouse written before accounts.
+GONE = ("is_local(", "__ephemeral_asset_job__", "adopt_unaccounted")
+
+
+def _product_sources(base: Path) -> dict[Path, str]:
+    return {
+        path.relative_to(base): path.read_text(encoding="utf-8")
+        for package in PRODUCT
+        for path in sorted((base / package).rglob("*"))
+        if path.is_file() and path.suffix in (".py", ".yaml", ".sql", ".j2")
+    }
+
+
+def places(sources: Mapping[Path, str], pattern: str) -> dict[Path, list[int]]:
+    """The lines of each source that hold ``pattern`` (a regular expression)."""
+    found: dict[Path, list[int]] = {}
+    for path, text in sources.items():
+        lines = [n for n, line in enumerate(text.splitlines(), 1) if re.search(pattern, line)]
+        if lines:
+            found[path] = lines
+    return found
+
+
+ENVIRONMENT_READ = r"\bos\.environ\b|\bgetenv\b|from os import[^#]*\benviron\b"
+
+
+def test_only_the_settings_module_reads_the_environment() -> None:
+    sources = _product_sources(ROOT)
+    assert Path("assets/settings.py") in sources
+    readers = places(sources, ENVIRONMENT_READ)
+    assert set(readers) <= READS_THE_ENVIRONMENT, {
+        path: lines for path, lines in readers.items() if path not in READS_THE_ENVIRONMENT
+    }
+    assert Path("assets/settings.py") in readers
+    # The simulator's child gets an environment built there and then.
+    for line in readers.get(Path("pipeline/simulator/_server.py"), []):
+        text = sources[Path("pipeline/simulator/_server.py")].splitlines()[line - 1]
+        assert "env={**os.environ" in text, text
+
+
+def test_what_the_refactor_removed_is_nowhere_in_the_product() -> None:
+    sources = _product_sources(ROOT)
+    for gone in GONE:
+        assert places(sources, re.escape(gone)) == {}, gone
+
+
+def test_the_scan_finds_a_read_of_the_environment_wherever_it_is(tmp_path: Path) -> None:
+    (tmp_path / "warehouse").mkdir()
+    (tmp_path / "warehouse" / "settings.py").write_text(
+        "import os\nROOT = os.environ.get('WAREHOUSE_ROOT')\nHOME = os.getenv('HOME')\n"
+        "from os import environ\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "jobs.py").write_text(
+        "def run(job):\n    return job.name == '__ephemeral_asset_job__'\n", encoding="utf-8"
+    )
+    sources = _product_sources(tmp_path)
+    assert places(sources, ENVIRONMENT_READ) == {Path("warehouse/settings.py"): [2, 3, 4]}
+    assert places(sources, re.escape("__ephemeral_asset_job__")) == {Path("assets/jobs.py"): [2]}
+
+
+# --- (c) the accounts file, the Secrets and the ConfigMap ------------------------------------
 
 
 def test_the_accounts_file_is_mounted_where_its_variable_points() -> None:
@@ -274,7 +275,5 @@ def test_the_docs_create_every_secret_and_the_configmap_the_values_name() -> Non
         assert f"create secret generic {secret}" in text, secret
     assert "create configmap whitebit-accounts" in text
     # The Secret of the keys holds one entry per variable the accounts file names.
-    example = yaml.safe_load((ROOT / "accounts.example.yaml").read_text(encoding="utf-8"))
-    for account in example["accounts"]:
-        for field in ("api_key_env", "api_secret_env"):
-            assert f"{account[field]}=" in text, account[field]
+    for variable in sorted(account_variables(ACCOUNTS_FILE)):
+        assert f"{variable}=" in text, variable

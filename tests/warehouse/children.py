@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse import catalog, parquet, schemas
-from warehouse.schemas import DEFAULT_ACCOUNT
+from tests.support.records import ACCOUNT
+from warehouse import Warehouse, catalog, partitions, schemas
 
 
 def large_funding_table(day: date, rows: int, seed: int = 0) -> pa.Table:
@@ -42,19 +42,19 @@ def large_funding_table(day: date, rows: int, seed: int = 0) -> pa.Table:
             "funding_date": pa.repeat(pa.scalar(day, schemas.DAY), rows),
             "extracted_at": pa.repeat(pa.scalar(extracted, schemas.UTC_TIME), rows),
         },
-        schema=schemas.FUNDING_HISTORY.arrow_schema,
+        schema=schemas.TABLES["funding_history"].arrow_schema,
     )
 
 
 def write_large(root: str, day: str, rows: str) -> None:
     table = large_funding_table(date.fromisoformat(day), int(rows), seed=1)
-    parquet.replace_partition(
-        root, "funding_history", (DEFAULT_ACCOUNT, date.fromisoformat(day)), table
+    partitions.replace_partition(
+        Warehouse.open(root), "funding_history", (ACCOUNT, date.fromisoformat(day)), table
     )
 
 
 def analyst(root: str) -> None:
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         print(json.dumps({"ready": True}), flush=True)
         for line in sys.stdin:
             query = line.strip()

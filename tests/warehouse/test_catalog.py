@@ -17,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import warehouse
+from pipeline import spec
 from tests.support.records import (
+    ACCOUNT,
     DAY,
     DAY_START,
     EXTRACTED_AT,
@@ -27,56 +29,47 @@ from tests.support.records import (
     watcher_link,
 )
 from tests.warehouse.test_normalize import decimal_strings
-from warehouse import catalog, normalize, parquet, schemas
+from warehouse import Warehouse, catalog, normalize, partitions, schemas
 from warehouse.display import decimal_text
-from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse.root import CATALOG_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def write_funding(root: Path, records: list[object], day: date = DAY) -> None:
-    parquet.write_batch(
-        root,
-        normalize.normalize_funding_history(
-            records, extracted_at=EXTRACTED_AT, partition_for_rejects=day
-        ),
-        account=DEFAULT_ACCOUNT,
-    )
+def write_funding(wh: Warehouse, records: list[object], day: date = DAY) -> None:
+    batch = normalize.normalize(spec.FUNDING, records, extracted_at=EXTRACTED_AT, day=day)
+    partitions.write_batch(wh, batch, account=ACCOUNT)
 
 
-def write_snapshots(root: Path) -> None:
-    snapshot = {"snapshot_date": DAY, "extracted_at": EXTRACTED_AT}
+def write_snapshots(wh: Warehouse) -> None:
     closed = investment(id="inv-2", status=2, interestPaid="7.5")
     other_plan = plan(id="plan-2", interestTicker="BTC")
-    batches = [
-        *normalize.normalize_investments(
-            [investment(), closed, investment(id="inv-3", plan=other_plan)], **snapshot
-        ),
-        normalize.normalize_main_balances(
-            {"USDT": {"main_balance": "100.5"}, "BTC": {"main_balance": "0"}}, **snapshot
-        ),
-        normalize.normalize_trading_balances(
-            {"USDT": {"available": "3", "freeze": "0.000000000000000001"}}, **snapshot
-        ),
-        normalize.normalize_hedge_mode({"hedgeMode": False}, **snapshot),
-        normalize.normalize_watcher_links({"pool-a": [watcher_link()]}, **snapshot),
+    investments = [investment(), closed, investment(id="inv-3", plan=other_plan)]
+    answers: list[tuple[spec.History, object]] = [
+        (spec.INVESTMENTS, investments),
+        (spec.FIXED_PLANS, investments),
+        (spec.MAIN_BALANCES, {"USDT": {"main_balance": "100.5"}, "BTC": {"main_balance": "0"}}),
+        (spec.TRADING_BALANCES, {"USDT": {"available": "3", "freeze": "0.000000000000000001"}}),
+        (spec.HEDGE, {"hedgeMode": False}),
+        (spec.LINKS, {"pool-a": [watcher_link()]}),
     ]
-    for batch in batches:
-        parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT)
+    for history, answer in answers:
+        batch = normalize.normalize(history, answer, extracted_at=EXTRACTED_AT, day=DAY)
+        partitions.write_batch(wh, batch, account=ACCOUNT)
 
 
-def query(root: Path, sql: str, *parameters: object) -> list[tuple[object, ...]]:
-    with catalog.connect(root) as con:
+def query(wh: Warehouse, sql: str, *parameters: object) -> list[tuple[object, ...]]:
+    with catalog.connect(wh) as con:
         return con.execute(sql, parameters or None).fetchall()
 
 
-def row_count(root: Path, view: str) -> int:
-    with catalog.connect(root) as con:
+def row_count(wh: Warehouse, view: str) -> int:
+    with catalog.connect(wh) as con:
         return len(con.table(view).fetchall())
 
 
-def test_a_fresh_warehouse_has_every_view_typed_and_empty(root: Path) -> None:
-    refreshed = catalog.refresh(root)
+def test_a_fresh_warehouse_has_every_view_typed_and_empty(wh: Warehouse) -> None:
+    refreshed = catalog.refresh(wh)
     assert set(refreshed.empty_tables) == set(schemas.TABLES)
     assert set(refreshed.curated_views) >= {
         "daily_funding_by_market",
@@ -85,74 +78,74 @@ def test_a_fresh_warehouse_has_every_view_typed_and_empty(root: Path) -> None:
         "interest_paid_by_ticker",
     }
     for view in (*schemas.TABLES, *refreshed.curated_views):
-        assert row_count(root, view) == 0
+        assert row_count(wh, view) == 0
 
 
-def test_views_have_the_schema_types_and_comments_with_or_without_files(root: Path) -> None:
-    catalog.refresh(root)
-    empty_types = query(root, "SELECT table_name, column_name, data_type FROM duckdb_columns()")
-    write_funding(root, [funding_record(fundingRate="x")])
-    write_funding(root, [funding_record()])  # clears the rejects again, after one existed
-    write_snapshots(root)
-    parquet.replace_partition(
-        root,
+def test_views_have_the_schema_types_and_comments_with_or_without_files(wh: Warehouse) -> None:
+    catalog.refresh(wh)
+    empty_types = query(wh, "SELECT table_name, column_name, data_type FROM duckdb_columns()")
+    write_funding(wh, [funding_record(fundingRate="x")])
+    write_funding(wh, [funding_record()])  # clears the rejects again, after one existed
+    write_snapshots(wh)
+    partitions.replace_partition(
+        wh,
         "_rejects",
-        (DEFAULT_ACCOUNT, "hedge_mode", "2024-03-01"),
-        normalize.normalize_hedge_mode([], snapshot_date=DAY, extracted_at=EXTRACTED_AT).rejects,
+        (ACCOUNT, "hedge_mode", "2024-03-01"),
+        normalize.normalize(spec.HEDGE, [], extracted_at=EXTRACTED_AT, day=DAY).rejects,
     )
-    assert catalog.refresh(root).empty_tables == ()
-    full_types = query(root, "SELECT table_name, column_name, data_type FROM duckdb_columns()")
+    assert catalog.refresh(wh).empty_tables == ()
+    full_types = query(wh, "SELECT table_name, column_name, data_type FROM duckdb_columns()")
     assert sorted(full_types) == sorted(empty_types)
     for schema in schemas.TABLES.values():
-        with catalog.connect(root) as con:
+        with catalog.connect(wh) as con:
             view = con.table(schema.name)
             described = list(zip(view.columns, map(str, view.types), strict=True))
         assert described == [(c.name, catalog.duckdb_type(c.type)) for c in schema.view_columns]
         comments = dict(
             query(
-                root,
+                wh,
                 "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = ?",
                 schema.name,
             )
         )
         assert comments == {c.name: c.description for c in schema.view_columns}
-    assert query(root, 'SELECT "table", "partition", reason FROM _rejects') == [
-        ("hedge_mode", "2024-03-01", "hedge-mode status: expected a JSON object")
+    assert query(wh, 'SELECT "table", "partition", reason FROM _rejects') == [
+        ("hedge_mode", "2024-03-01", "hedge mode: expected a JSON object")
     ]
 
 
-def test_refresh_is_idempotent(root: Path) -> None:
-    write_funding(root, [funding_record()])
-    catalog.refresh(root)
-    first = query(root, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
-    catalog.refresh(root)
-    second = query(root, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
+def test_refresh_is_idempotent(root: Path, wh: Warehouse) -> None:
+    write_funding(wh, [funding_record()])
+    catalog.refresh(wh)
+    first = query(wh, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
+    catalog.refresh(wh)
+    second = query(wh, "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
     assert first == second
     # Only the refreshes' lock file is left beside the catalog: no temp file, no WAL.
     left = [p.name for p in root.iterdir() if p.name.startswith(".")]
-    assert left == [f".{catalog.CATALOG_FILE}.lock"]
+    assert left == [f".{CATALOG_FILE}.lock"]
 
 
-def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path) -> None:
-    write_funding(root, [funding_record()])
-    catalog.refresh(root)
+def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path, wh: Warehouse) -> None:
+    write_funding(wh, [funding_record()])
+    catalog.refresh(wh)
     # What a refresh SIGKILLed while building leaves beside the catalog (the kill tests make one).
-    killed = root / f".{catalog.CATALOG_FILE}.{'0' * 32}.tmp"
+    killed = root / f".{CATALOG_FILE}.{'0' * 32}.tmp"
     with duckdb.connect(str(killed)) as con:
         con.execute("CREATE VIEW half AS SELECT 1")
     (root / f"{killed.name}.wal").write_bytes(b"\0" * 64)
-    catalog.refresh(root)
+    catalog.refresh(wh)
     # Only the refreshes' lock file is left beside the catalog: no temp file, no WAL.
     left = [p.name for p in root.iterdir() if p.name.startswith(".")]
-    assert left == [f".{catalog.CATALOG_FILE}.lock"]
-    assert query(root, "SELECT count(*) FROM funding_history") == [(1,)]
+    assert left == [f".{CATALOG_FILE}.lock"]
+    assert query(wh, "SELECT count(*) FROM funding_history") == [(1,)]
 
 
-def test_refreshes_at_once_take_turns(root: Path) -> None:
-    write_funding(root, [funding_record()])
+def test_refreshes_at_once_take_turns(root: Path, wh: Warehouse) -> None:
+    write_funding(wh, [funding_record()])
     script = (
-        "import sys\nfrom warehouse import catalog\n"
-        "for _ in range(15):\n    catalog.refresh(sys.argv[1])\n"
+        "import sys\nfrom warehouse import Warehouse, catalog\n"
+        "for _ in range(15):\n    catalog.refresh(Warehouse.open(sys.argv[1]))\n"
     )
     children = [
         subprocess.Popen([sys.executable, "-c", script, str(root)], stderr=subprocess.PIPE)
@@ -162,36 +155,36 @@ def test_refreshes_at_once_take_turns(root: Path) -> None:
     for child in children:
         _, err = child.communicate(timeout=300)
         assert child.returncode == 0, err.decode()
-    assert query(root, "SELECT count(*) FROM funding_history") == [(1,)]
+    assert query(wh, "SELECT count(*) FROM funding_history") == [(1,)]
     # Only the refreshes' lock file is left beside the catalog: no temp file, no WAL.
     left = [p.name for p in root.iterdir() if p.name.startswith(".")]
-    assert left == [f".{catalog.CATALOG_FILE}.lock"]
+    assert left == [f".{CATALOG_FILE}.lock"]
 
 
-def test_curated_views_answer_from_the_snapshots(root: Path) -> None:
-    write_snapshots(root)
-    write_funding(root, [funding_record(), funding_record(market="ETH_PERP", fundingAmount="2")])
-    catalog.refresh(root)
+def test_curated_views_answer_from_the_snapshots(wh: Warehouse) -> None:
+    write_snapshots(wh)
+    write_funding(wh, [funding_record(), funding_record(market="ETH_PERP", fundingAmount="2")])
+    catalog.refresh(wh)
     assert query(
-        root, "SELECT market, payments, funding_amount FROM daily_funding_by_market ORDER BY 1"
+        wh, "SELECT market, payments, funding_amount FROM daily_funding_by_market ORDER BY 1"
     ) == [
         ("BTC_PERP", 1, Decimal("-0.123456789012345678")),
         ("ETH_PERP", 1, Decimal("2")),
     ]
     assert query(
-        root,
+        wh,
         "SELECT ticker, main_balance, trading_available, trading_frozen "
         "FROM latest_balances ORDER BY 1",
     ) == [
         ("BTC", Decimal(0), None, None),
         ("USDT", Decimal("100.5"), Decimal(3), Decimal("0.000000000000000001")),
     ]
-    assert query(root, "SELECT investment_id, plan_percent FROM active_investments ORDER BY 1") == [
+    assert query(wh, "SELECT investment_id, plan_percent FROM active_investments ORDER BY 1") == [
         ("inv-1", Decimal("5.25")),
         ("inv-3", Decimal("5.25")),
     ]
     assert query(
-        root,
+        wh,
         "SELECT interest_ticker, investments, interest_paid "
         "FROM interest_paid_by_ticker ORDER BY 1",
     ) == [
@@ -200,14 +193,16 @@ def test_curated_views_answer_from_the_snapshots(root: Path) -> None:
     ]
 
 
-def test_a_month_is_one_file_and_a_one_day_query_scans_only_its_row_groups(root: Path) -> None:
+def test_a_month_is_one_file_and_a_one_day_query_scans_only_its_row_groups(
+    wh: Warehouse,
+) -> None:
     # 2024-02-27 .. 2024-03-02: two months, five days.
     for offset in range(-3, 2):
-        write_funding(root, [funding_record(fundingTime=str(DAY_START + offset * 86400 + 60))])
-    files = parquet.partition_files(root, "funding_history")
-    assert [f.parent.name for f in files] == ["funding_month=2024-02", "funding_month=2024-03"]
-    catalog.refresh(root)
-    with catalog.connect(root) as con:
+        write_funding(wh, [funding_record(fundingTime=str(DAY_START + offset * 86400 + 60))])
+    files = partitions.partition_files(wh.store, "funding_history")
+    assert [f.split("/")[-2] for f in files] == ["funding_month=2024-02", "funding_month=2024-03"]
+    catalog.refresh(wh)
+    with catalog.connect(wh) as con:
         day = con.execute(
             "SELECT funding_date, count(*) FROM funding_history "
             "WHERE funding_date = DATE '2024-03-02' GROUP BY 1"
@@ -223,23 +218,24 @@ def test_a_month_is_one_file_and_a_one_day_query_scans_only_its_row_groups(root:
     assert scanned is not None, plan_text
     assert (int(scanned.group(1)), int(scanned.group(2))) == (1, 2)
     # The month in the path is not a column of the view: its columns are the schema's.
-    assert columns == [c.name for c in schemas.FUNDING_HISTORY.view_columns]
+    assert columns == [c.name for c in schemas.TABLES["funding_history"].view_columns]
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(decimal_strings, min_size=1, max_size=30))
 def test_every_decimal_comes_out_of_duckdb_with_the_same_digits(values: list[str]) -> None:
     with tempfile.TemporaryDirectory() as directory:
-        root = Path(directory)
-        batch = normalize.normalize_main_balances(
+        wh = Warehouse.open(directory)
+        batch = normalize.normalize(
+            spec.MAIN_BALANCES,
             {f"T{i:02}": {"main_balance": v} for i, v in enumerate(values)},
-            snapshot_date=DAY,
             extracted_at=EXTRACTED_AT,
+            day=DAY,
         )
-        parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT)
-        catalog.refresh(root)
+        partitions.write_batch(wh, batch, account=ACCOUNT)
+        catalog.refresh(wh)
         rows = query(
-            root,
+            wh,
             "SELECT ticker, main_balance, CAST(main_balance AS VARCHAR) "
             "FROM main_balances ORDER BY ticker",
         )
@@ -288,35 +284,37 @@ class Analyst:
         assert self.process.wait(timeout=30) == 0
 
 
-def test_an_open_read_only_analyst_survives_refresh_and_partition_replace(root: Path) -> None:
-    write_funding(root, [funding_record()])
-    catalog.refresh(root)
+def test_an_open_read_only_analyst_survives_refresh_and_partition_replace(
+    root: Path, wh: Warehouse
+) -> None:
+    write_funding(wh, [funding_record()])
+    catalog.refresh(wh)
     analyst = Analyst(root)
     try:
         assert analyst.ask("SELECT count(*) FROM funding_history") == [[1]]
 
         # DuckDB refuses a read-write open while another process holds the file read-only:
         with pytest.raises(duckdb.IOException, match="lock"):
-            duckdb.connect(str(catalog.catalog_path(root))).close()
+            duckdb.connect(str(wh.catalog_path)).close()
         # ... which is why refresh builds beside and renames, and succeeds here.
-        write_funding(root, [funding_record(market=f"M{i}_PERP") for i in range(3)])
-        write_snapshots(root)
-        refreshed = catalog.refresh(root)
+        write_funding(wh, [funding_record(market=f"M{i}_PERP") for i in range(3)])
+        write_snapshots(wh)
+        refreshed = catalog.refresh(wh)
         assert "main_balances" not in refreshed.empty_tables
 
         # The analyst's open connection keeps working, reading the replaced partition.
         assert analyst.ask("SELECT count(*) FROM funding_history") == [[3]]
         assert analyst.ask("SELECT count(*) FROM daily_funding_by_market") == [[3]]
         # A new connection sees the new catalog (balances had no files at the first refresh).
-        assert query(root, "SELECT count(*) FROM main_balances") == [(2,)]
+        assert query(wh, "SELECT count(*) FROM main_balances") == [(2,)]
     finally:
         analyst.close()
 
 
-def test_query_gives_analysts_an_exact_dataframe(root: Path) -> None:
+def test_query_gives_analysts_an_exact_dataframe(root: Path, wh: Warehouse) -> None:
     tiny, big = "0.000000000000000001", "12345678901234567890.123456789012345678"
     write_funding(
-        root,
+        wh,
         [
             funding_record(fundingAmount=tiny),
             funding_record(market="ETH_PERP", fundingAmount=big),
@@ -327,7 +325,7 @@ def test_query_gives_analysts_an_exact_dataframe(root: Path) -> None:
         "SELECT market, sum(funding_amount) AS total, min(funding_time) AS first "
         "FROM funding_history WHERE funding_date = ? GROUP BY market ORDER BY market",
         [DAY],
-        root=root,
+        root=str(root),
     )
     assert list(frame["market"]) == ["BTC_PERP", "ETH_PERP"]
     # Decimal, not float: a float sum would lose the 10^-18 beside twenty integer digits.
@@ -339,6 +337,13 @@ def test_query_gives_analysts_an_exact_dataframe(root: Path) -> None:
     assert frame["first"][0].isoformat() == "2024-03-01T08:00:00+00:00"
 
 
-def test_query_names_a_bad_query(root: Path) -> None:
+def test_query_names_a_bad_query(root: Path, wh: Warehouse) -> None:
+    write_funding(wh, [funding_record()])
     with pytest.raises(duckdb.Error, match="no_such_table"):
-        warehouse.query("SELECT * FROM no_such_table", root=root)
+        warehouse.query("SELECT * FROM no_such_table", root=str(root))
+
+
+def test_query_of_a_root_with_nothing_in_it_says_so(root: Path) -> None:
+    with pytest.raises(catalog.CatalogError, match=f"no warehouse at {root}: nothing has been"):
+        warehouse.query("SELECT * FROM funding_history", root=str(root))
+    assert not (root / CATALOG_FILE).exists()

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from assets.cli import main
-from tests.support.records import DAY, EXTRACTED_AT
-from warehouse import normalize, parquet, schemas
-from warehouse.schemas import DEFAULT_ACCOUNT
+from pipeline import spec
+from tests.support.records import ACCOUNT, DAY, EXTRACTED_AT
+from warehouse import Warehouse, normalize, partitions, schemas
 
 TINY = "0.000000000000000001"
 HUGE = "-99999999999999999999.999999999999999999"
@@ -23,12 +23,13 @@ HUGE = "-99999999999999999999.999999999999999999"
 @pytest.fixture
 def warehouse(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
-    batch = normalize.normalize_main_balances(
+    batch = normalize.normalize(
+        spec.MAIN_BALANCES,
         {"A": {"main_balance": TINY}, "B": {"main_balance": HUGE}, "C": {"main_balance": "0"}},
-        snapshot_date=DAY,
         extracted_at=EXTRACTED_AT,
+        day=DAY,
     )
-    parquet.write_batch(root, batch, account=DEFAULT_ACCOUNT)
+    partitions.write_batch(Warehouse.open(root), batch, account=ACCOUNT)
     return root
 
 
@@ -55,8 +56,12 @@ def test_sql_csv(warehouse: Path) -> None:
 
 def test_sql_table_shows_whole_numbers(warehouse: Path) -> None:
     output = run("sql", "SELECT main_balance FROM main_balances WHERE ticker = 'B'")
-    assert "".join(c for c in output if c in "-.0123456789").startswith(HUGE)
-    assert "1 row" in output
+    # DuckDB's boxes: the column's name and type, a rule, then one line per row.
+    lines = output.splitlines()
+    rule = next(n for n, line in enumerate(lines) if line.startswith("├"))
+    cells = [line.strip("│ ") for line in lines[rule + 1 :] if line.startswith("│")]
+    assert cells == [HUGE]
+    assert "decimal(38,18)" in "".join(lines[:rule])
 
 
 def test_sql_error_is_reported_not_raised(warehouse: Path) -> None:

@@ -1,4 +1,4 @@
-"""Funding into month partitions: the splitting logic (`MonthlyFunding`), in this process."""
+"""Funding into month partitions: the splitting logic (`MonthlyLoad`), in this process."""
 
 from __future__ import annotations
 
@@ -8,17 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, markets
-from warehouse.monthly import DayOrderError, FewerRowsRefused, LoadAbandoned, MonthlyFunding
-from warehouse.schemas import DEFAULT_ACCOUNT
+from pipeline import spec
+from tests.support.records import ACCOUNT, D1, D2, D3, D4, EXTRACTED_AT, at, markets
+from warehouse import Warehouse
+from warehouse.monthly import DayOrderError, FewerRowsRefused, LoadAbandoned, MonthlyLoad
 
 
 def loader(
     root: Path, days: list[date], *, allow_fewer_rows: bool = False, parent: int | None = None
-) -> MonthlyFunding:
-    return MonthlyFunding(
-        root,
-        account=DEFAULT_ACCOUNT,
+) -> MonthlyLoad:
+    return MonthlyLoad(
+        Warehouse.open(root),
+        spec.FUNDING,
+        account=ACCOUNT,
         days=days,
         extracted_at=EXTRACTED_AT,
         allow_fewer_rows=allow_fewer_rows,
@@ -97,7 +99,7 @@ def test_fewer_payments_than_the_partition_holds_are_refused_unless_allowed(root
     first.finish()
     again = loader(root, [D4])
     again.take([at(D4, 8)])
-    with pytest.raises(FewerRowsRefused, match=r"no longer lists 1 payment\(s\).*'ETH_PERP'"):
+    with pytest.raises(FewerRowsRefused, match=r"no longer lists 1 record\(s\).*'ETH_PERP'"):
         again.finish()
     assert markets(root, D4) == ["BTC_PERP", "ETH_PERP"]  # left as it was
     allowed = loader(root, [D4], allow_fewer_rows=True)

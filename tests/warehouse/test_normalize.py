@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import spec
 from tests.support.records import (
     DAY,
     DAY_START,
@@ -25,13 +26,25 @@ from warehouse.normalize import Batch
 
 
 def funding(records: object, day: date = DAY) -> Batch:
-    return normalize.normalize_funding_history(
-        records, extracted_at=EXTRACTED_AT, partition_for_rejects=day
-    )
+    return normalize.normalize(spec.FUNDING, records, extracted_at=EXTRACTED_AT, day=day)
+
+
+def snapshot(history: spec.History, answer: object) -> Batch:
+    """A snapshot's answer, taken on `DAY`."""
+    return normalize.normalize(history, answer, extracted_at=EXTRACTED_AT, day=DAY)
 
 
 def main_balances(balances: object) -> Batch:
-    return normalize.normalize_main_balances(balances, snapshot_date=DAY, extracted_at=EXTRACTED_AT)
+    return snapshot(spec.MAIN_BALANCES, balances)
+
+
+def investments(records: object) -> Batch:
+    return snapshot(spec.INVESTMENTS, records)
+
+
+def fixed_plans(records: object) -> Batch:
+    """The plans of the same investments history (each investment names its plan)."""
+    return snapshot(spec.FIXED_PLANS, records)
 
 
 def assert_counts_add_up(batch: Batch) -> None:
@@ -148,9 +161,7 @@ def test_funding_time_in_seconds_and_milliseconds_give_the_same_instant() -> Non
 
 def test_integer_timestamps_in_both_units() -> None:
     in_ms = investment(id="inv-2", created=(DAY_START - 86400) * 1000)
-    batch = normalize.normalize_investments(
-        [investment(), in_ms], snapshot_date=DAY, extracted_at=EXTRACTED_AT
-    ).investments
+    batch = investments([investment(), in_ms])
     assert batch.rows["created"].to_pylist() == [datetime(2024, 2, 29, tzinfo=UTC)] * 2
 
 
@@ -189,23 +200,16 @@ def test_bad_string_timestamps_are_rejected_into_the_named_partition(
     ],
 )
 def test_bad_integer_timestamps_are_rejected(value: object, reason: str) -> None:
-    batches = normalize.normalize_investments(
-        [investment(created=value)], snapshot_date=DAY, extracted_at=EXTRACTED_AT
-    )
-    assert only_reason(batches.investments) == reason
+    assert only_reason(investments([investment(created=value)])) == reason
 
 
 def test_payment_time_and_link_expiry_may_lie_in_the_future_within_reason() -> None:
     far = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
-    inv = normalize.normalize_investments(
-        [investment(paymentTime=far)], snapshot_date=DAY, extracted_at=EXTRACTED_AT
-    ).investments
+    inv = investments([investment(paymentTime=far)])
     assert inv.normalized == 1
-    absurd = normalize.normalize_investments(
-        [investment(paymentTime=int(datetime(2101, 1, 1, tzinfo=UTC).timestamp()))],
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
-    ).investments
+    absurd = investments(
+        [investment(paymentTime=int(datetime(2101, 1, 1, tzinfo=UTC).timestamp()))]
+    )
     assert only_reason(absurd) == "paymentTime: after 2100-01-01"
 
 
@@ -215,7 +219,7 @@ def test_payment_time_and_link_expiry_may_lie_in_the_future_within_reason() -> N
 def test_funding_rows_are_typed_and_dated_by_their_own_time() -> None:
     late = funding_record(fundingTime=str(DAY_START + 86400 + 5))
     batch = funding([funding_record(), late])
-    assert batch.rows.schema == schemas.FUNDING_HISTORY.arrow_schema
+    assert batch.rows.schema == schemas.TABLES["funding_history"].arrow_schema
     assert sorted(batch.rows["funding_date"].to_pylist()) == [DAY, date(2024, 3, 2)]
     assert batch.rows["funding_amount"].to_pylist()[0] == Decimal("-0.123456789012345678")
     assert batch.covers == (DAY,)
@@ -265,7 +269,7 @@ def test_non_objects_and_non_arrays_are_rejects_not_crashes() -> None:
     assert batch.normalized == 1
     assert batch.rejects["raw_json"].to_pylist() == ['"junk"', "7"]
     whole = funding({"records": []})
-    assert only_reason(whole) == "expected a JSON array of funding history entries"
+    assert only_reason(whole) == "expected a JSON array of funding history"
 
 
 def test_a_clean_batch_of_many_records_has_no_rejects() -> None:
@@ -279,9 +283,7 @@ def test_a_clean_batch_of_many_records_has_no_rejects() -> None:
 
 def test_naive_extracted_at_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        normalize.normalize_funding_history(
-            [], extracted_at=datetime(2024, 1, 1), partition_for_rejects=DAY
-        )
+        normalize.normalize(spec.FUNDING, [], extracted_at=datetime(2024, 1, 1), day=DAY)
 
 
 # --- Investments and plans ---------------------------------------------------------------------
@@ -289,20 +291,16 @@ def test_naive_extracted_at_is_refused() -> None:
 
 def test_investments_flatten_the_plan_and_yield_distinct_plans() -> None:
     other = plan(id="plan-2", status=4, ticker="BTC", interestTicker="USDT")
-    batches = normalize.normalize_investments(
-        [investment(), investment(id="inv-2"), investment(id="inv-3", plan=other)],
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
-    )
-    inv, plans = batches.investments, batches.fixed_plans
-    assert inv.rows.schema == schemas.INVESTMENTS.arrow_schema
+    records = [investment(), investment(id="inv-2"), investment(id="inv-3", plan=other)]
+    inv, plans = investments(records), fixed_plans(records)
+    assert inv.rows.schema == schemas.TABLES["investments"].arrow_schema
     first = inv.rows.to_pylist()[0]
     assert first["status_label"] == "active"
     assert first["plan_percent"] == Decimal("5.25")
     assert first["plan_duration_minutes"] == 43200
     assert first["interest_paid"] == Decimal("0.000123456789")
     assert sorted(plans.rows["plan_id"].to_pylist()) == ["plan-1", "plan-2"]
-    assert plans.rows.schema == schemas.FIXED_PLANS.arrow_schema
+    assert plans.rows.schema == schemas.TABLES["fixed_plans"].arrow_schema
     labels = {row["plan_id"]: row["status_label"] for row in plans.rows.to_pylist()}
     assert labels == {"plan-1": "active", "plan-2": "pause"}
     assert (plans.received, plans.duplicates) == (3, 1)
@@ -311,37 +309,27 @@ def test_investments_flatten_the_plan_and_yield_distinct_plans() -> None:
 
 def test_one_plan_id_with_two_contents_is_rejected_from_fixed_plans() -> None:
     changed = plan(maxPossibleInvestment="1")
-    batches = normalize.normalize_investments(
-        [investment(), investment(id="inv-2", plan=changed)],
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
-    )
-    assert batches.investments.normalized == 2
-    assert batches.fixed_plans.normalized == 0
-    assert batches.fixed_plans.rejected == 2
-    assert all(
-        "duplicate key (plan_id=plan-1)" in r
-        for r in batches.fixed_plans.rejects["reason"].to_pylist()
-    )
+    records = [investment(), investment(id="inv-2", plan=changed)]
+    assert investments(records).normalized == 2
+    plans = fixed_plans(records)
+    assert plans.normalized == 0
+    assert plans.rejected == 2
+    assert all("duplicate key (plan_id=plan-1)" in r for r in plans.rejects["reason"].to_pylist())
 
 
 def test_unknown_status_and_missing_plan_are_rejected() -> None:
-    batches = normalize.normalize_investments(
-        [
-            investment(status=3),
-            investment(id="inv-2", plan=None),
-            investment(id="inv-3", plan=plan(status=9)),
-        ],
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
-    )
-    reasons = batches.investments.rejects["reason"].to_pylist()
+    records = [
+        investment(status=3),
+        investment(id="inv-2", plan=None),
+        investment(id="inv-3", plan=plan(status=9)),
+    ]
+    reasons = investments(records).rejects["reason"].to_pylist()
     assert reasons == [
         "status: not a known status (1 (active), 2 (closed))",
         "plan: missing or not a JSON object",
         "plan.status: not a known status (1 (active), 2 (no coins left), 3 (inactive), 4 (pause))",
     ]
-    assert batches.fixed_plans.rejects["reason"].to_pylist() == [
+    assert fixed_plans(records).rejects["reason"].to_pylist() == [
         "plan of record 2: status: not a known status "
         "(1 (active), 2 (no coins left), 3 (inactive), 4 (pause))"
     ]
@@ -362,25 +350,22 @@ def test_unknown_status_and_missing_plan_are_rejected() -> None:
          "nested string for integer", "not an object"],
 )  # fmt: skip
 def test_each_record_level_problem_has_its_own_reason(record: object, reason: str) -> None:
-    batches = normalize.normalize_investments(
-        [investment(), record], snapshot_date=DAY, extracted_at=EXTRACTED_AT
-    )
-    assert batches.investments.normalized == 1
-    assert batches.investments.rejects["reason"].to_pylist() == [reason]
-    assert [json.loads(t) for t in batches.investments.rejects["raw_json"].to_pylist()] == [record]
+    batch = investments([investment(), record])
+    assert batch.normalized == 1
+    assert batch.rejects["reason"].to_pylist() == [reason]
+    assert [json.loads(t) for t in batch.rejects["raw_json"].to_pylist()] == [record]
 
 
 # --- Balances, hedge mode, watcher links -------------------------------------------------------
 
 
 def test_trading_balances_one_row_per_ticker() -> None:
-    batch = normalize.normalize_trading_balances(
+    batch = snapshot(
+        spec.TRADING_BALANCES,
         {
             "USDT": {"available": "10.5", "freeze": "0.25"},
             "../x": {"available": "1", "freeze": "0"},
         },
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
     )
     assert batch.rows.select(["ticker", "available", "frozen"]).to_pylist() == [
         {"ticker": "USDT", "available": Decimal("10.5"), "frozen": Decimal("0.25")}
@@ -400,11 +385,11 @@ def test_balance_response_that_is_not_an_object_is_one_reject() -> None:
         ({"hedgeMode": "true"}, "hedgeMode: string where a boolean belongs"),
         ({"hedgeMode": None}, "hedgeMode: null"),
         ({}, "hedgeMode: missing"),
-        ([], "hedge-mode status: expected a JSON object"),
+        ([], "hedge mode: expected a JSON object"),
     ],
 )
 def test_hedge_mode(value: object, reason: str | None) -> None:
-    batch = normalize.normalize_hedge_mode(value, snapshot_date=DAY, extracted_at=EXTRACTED_AT)
+    batch = snapshot(spec.HEDGE, value)
     assert (batch.normalized, batch.rejected) == ((1, 0) if reason is None else (0, 1))
     if reason is None:
         assert batch.rows["hedge_mode"].to_pylist() == [True]
@@ -414,12 +399,8 @@ def test_hedge_mode(value: object, reason: str | None) -> None:
 
 def test_watcher_links_lists_nullable_expiry_and_account() -> None:
     expiring = watcher_link(id="link-2", liveUntil=DAY_START + 7 * 86400, permissions=[])
-    batch = normalize.normalize_watcher_links(
-        {"pool-a": [watcher_link(), expiring], "pool-b": [watcher_link()]},
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
-    )
-    assert batch.rows.schema == schemas.WATCHER_LINKS.arrow_schema
+    batch = snapshot(spec.LINKS, {"pool-a": [watcher_link(), expiring], "pool-b": [watcher_link()]})
+    assert batch.rows.schema == schemas.TABLES["watcher_links"].arrow_schema
     rows = batch.rows.to_pylist()
     assert [(r["mining_account"], r["link_id"]) for r in rows] == [
         ("pool-a", "link-1"),
@@ -435,10 +416,9 @@ def test_watcher_links_lists_nullable_expiry_and_account() -> None:
 def test_watcher_link_problems_name_the_account() -> None:
     absent_expiry = watcher_link()
     del absent_expiry["liveUntil"]
-    batch = normalize.normalize_watcher_links(
+    batch = snapshot(
+        spec.LINKS,
         {"pool-a": [watcher_link(accounts=["a", 1]), absent_expiry], "pool-b": {"code": 0}},
-        snapshot_date=DAY,
-        extracted_at=EXTRACTED_AT,
     )
     assert batch.rejects["reason"].to_pylist() == [
         "account 'pool-a': accounts: array holding a non-string item",

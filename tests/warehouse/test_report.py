@@ -16,8 +16,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from pipeline import spec
 from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, investment, plan
-from warehouse import catalog, normalize, parquet, report, schemas
+from warehouse import Warehouse, catalog, normalize, partitions, report, schemas
 from warehouse.display import decimal_text
 
 ALPHA, BETA = "alpha", "beta"
@@ -62,10 +63,8 @@ def _write_funding(root: Path, account: str) -> None:
         for day, hour, market, amount, rate in FUNDING[account]
     ]
     # One batch per account: a batch replaces every day it touches.
-    batch = normalize.normalize_funding_history(
-        records, extracted_at=EXTRACTED_AT, partition_for_rejects=D4
-    )
-    parquet.write_batch(root, batch, account=account)
+    batch = normalize.normalize(spec.FUNDING, records, extracted_at=EXTRACTED_AT, day=D4)
+    partitions.write_batch(Warehouse.open(root), batch, account=account)
 
 
 def _write_snapshot(
@@ -78,22 +77,19 @@ def _write_snapshot(
     investments: Sequence[dict[str, object]] = (),
     hedge_mode: object = None,
 ) -> None:
-    taken: dict[str, Any] = {"snapshot_date": day, "extracted_at": EXTRACTED_AT}
-    batches = [
-        normalize.normalize_main_balances(
-            {ticker: {"main_balance": amount} for ticker, amount in main.items()}, **taken
+    answers: list[tuple[spec.History, object]] = [
+        (spec.MAIN_BALANCES, {ticker: {"main_balance": amount} for ticker, amount in main.items()}),
+        (
+            spec.TRADING_BALANCES,
+            {t: {"available": a, "freeze": f} for t, (a, f) in trading.items()},
         ),
-        normalize.normalize_trading_balances(
-            {t: {"available": a, "freeze": f} for t, (a, f) in trading.items()}, **taken
-        ),
-        normalize.normalize_hedge_mode(
-            {"hedgeMode": False} if hedge_mode is None else hedge_mode, **taken
-        ),
+        (spec.HEDGE, {"hedgeMode": False} if hedge_mode is None else hedge_mode),
     ]
     if investments:
-        batches += normalize.normalize_investments(list(investments), **taken)
-    for batch in batches:
-        parquet.write_batch(root, batch, account=account)
+        answers += [(spec.INVESTMENTS, list(investments)), (spec.FIXED_PLANS, list(investments))]
+    for history, answer in answers:
+        batch = normalize.normalize(history, answer, extracted_at=EXTRACTED_AT, day=day)
+        partitions.write_batch(Warehouse.open(root), batch, account=account)
 
 
 def fill(root: Path) -> None:
@@ -132,7 +128,7 @@ def fill(root: Path) -> None:
         investments=[investment(id="inv-9", amount="42.000000000000000042")],
         hedge_mode=[],  # not an object: rejected
     )  # fmt: skip
-    catalog.refresh(root)
+    catalog.refresh(Warehouse.open(root))
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +298,7 @@ class Page(HTMLParser):
 
 
 def _write(root: Path, out: Path, **kwargs: Any) -> tuple[report.Report, Page]:
-    written = report.write(root, out=out, **kwargs)
+    written = report.write(Warehouse.open(root), out=out, **kwargs)
     return written, Page(written.html)
 
 
@@ -312,7 +308,7 @@ def _write(root: Path, out: Path, **kwargs: Any) -> tuple[report.Report, Page]:
 def test_the_headline_is_what_sql_over_the_catalog_says(filled: Path, tmp_path: Path) -> None:
     written, page = _write(filled, tmp_path / "report.html")
     headline = dict(written.headline.items())
-    with catalog.connect(filled) as con:
+    with catalog.connect(Warehouse.open(filled)) as con:
         expected = sql_headline(con, [ALPHA, BETA])
     assert headline == expected
     # The page marks the very same texts.
@@ -336,7 +332,7 @@ def test_the_headline_is_what_sql_over_the_catalog_says(filled: Path, tmp_path: 
 
 def test_one_account_of_two(filled: Path, tmp_path: Path) -> None:
     written, page = _write(filled, tmp_path / "report.html", accounts=(ALPHA,))
-    with catalog.connect(filled) as con:
+    with catalog.connect(Warehouse.open(filled)) as con:
         expected = sql_headline(con, [ALPHA])
     assert dict(written.headline.items()) == expected
     assert written.headline.accounts == (ALPHA,)
@@ -354,7 +350,7 @@ def test_several_accounts_have_a_summary_then_a_section_each(filled: Path, tmp_p
     sections = list(page.sections)
     assert sections == ["summary", "account-beta", "account-alpha"]
     summary = page.table("summary", "account", "rows", "funding_payments")
-    with catalog.connect(filled) as con:
+    with catalog.connect(Warehouse.open(filled)) as con:
         for row in summary:
             expected = sql_headline(con, [row["account"]])
             assert row["net"] == expected["funding_net"], row
@@ -367,7 +363,7 @@ def test_an_account_the_warehouse_does_not_hold_is_refused_naming_those_it_holds
 ) -> None:
     out = tmp_path / "report.html"
     with pytest.raises(report.ReportError) as refused:
-        report.write(filled, out=out, accounts=(ALPHA, "nobody"))
+        report.write(Warehouse.open(filled), out=out, accounts=(ALPHA, "nobody"))
     message = str(refused.value)
     assert "'nobody'" in message
     assert "alpha, beta" in message.split("nobody", 1)[1]
@@ -378,7 +374,7 @@ def test_the_range_limits_funding_by_its_day_and_snapshots_by_theirs(
     filled: Path, tmp_path: Path
 ) -> None:
     written, page = _write(filled, tmp_path / "report.html", first=D2, last=D3)
-    with catalog.connect(filled) as con:
+    with catalog.connect(Warehouse.open(filled)) as con:
         expected = sql_headline(con, [ALPHA, BETA], D2, D3)
     assert dict(written.headline.items()) == expected
     assert page.headline == expected
@@ -394,18 +390,21 @@ def test_the_range_limits_funding_by_its_day_and_snapshots_by_theirs(
 def test_a_range_that_ends_before_it_starts_is_refused(filled: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     with pytest.raises(report.ReportError, match="before it starts"):
-        report.write(filled, out=out, first=D3, last=D2)
+        report.write(Warehouse.open(filled), out=out, first=D3, last=D2)
     assert not out.exists()
     # A one-day range is a range.
-    assert report.write(filled, out=out, first=D3, last=D3).headline.funding_payments == 2
+    assert (
+        report.write(Warehouse.open(filled), out=out, first=D3, last=D3).headline.funding_payments
+        == 2
+    )
     # A start after the last day held, with no end given, says which days are held.
     with pytest.raises(report.ReportError, match=f"holds these accounts' days {D1} .. "):
-        report.write(filled, out=out, first=D4 + timedelta(days=30))
+        report.write(Warehouse.open(filled), out=out, first=D4 + timedelta(days=30))
 
 
 def test_the_tables_hold_each_markets_net_exactly(filled: Path, tmp_path: Path) -> None:
     _, page = _write(filled, tmp_path / "report.html")
-    with catalog.connect(filled) as con:
+    with catalog.connect(Warehouse.open(filled)) as con:
         for account in (ALPHA, BETA):
             nets = sql_market_nets(con, account)
             assert nets == MARKET_NETS[account]
@@ -415,7 +414,7 @@ def test_the_tables_hold_each_markets_net_exactly(filled: Path, tmp_path: Path) 
 
 
 def test_rejected_records_are_counted(filled: Path, tmp_path: Path) -> None:
-    with catalog.connect(filled) as con:
+    with catalog.connect(Warehouse.open(filled)) as con:
         rejected = con.execute(
             'SELECT account, "table", "partition" FROM _rejects ORDER BY ALL'
         ).fetchall()
@@ -432,6 +431,7 @@ def test_rejected_records_are_counted(filled: Path, tmp_path: Path) -> None:
 
 
 def test_an_empty_warehouse_says_so_and_draws_nothing(root: Path, tmp_path: Path) -> None:
+    catalog.refresh(Warehouse.open(root))  # a warehouse made, nothing written to it yet
     written, page = _write(root, tmp_path / "report.html")
     assert 'id="empty"' in written.html
     assert "empty" in page.ids
@@ -466,9 +466,10 @@ def test_a_range_without_data_of_two_accounts_draws_nothing(filled: Path, tmp_pa
 def test_an_account_whose_every_record_was_rejected_has_its_rejects_counted(
     root: Path, tmp_path: Path
 ) -> None:
-    taken: dict[str, Any] = {"snapshot_date": D4, "extracted_at": EXTRACTED_AT}
-    parquet.write_batch(root, normalize.normalize_hedge_mode([], **taken), account=BETA)
-    catalog.refresh(root)
+    wh = Warehouse.open(root)
+    batch = normalize.normalize(spec.HEDGE, [], extracted_at=EXTRACTED_AT, day=D4)
+    partitions.write_batch(wh, batch, account=BETA)
+    catalog.refresh(wh)
     written, page = _write(root, tmp_path / "report.html")
     assert written.headline.accounts == (BETA,)
     assert written.headline.rejected_records == 1
@@ -479,7 +480,7 @@ def test_the_page_is_written_whole_to_the_path_returned(filled: Path, tmp_path: 
     out = tmp_path / "pages" / "report.html"
     out.parent.mkdir()
     out.write_text("an older page")
-    written = report.write(filled, out=out)
+    written = report.write(Warehouse.open(filled), out=out)
     assert written.path == out
     assert out.read_text(encoding="utf-8") == written.html
     assert written.html.startswith("<!DOCTYPE html>")
@@ -488,7 +489,7 @@ def test_the_page_is_written_whole_to_the_path_returned(filled: Path, tmp_path: 
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]
     # By default: report.html in the (local) root.
     before = {p.name for p in filled.iterdir()}
-    default = report.write(filled)
+    default = report.write(Warehouse.open(filled))
     try:
         assert default.path == filled / report.REPORT_FILE
         assert default.path.read_text(encoding="utf-8") == default.html

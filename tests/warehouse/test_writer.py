@@ -1,33 +1,55 @@
-"""The funding writer process end to end (`FundingWriter`): what goes down the pipe comes back
-written, an error of the writer comes back whole, and a writer that dies fails the load with how
-it died."""
+"""The writer process end to end (`HistoryWriter`, of the funding history): what goes down the
+pipe comes back written, an error of the writer comes back whole, and a writer that dies fails
+the load with how it died."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 
-from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, markets
-from warehouse import parquet
+from pipeline import spec
+from tests.support.records import ACCOUNT, D1, D2, D3, D4, EXTRACTED_AT, at, markets
+from warehouse import Warehouse, partitions
 from warehouse import writer as funding
-from warehouse.monthly import FewerRowsRefused, MonthlyFunding, Progress
-from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse.monthly import FewerRowsRefused, MonthlyLoad, Progress
+
+
+def history_writer(
+    root: Path,
+    days: list[date],
+    *,
+    extracted_at: datetime = EXTRACTED_AT,
+    environ: Mapping[str, str] | None = None,
+) -> funding.HistoryWriter:
+    """A writer of the account's funding history at ``root`` (its child gets this process's
+    environment unless ``environ`` is given)."""
+    return funding.HistoryWriter(
+        Warehouse.open(root),
+        spec.FUNDING,
+        account=ACCOUNT,
+        days=days,
+        extracted_at=extracted_at,
+        environ=dict(os.environ) if environ is None else environ,
+    )
 
 
 def run(
-    root: Path, chunks: list[list[dict[str, object]]], days: list[date] | None = None
+    root: Path,
+    chunks: list[list[dict[str, object]]],
+    days: list[date] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> list[Progress]:
-    """Each chunk through a `FundingWriter`, then its finish: every reply."""
+    """Each chunk through a `HistoryWriter`, then its finish: every reply."""
 
     async def load() -> list[Progress]:
-        async with funding.FundingWriter(
-            root, account=DEFAULT_ACCOUNT, days=days or [D4], extracted_at=EXTRACTED_AT
-        ) as w:
+        async with history_writer(root, days or [D4], environ=environ) as w:
             replies = [p for chunk in chunks for p in await w.take(chunk)]
             return [*replies, *await w.finish()]
 
@@ -40,21 +62,20 @@ def test_records_cross_the_pipe_exactly(root: Path) -> None:
     extracted = datetime(2024, 3, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
     async def load() -> list[Progress]:
-        async with funding.FundingWriter(
-            root, account=DEFAULT_ACCOUNT, days=[D4], extracted_at=extracted
-        ) as writer:
+        async with history_writer(root, [D4], extracted_at=extracted) as writer:
             return [*await writer.take(records), *await writer.finish()]
 
     replies = asyncio.run(load())
     assert sum(p.received for p in replies) == 2
     [write] = [d for p in replies for d in p.days]
     assert (write.day, write.rows, write.rejected) == (D4, 1, 1)  # ÉTH_PERP is no market name
-    rows = parquet.read_partition(root, "funding_history", (DEFAULT_ACCOUNT, D4))
+    wh = Warehouse.open(root)
+    rows = partitions.read_partition(wh, "funding_history", (ACCOUNT, D4))
     assert rows is not None
     assert str(rows["funding_amount"][0].as_py()) == "-1E-18"
     assert rows["extracted_at"][0].as_py() == extracted
-    rejects = parquet.read_partition(
-        root, "_rejects", (DEFAULT_ACCOUNT, "funding_history", D4.isoformat())
+    rejects = partitions.read_partition(
+        wh, "_rejects", (ACCOUNT, "funding_history", D4.isoformat())
     )
     assert rejects is not None
     assert '"market":"ÉTH_PERP"' in rejects["raw_json"][0].as_py()
@@ -81,19 +102,19 @@ def test_a_record_of_another_json_type_crosses_as_sent_and_is_rejected(root: Pat
 
 
 def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) -> None:
-    held = MonthlyFunding(root, account=DEFAULT_ACCOUNT, days=[D4], extracted_at=EXTRACTED_AT)
+    held = MonthlyLoad(
+        Warehouse.open(root), spec.FUNDING, account=ACCOUNT, days=[D4], extracted_at=EXTRACTED_AT
+    )
     held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
     held.finish()
-    with pytest.raises(FewerRowsRefused, match="no longer lists 1 payment") as raised:
+    with pytest.raises(FewerRowsRefused, match=r"no longer lists 1 record\(s\)") as raised:
         run(root, [[at(D4, 8)]])
-    assert "in the funding writer process" in "\n".join(raised.value.__notes__)
+    assert "in the writer process" in "\n".join(raised.value.__notes__)
     assert markets(root, D4) == ["BTC_PERP", "ETH_PERP"]
 
 
 def test_an_abandoned_load_ends_the_writer_before_the_context_exits(root: Path) -> None:
-    writer = funding.FundingWriter(
-        root, account=DEFAULT_ACCOUNT, days=[D3, D4], extracted_at=EXTRACTED_AT
-    )
+    writer = history_writer(root, [D3, D4])
 
     async def load() -> None:
         async with writer:
@@ -106,17 +127,20 @@ def test_an_abandoned_load_ends_the_writer_before_the_context_exits(root: Path) 
     assert (markets(root, D4), markets(root, D3)) == (None, None)
 
 
-def test_the_writer_is_started_without_the_api_credentials(
+def test_the_writer_is_started_with_the_environment_its_caller_built(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Not this process's: the caller leaves the exchange's credentials out of it."""
     monkeypatch.setenv("WHITEBIT_API_KEY", "not-a-real-key")
     tell = (
         "import os, sys; "
-        "sys.exit(9 if any(k.startswith('WHITEBIT_API_') for k in os.environ) else 4)"
+        "sys.exit(9 if any(k.startswith('WHITEBIT_API_') for k in os.environ) "
+        "else 4 if os.environ.get('WRITER_ENV') == 'built' else 8)"
     )
     monkeypatch.setattr(funding, "WRITER_COMMAND", [sys.executable, "-c", tell])
+    built = {k: v for k, v in os.environ.items() if not k.startswith("WHITEBIT_API_")}
     with pytest.raises(funding.WriterDied, match="exited with status 4"):
-        run(root, [[at(D4, 8)]])
+        run(root, [[at(D4, 8)]], environ=built | {"WRITER_ENV": "built"})
 
 
 def test_a_writer_that_dies_fails_the_load_naming_the_signal(
@@ -127,9 +151,7 @@ def test_a_writer_that_dies_fails_the_load_naming_the_signal(
     monkeypatch.setattr(funding, "WRITER_COMMAND", [sys.executable, "-c", die])
 
     async def load() -> None:
-        async with funding.FundingWriter(
-            root, account=DEFAULT_ACCOUNT, days=[D4], extracted_at=EXTRACTED_AT
-        ) as writer:
+        async with history_writer(root, [D4]) as writer:
             await writer.take([at(D4, 8)])
             await asyncio.sleep(1)  # the walk fetches the next pages meanwhile
             await writer.take([at(D4, 9)])

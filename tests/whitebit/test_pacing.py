@@ -34,7 +34,7 @@ from pipeline.simulator import (
 from pipeline.simulator._keys import KeyStore
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, RateLimitError, WalkReport, _pacing
 from pipeline.whitebit._auth import NonceSource
-from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST, PACING_DIR_VARIABLE
+from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
 from tests.support.client import FAST_RETRIES, Watching, client, collect
 from tests.support.simulated import FROZEN_AT
 
@@ -161,12 +161,11 @@ def _walk_elsewhere(
     """One run of the machine, in a process of its own: walks funding history with the key of
     ``role``, paced to `SMALL_BUDGET` through the files of ``pacing_dir``, for ``seconds`` or to
     the end."""
-    os.environ[PACING_DIR_VARIABLE] = pacing_dir
     key = KeyStore(DEFAULT_SEED)[role].credentials
 
     async def main() -> _Run:
         credentials = Credentials(key.api_key, key.api_secret)
-        pacer = Pacer([SMALL_BUDGET], origin=url)
+        pacer = Pacer([SMALL_BUDGET], origin=url, directory=pacing_dir)
         async with AsyncWhiteBIT(credentials, base_url=url, pacing=pacer, retry=FAST_RETRIES) as c:
             walk = c.walk(spec.FUNDING)
             start.wait()  # before the walk's first request: the other run is ready too
@@ -259,15 +258,16 @@ def test_pacers_of_one_address_and_budgets_share_one_file(tmp_path: Path) -> Non
 def test_the_pacing_directory_is_the_users_unless_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(PACING_DIR_VARIABLE, raising=False)
+    # The client reads no variable: the settings name the directory (WHITEBIT_PACING_DIR).
+    monkeypatch.setenv("WHITEBIT_PACING_DIR", str(tmp_path / "not-read"))
     path = Pacer(origin="https://whitebit.com").path
     assert path is not None
     assert path.parent == Path(tempfile.gettempdir()) / f"whitebit-pacing-{os.getuid()}"
-    monkeypatch.setenv(PACING_DIR_VARIABLE, str(tmp_path))
-    path = Pacer(origin="https://whitebit.com").path
+    assert Pacer.shared("https://whitebit.com").path == path
+    path = Pacer(origin="https://whitebit.com", directory=tmp_path).path
     assert path is not None
     assert path.parent == tmp_path
-    assert Pacer.shared("https://whitebit.com").path == path
+    assert Pacer.shared("https://whitebit.com", directory=tmp_path).path == path
 
 
 def test_two_pacers_of_one_file_take_turns(tmp_path: Path) -> None:
