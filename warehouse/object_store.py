@@ -68,7 +68,7 @@ class ObjectStore(Store):
     def fs(self) -> Any:
         return self._root.fs
 
-    def _key(self, relative: str) -> str:
+    def key(self, relative: str) -> str:
         """``bucket/prefix/relative``: how s3fs names an object."""
         return f"{self._root.path}/{relative}"
 
@@ -94,15 +94,15 @@ class ObjectStore(Store):
             raise StoreError(f"{self.location}: {what} failed: {_reason(exc)}") from None
 
     def exists(self, relative: str) -> bool:
-        key = self._key(relative)
+        key = self.key(relative)
         return bool(self._bounded(f"a look at {relative}", lambda: self.fs._exists(key)))
 
     def has_files(self, prefix: str) -> bool:
-        return bool(self._keys_under(self._key(prefix)))
+        return bool(self._keys_under(self.key(prefix)))
 
     def files(self, prefix: str) -> list[str]:
         base = self._root.path + "/"
-        return sorted(key[len(base) :] for key in self._keys_under(self._key(prefix)))
+        return sorted(key[len(base) :] for key in self._keys_under(self.key(prefix)))
 
     def _keys_under(self, prefix: str) -> list[str]:
         """Every key of the store under ``prefix`` (``bucket/…``), in one listing: asked as the
@@ -118,7 +118,7 @@ class ObjectStore(Store):
         return keys
 
     def read_bytes(self, relative: str) -> bytes | None:
-        key = self._key(relative)
+        key = self.key(relative)
         try:
             data: bytes = self._bounded(f"the read of {relative}", lambda: self.fs._cat_file(key))
         except FileNotFoundError:
@@ -126,7 +126,7 @@ class ObjectStore(Store):
         return data
 
     def write_bytes(self, relative: str, data: bytes) -> None:
-        key = self._key(relative)
+        key = self.key(relative)
         try:
             self._bounded(f"the write of {relative}", lambda: self.fs._pipe_file(key, data))
         except FileNotFoundError:
@@ -134,7 +134,7 @@ class ObjectStore(Store):
 
     def delete(self, relative: str, *, prune_to: str = "") -> None:
         # A store has no directories: a prefix is gone with its last object.
-        key = self._key(relative)
+        key = self.key(relative)
         try:
             self._bounded(f"the removal of {relative}", lambda: self.fs._rm_file(key))
         except FileNotFoundError:
@@ -145,7 +145,7 @@ class ObjectStore(Store):
         relative = f"{LOCKS_DIR}/{name}.lock"
         with locks.held(
             self,
-            self._key(relative),
+            self.key(relative),
             self.url(relative),
             seconds=self._lease_seconds,
             wait_s=self._lease_wait_s,
@@ -206,7 +206,7 @@ class ObjectStore(Store):
             copy = LocalStore(scratch)
             for start in range(0, len(files), FETCHED_AT_ONCE):
                 chunk = files[start : start + FETCHED_AT_ONCE]
-                keys = [self._key(relative) for relative in chunk]
+                keys = [self.key(relative) for relative in chunk]
                 answers = self._bounded(f"the read of {len(chunk)} file(s)", self._cat(keys))
                 for key, relative in zip(keys, chunk, strict=True):
                     copy.put_local(relative, answers.pop(key))

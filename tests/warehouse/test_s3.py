@@ -20,7 +20,6 @@ import boto3
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from upath import UPath
 
 from pipeline import spec
 from tests.support.records import ACCOUNT, DAY, EXTRACTED_AT, at, funding_record
@@ -52,9 +51,11 @@ def s3_wh(s3_root: str, tmp_path: Path) -> Warehouse:
     return Warehouse.open(s3_root, state_home=str(tmp_path / "state"))
 
 
-def lock_path(s3_root: str, name: str) -> UPath:
-    """The lease object the store's lock of ``name`` takes."""
-    return UPath(s3_root, **object_store.OPTIONS) / f"{store.LOCKS_DIR}/{name}.lock"
+def lease_of(s3_root: str, name: str, **times: float) -> locks.Lease:
+    """A holder of the lease the store's lock of ``name`` takes."""
+    objects = object_store.ObjectStore(s3_root)
+    relative = f"{store.LOCKS_DIR}/{name}.lock"
+    return locks.Lease(objects, objects.key(relative), objects.url(relative), **times)
 
 
 def _all_tables(wh: Warehouse) -> dict[str, list[tuple[object, ...]]]:
@@ -168,7 +169,7 @@ def test_two_writers_of_one_table_take_turns_under_the_lease(s3_wh: Warehouse) -
 def test_a_lease_left_by_a_killed_writer_expires(s3_root: str, tmp_path: Path) -> None:
     wh = Warehouse.open(s3_root, state_home=str(tmp_path / "state"), lease_seconds=2)
     # A holder that never releases nor renews: what a SIGKILL leaves.
-    dead = locks.Lease(lock_path(s3_root, "funding_history"), seconds=2)
+    dead = lease_of(s3_root, "funding_history", seconds=2)
     dead.acquire()
     dead._stop.set()  # its renewal thread dies with it
     started = time.monotonic()
@@ -178,12 +179,11 @@ def test_a_lease_left_by_a_killed_writer_expires(s3_root: str, tmp_path: Path) -
 
 
 def test_a_lease_taken_over_is_lost_and_says_so(s3_root: str) -> None:
-    path = lock_path(s3_root, "funding_history")
-    first = locks.Lease(path, seconds=1.5)
+    first = lease_of(s3_root, "funding_history", seconds=1.5)
     first.acquire()
     first._stop.set()  # stalled: renews no more
     time.sleep(0.1)
-    second = locks.Lease(path, seconds=1.5)
+    second = lease_of(s3_root, "funding_history", seconds=1.5)
     second.acquire()  # after the first's expiry
     try:
         with pytest.raises(locks.LeaseError, match="lease lost while writing"):
@@ -291,12 +291,11 @@ def test_a_live_lease_is_kept_for_the_time_its_holder_declared_not_the_takers(
 ) -> None:
     """Two machines set to different lease times: the holder's own time decides when its lease
     has expired, or a writer with a shorter one would take a lease still renewed."""
-    path = lock_path(s3_root, "funding_history")
-    holder = locks.Lease(path, seconds=30)  # renewed every 10 s
+    holder = lease_of(s3_root, "funding_history", seconds=30)  # renewed every 10 s
     holder.acquire()
     try:
         with pytest.raises(locks.LeaseError, match="for longer than 3 s"):
-            locks.Lease(path, seconds=1, wait_s=3).acquire()
+            lease_of(s3_root, "funding_history", seconds=1, wait_s=3).acquire()
         holder.check()  # still the holder's
     finally:
         holder.release()
@@ -306,12 +305,11 @@ def test_a_lease_is_not_taken_over_before_its_holder_sees_it_lost(s3_root: str) 
     """The store's times are whole seconds: a lease made late in a second looks up to a second
     older than it is. A writer that took it over on that reading would write while its holder,
     counting on its own clock, still holds it."""
-    path = lock_path(s3_root, "funding_history")
     time.sleep((0.9 - time.time() % 1) % 1)  # late in a second
-    first = locks.Lease(path, seconds=1.5)
+    first = lease_of(s3_root, "funding_history", seconds=1.5)
     first.acquire()
     first._stop.set()  # stalled: renews no more
-    second = locks.Lease(path, seconds=1.5)
+    second = lease_of(s3_root, "funding_history", seconds=1.5)
     # At the first moment the second writer would take it over (no backoff between looks).
     while not second._take_over_expired():
         time.sleep(0.01)
