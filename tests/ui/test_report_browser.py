@@ -146,7 +146,7 @@ def test_the_demos_page_draws_every_chart_offline_with_the_headline_of_sql(
         expect(page.locator(f"section#{section}")).to_be_visible()
 
     shown = page.locator("[data-headline]").evaluate_all(
-        "(dds) => Object.fromEntries(dds.map((d) => [d.dataset.headline, d.textContent.trim()]))"
+        "(dds) => Object.fromEntries(dds.map((d) => [d.dataset.headline, d.dataset.exact]))"
     )
     with catalog.connect(Warehouse.open(demo)) as con:
         held = [

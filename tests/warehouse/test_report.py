@@ -234,13 +234,15 @@ def sql_market_nets(con: duckdb.DuckDBPyConnection, account: str) -> dict[str, s
 
 
 class Page(HTMLParser):
-    """A report page read back: its headline (``data-headline`` -> text), its element ids, its
+    """A report page read back: its headline (``data-headline`` -> its exact text, and the text
+    shown at a glance), its element ids, its
     chart divs and chart data, and the tables of each section (rows of cell texts, the header
     first)."""
 
     def __init__(self, html: str) -> None:
         super().__init__()
         self.headline: dict[str, str] = {}
+        self.glance: dict[str, str] = {}
         self.ids: list[str] = []
         self.charts: list[str] = []
         self.chart_data: list[str] = []
@@ -268,6 +270,7 @@ class Page(HTMLParser):
             self._text = []
         elif tag == "dd" and "data-headline" in attr:
             self._headline, self._text = attr["data-headline"], []
+            self.headline[self._headline] = attr["data-exact"]
         elif tag == "div" and "chart" in attr.get("class", "").split():
             self.charts.append(attr["id"])
         elif tag == "script" and "data-chart" in attr:
@@ -282,7 +285,7 @@ class Page(HTMLParser):
             self._table[-1].append("".join(self._text).strip())
             self._text = None
         elif tag == "dd" and self._headline is not None and self._text is not None:
-            self.headline[self._headline] = "".join(self._text).strip()
+            self.glance[self._headline] = "".join(self._text).strip()
             self._headline = self._text = None
 
     def handle_data(self, data: str) -> None:
@@ -305,9 +308,13 @@ def _write(root: Path, out: Path, **kwargs: Any) -> tuple[report.Report, Page]:
 # --- Tests --------------------------------------------------------------------------------------
 
 
+def _exact(headline: report.Headline) -> dict[str, str]:
+    return {name: exact for name, _, exact in headline.items()}
+
+
 def test_the_headline_is_what_sql_over_the_catalog_says(filled: Path, tmp_path: Path) -> None:
     written, page = _write(filled, tmp_path / "report.html")
-    headline = dict(written.headline.items())
+    headline = _exact(written.headline)
     with catalog.connect(Warehouse.open(filled)) as con:
         expected = sql_headline(con, [ALPHA, BETA])
     assert headline == expected
@@ -328,13 +335,32 @@ def test_the_headline_is_what_sql_over_the_catalog_says(filled: Path, tmp_path: 
         "rejected_records": "2",
         "active_investments": "3",
     }
+    # Read at a glance, the amounts are rounded to cents; the exact text is in the tooltip.
+    assert page.glance["funding_paid"] == "7.62"
+    assert page.glance["funding_net"] == "-2.80"
+    assert page.glance["rows"] == "33"
+
+
+def test_headline_amounts_at_a_glance_and_exact() -> None:
+    """A headline rounds for the eye (thousands separated, cents; 8 places below one) and keeps
+    the exact text, 20 integer and 18 decimal digits included."""
+    from decimal import Decimal
+
+    from warehouse import display
+
+    big = Decimal("12345678901234567890.123456789012345678")
+    assert display.glance(big) == "12,345,678,901,234,567,890.12"
+    assert display.text(big) == "12345678901234567890.123456789012345678"
+    assert display.glance(Decimal("0.000000123456789")) == "0.00000012"
+    assert display.glance(Decimal("-0.0000000001")) == "0"
+    assert display.glance(Decimal("2067063.579465700473296687")) == "2,067,063.58"
 
 
 def test_one_account_of_two(filled: Path, tmp_path: Path) -> None:
     written, page = _write(filled, tmp_path / "report.html", accounts=(ALPHA,))
     with catalog.connect(Warehouse.open(filled)) as con:
         expected = sql_headline(con, [ALPHA])
-    assert dict(written.headline.items()) == expected
+    assert _exact(written.headline) == expected
     assert written.headline.accounts == (ALPHA,)
     assert expected["funding_net"] == "1.697530865419753088"
     assert expected["rejected_records"] == "1"
@@ -376,7 +402,7 @@ def test_the_range_limits_funding_by_its_day_and_snapshots_by_theirs(
     written, page = _write(filled, tmp_path / "report.html", first=D2, last=D3)
     with catalog.connect(Warehouse.open(filled)) as con:
         expected = sql_headline(con, [ALPHA, BETA], D2, D3)
-    assert dict(written.headline.items()) == expected
+    assert _exact(written.headline) == expected
     assert page.headline == expected
     # D2 and D3: alpha's ETH_PERP both ways, beta's BTC_PERP and XRP_PERP; alpha's D3 snapshot.
     assert expected["funding_payments"] == "4"
