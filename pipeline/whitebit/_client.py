@@ -26,15 +26,7 @@ from pipeline import spec
 
 from ._auth import Credentials, Signer, nonce_source, redacted
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
-from ._errors import (
-    APIError,
-    ConnectionRefused,
-    ContractError,
-    TransportError,
-    TransportTimeout,
-    error_for_answer,
-    is_error_body,
-)
+from ._errors import APIError, ContractError, error_for_answer, is_error_body, transport_error
 from ._pacing import Pacer
 from ._params import check_params, checked_base_url
 from ._parse import parse
@@ -383,7 +375,7 @@ class AsyncWhiteBIT:
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
-            raise _transport_error(operation, exc, self._origin) from exc
+            raise transport_error(operation, exc, self._origin) from exc
         return response
 
     def _answer(
@@ -431,24 +423,3 @@ def _loads(content: bytes) -> Any:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
         return None
-
-
-def _transport_error(
-    operation: spec.Operation, exc: httpx.TransportError, origin: str
-) -> TransportError:
-    # httpx-aiohttp reports a refused connection as ConnectTimeout: trust the cause, not the name.
-    reason: BaseException | None = exc
-    while reason is not None and not isinstance(reason, ConnectionRefusedError):
-        reason = reason.__cause__ or reason.__context__
-    if reason is not None:
-        return ConnectionRefused(
-            f"{origin} refused the connection: is the exchange's address right, and is it up?",
-            operation=operation,
-        )
-    cause = exc.__cause__
-    timed_out = isinstance(exc, httpx.TimeoutException) and (
-        cause is None or isinstance(cause, TimeoutError)
-    )
-    kind = TransportTimeout if timed_out else TransportError
-    what = "no answer in time" if timed_out else "no complete answer"
-    return kind(f"{what} ({type(exc).__name__}: {exc})", operation=operation)

@@ -44,6 +44,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import httpx
 import orjson
 
 from pipeline import spec
@@ -302,3 +303,24 @@ def _classify(
     if errors is not None or status == 422 or (message or "").startswith("Validation failed"):
         return ValidationError
     return APIStatusError
+
+
+def transport_error(
+    operation: spec.Operation, exc: httpx.TransportError, origin: str
+) -> TransportError:
+    # httpx-aiohttp reports a refused connection as ConnectTimeout: trust the cause, not the name.
+    reason: BaseException | None = exc
+    while reason is not None and not isinstance(reason, ConnectionRefusedError):
+        reason = reason.__cause__ or reason.__context__
+    if reason is not None:
+        return ConnectionRefused(
+            f"{origin} refused the connection: is the exchange's address right, and is it up?",
+            operation=operation,
+        )
+    cause = exc.__cause__
+    timed_out = isinstance(exc, httpx.TimeoutException) and (
+        cause is None or isinstance(cause, TimeoutError)
+    )
+    kind = TransportTimeout if timed_out else TransportError
+    what = "no answer in time" if timed_out else "no complete answer"
+    return kind(f"{what} ({type(exc).__name__}: {exc})", operation=operation)
