@@ -20,6 +20,7 @@ from pipeline.whitebit import (
     APIStatusError,
     AsyncWhiteBIT,
     AuthenticationError,
+    ConnectionRefused,
     Credentials,
     NonceRejectedError,
     NotFoundError,
@@ -365,14 +366,35 @@ def test_a_timeout(own_sim: Simulator) -> None:
     _run(main())
 
 
-def test_a_refused_connection_is_a_transport_error_not_a_timeout() -> None:
+def test_a_refused_connection_is_said_as_refused_not_as_a_timeout() -> None:
     async def main() -> None:
         async with AsyncWhiteBIT(
             base_url="http://127.0.0.1:1", pacing=False, retry=NO_RETRIES
         ) as c:
             with raises(TransportError) as info:
                 await c.ping()
-            assert type(info.value) is TransportError
+            assert type(info.value) is ConnectionRefused
+            assert "http://127.0.0.1:1 refused the connection" in str(info.value)
+            assert info.value.retryable  # an exchange restarting mid-walk comes back
+
+    _run(main())
+
+
+def test_a_refused_first_connection_is_said_at_once_a_later_one_retried() -> None:
+    """As a run's preflight, a refused connection raises at once: the address is wrong or the
+    exchange down; elsewhere it keeps the policy's patience."""
+    patient = RetryPolicy(max_retries=2, initial_delay_s=0.2)
+
+    async def main() -> None:
+        async with AsyncWhiteBIT(base_url="http://127.0.0.1:1", pacing=False, retry=patient) as c:
+            started = time.monotonic()
+            with raises(ConnectionRefused) as preflight:
+                await c.ping(preflight=True)
+            assert preflight.value.attempts == 1
+            assert time.monotonic() - started < 0.2
+            with raises(ConnectionRefused) as later:
+                await c.ping()
+            assert later.value.attempts == 3
 
     _run(main())
 
