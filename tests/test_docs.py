@@ -68,3 +68,12 @@ def test_no_product_module_is_longer_than_a_reader_holds() -> None:
         if (length := len(path.read_text(encoding="utf-8").splitlines())) > 450
     }
     assert long == {}
+
+
+def test_every_setting_is_in_the_settings_table() -> None:
+    """What the settings module reads is what docs/running-nightly.md tells a user to set."""
+    from assets.settings import AWS_VARIABLES, Settings
+
+    page = (ROOT / "docs" / "running-nightly.md").read_text(encoding="utf-8")
+    missing = [name for name in Settings.variables() if name not in AWS_VARIABLES]
+    assert [name for name in missing if f"`{name}`" not in page] == []
