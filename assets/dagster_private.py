@@ -6,7 +6,7 @@ checks it is what the code expects, so an upgrade that moves one fails there, by
 
 from __future__ import annotations
 
-# A configured class's schema check (tests/test_deploy.py checks the Kubernetes instance's).
+# A configured class's schema check (tests/deploy checks the instances' configured classes).
 from dagster._config import process_config
 
 # Raised in the main thread to interrupt a run between steps, as Dagster's own handler does.
