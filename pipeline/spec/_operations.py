@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from ._contract import (
+    UUID_PATTERN,
     Empty,
     Field,
     FieldType,
@@ -37,10 +38,6 @@ EU_BASE_URL: Final = "https://whitebit.eu"
 #: A nonce sent with ``nonceWindow: true`` must be a millisecond time this close to the server's.
 NONCE_WINDOW_MS: Final = 5_000
 
-#: UUID in its canonical textual form; sub-account API key ids look like this.
-UUID_PATTERN: Final = re.compile(
-    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-)
 #: A perpetual market name, ``<BASE>_PERP``.
 PERP_MARKET_PATTERN: Final = re.compile(r"^[A-Z0-9]{1,20}_PERP$")
 
