@@ -88,11 +88,14 @@ class SimulatorState:
 
     @property
     def main_body(self) -> bytes:
-        return self.accounts.main.main_body
+        """The main account's main balance, as the API answers it now."""
+        return orjson.dumps(self.dataset.main_balance)
 
     @property
     def trading_body(self) -> bytes:
-        return self.accounts.main.trading_body
+        """The main account's trading balance, as the API answers it now (no zeros)."""
+        zero = {"available": "0", "freeze": "0"}
+        return orjson.dumps({t: b for t, b in self.dataset.trading_balance.items() if b != zero})
 
     def count(self, path: str, status: int) -> None:
         self.answered[(path, status)] += 1
@@ -156,22 +159,21 @@ def _funding(state: SimulatorState, account: Account, p: dict[str, Any], key: Ap
 def _main_balance(
     state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
 ) -> Answer:
-    ticker = p["ticker"]
+    ticker, balances = p["ticker"], account.dataset.main_balance  # the ledger's, now
     if ticker is None:
-        return Answer(200, account.main_body)
+        return json_answer(200, balances)
     # An unknown ticker is a zero balance, not an error.
-    balance = account.dataset.main_balance.get(ticker, {"main_balance": "0"})
-    return json_answer(200, {ticker: balance})
+    return json_answer(200, {ticker: balances.get(ticker, {"main_balance": "0"})})
 
 
 def _trading_balance(
     state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
 ) -> Answer:
-    ticker = p["ticker"]
-    if ticker is None:
-        return Answer(200, account.trading_body)
-    balance = account.dataset.trading_balance.get(ticker, {"available": "0", "freeze": "0"})
-    return json_answer(200, {ticker: balance})
+    ticker, balances = p["ticker"], account.dataset.trading_balance  # the ledger's, now
+    zero = {"available": "0", "freeze": "0"}
+    if ticker is None:  # without a ticker, only non-zero balances are listed
+        return json_answer(200, {t: b for t, b in balances.items() if b != zero})
+    return json_answer(200, {ticker: balances.get(ticker, zero)})
 
 
 def _watcher_links(

@@ -2,7 +2,8 @@
 exact decimals and the seeded random streams.
 
 Amounts are exact decimals: a ``(mantissa, scale)`` pair stands for ``mantissa * 10**-scale``
-and is written as the exchange writes it (`decimal_text`).
+and is written as the exchange writes it (`decimal_text`); the ledger sums them as integers of
+10**-18 (`atoms`), never as floats. Times of records are integer microseconds (`time_text`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from pipeline.spec import GLOBAL_BASE_URL
 FUNDING_INTERVAL_S = 8 * 3600
 DAY_S = 86_400
 #: The moment the data is anchored at (2026-09-21 14:13 UTC): investments and watcher links are
-#: made before it, the funding history's first ``scale.days`` end with the round it falls in.
+#: made before it, the funding history's first ``scale.days`` end with the round it falls in,
+#: and every balance is what `_assets` says it is at this moment.
 EPOCH = 1_790_000_000
-#: Decimal places of the amounts the exchange writes: an exact product is cut to this many.
+#: Decimal places of the ledger's integers: every amount has at most this many.
 ATOM_PLACES = 18
 
+#: Powers of ten, ``TEN[n] == 10**n`` (typed as integers, as ``10 ** n`` is not).
+TEN: tuple[int, ...] = tuple(10**n for n in range(2 * ATOM_PLACES + 4))
 #: An exact decimal, ``mantissa * 10**-scale``.
 Decimal = tuple[int, int]
 
@@ -43,6 +47,9 @@ class Profile:
     mixed_markets: bool = False
     #: The site its watcher links point at.
     site: str = GLOBAL_BASE_URL
+    #: Its transfers with other accounts of the same owner (`_flows.Pairing`): a main account's
+    #: with each sub-account, a sub-account's with its main account.
+    pairings: tuple[Any, ...] = ()
 
 
 #: The main account of the global region: the profile when none is given.
@@ -57,16 +64,19 @@ class Scale:
     days: int
     investments: int
     tickers: int = 4
+    #: Spot fills a day: the trading volume (conversions and deposits follow it).
+    fills: int = 40
 
     @classmethod
     def small(cls) -> Scale:
-        return cls(markets=6, days=60, investments=300, tickers=4)
+        return cls(markets=6, days=60, investments=300, tickers=4, fills=40)
 
     @classmethod
     def large(cls) -> Scale:
         # > 1,000,000 funding entries; > 10,100 active investments (the offset window bites),
-        # yet every (status, ticker) slice stays below it, so splitting reaches them all.
-        return cls(markets=250, days=1400, investments=30_000, tickers=8)
+        # yet every (status, ticker) slice stays below it, so splitting reaches them all;
+        # > 500,000 fills over some 260 markets, > 10,000 deposits and withdrawals.
+        return cls(markets=250, days=1400, investments=30_000, tickers=8, fills=3_000)
 
     @classmethod
     def parse(cls, text: str) -> Scale:
@@ -77,14 +87,14 @@ class Scale:
         if text == "large":
             return cls.large()
         sizes: dict[str, int] = {}
-        fields = {"markets", "days", "investments", "tickers"}
+        fields = {"markets", "days", "investments", "tickers", "fills"}
         for part in text.split(","):
             name, sep, value = part.partition("=")
             name = name.strip()
             if not sep or name not in fields or not value.strip().isdigit():
                 raise ValueError(
                     f"scale {text!r}: expected small, large or sizes like "
-                    f"'markets=20,days=90,investments=500,tickers=4', not {part!r}"
+                    f"'markets=20,days=90,investments=500,tickers=4,fills=40', not {part!r}"
                 )
             sizes[name] = int(value)
         base = cls.small()
@@ -93,6 +103,7 @@ class Scale:
             days=sizes.get("days", base.days),
             investments=sizes.get("investments", base.investments),
             tickers=sizes.get("tickers", base.tickers),
+            fills=sizes.get("fills", base.fills),
         )
         if scale.markets < 1 or scale.days < 1 or not 1 <= scale.tickers <= TICKER_COUNT:
             raise ValueError(f"scale {text!r}: markets and days >= 1, tickers 1..{TICKER_COUNT}")
@@ -129,6 +140,25 @@ def product(*factors: Decimal, max_scale: int = ATOM_PLACES) -> Decimal:
     return mantissa, scale
 
 
+def atoms(value: Decimal) -> int:
+    """The decimal as an integer of 10**-18 (exact: no amount has more places)."""
+    mantissa, scale = value
+    if scale > ATOM_PLACES:
+        raise ValueError(f"{decimal_text(*value)} has more than {ATOM_PLACES} decimal places")
+    return mantissa * TEN[ATOM_PLACES - scale]
+
+
+def atoms_text(value: int) -> str:
+    """An integer of 10**-18 as the exchange writes the decimal."""
+    return decimal_text(value, ATOM_PLACES)
+
+
+def time_text(micros: int) -> str:
+    """A time in microseconds as a JSON number of seconds with six places (1593342324.613711)."""
+    seconds, fraction = divmod(micros, 1_000_000)
+    return f"{seconds}.{fraction:06d}"
+
+
 def rng(seed: int, *parts: object) -> random.Random:
     digest = hashlib.blake2b(repr((seed, *parts)).encode(), digest_size=8).digest()
     return random.Random(int.from_bytes(digest, "big"))
@@ -136,6 +166,16 @@ def rng(seed: int, *parts: object) -> random.Random:
 
 def new_uuid(draw: random.Random) -> str:
     return str(uuid.UUID(int=draw.getrandbits(128), version=4))
+
+
+def time_uuid(micros: int, draw: random.Random) -> str:
+    """A UUID whose first 48 bits are the time in milliseconds (UUIDv7's layout): ids of one
+    history sort as their times do."""
+    rest = draw.getrandbits(80)
+    value = (micros // 1000) << 80 | rest
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+    return str(uuid.UUID(int=value))
 
 
 def dumps(value: Any) -> bytes:

@@ -1,4 +1,5 @@
-"""The account's perpetual markets and their funding rounds: the funding history.
+"""The account's perpetual markets and their funding rounds: the funding history, and the
+positions the ledger derives from it (`_positions`).
 
 Each round ``k`` (at ``k * 8 h``) gives every market a settlement price, a rate and the
 account's position: ``Round`` holds them as numbers, `FundingHistory` writes them as the API's
@@ -113,6 +114,17 @@ class PerpMarkets:
         last = EPOCH // FUNDING_INTERVAL_S
         self.first_round = last - scale.days * 3 + 1
         self.hedge_since_round = self.first_round + (scale.days * 3) // 2
+
+    def changes(self, k: int) -> bool:
+        """Whether round ``k``'s positions may differ from the round before's: sizes change
+        every 9 rounds, sides every 21, and all at the first round and the switch to hedge
+        mode."""
+        return (
+            k % 9 == 0
+            or k % 21 == 0
+            or k == self.first_round
+            or (self.hedge_mode and k == self.hedge_since_round)
+        )
 
     def hedged(self, k: int) -> bool:
         """Whether round ``k`` falls in hedge mode (a long and a short in the hedged market)."""
