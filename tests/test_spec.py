@@ -3,9 +3,9 @@
 from pipeline import spec
 
 
-def test_the_eight_operations_each_have_one_path() -> None:
-    assert len(spec.OPERATIONS) == 8
-    assert len(spec.BY_PATH) == 8
+def test_the_twelve_operations_each_have_one_path() -> None:
+    assert len(spec.OPERATIONS) == 12
+    assert len(spec.BY_PATH) == 12
     assert all(op.path.startswith(spec.API_PREFIX) for op in spec.OPERATIONS)
     assert [op.name for op in spec.OPERATIONS if not op.private] == ["ping"]
 

@@ -30,10 +30,11 @@ from pipeline import spec
 
 from . import _answers as answers
 from ._accounts import Account, Accounts
-from ._answers import Answer, json_answer
+from ._answers import Answer
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
 from ._keys import ApiKey, KeyStore, NonceRejected
+from ._ledger_answers import HANDLERS as LEDGER_HANDLERS
 from ._limits import RateLimiter
 from ._validation import SIGNING_FIELDS, Invalid, validate
 
@@ -112,6 +113,12 @@ class SimulatorState:
     def answers_with(self, status: int) -> int:
         return sum(n for (_, s), n in self.answered.items() if s == status)
 
+    def limit(self, p: dict[str, Any]) -> int:
+        """A page's size: as asked, or the page cap if it is smaller."""
+        asked: int = p["limit"]
+        cap = self.page_cap
+        return asked if cap is None else min(asked, cap)
+
 
 # --- Handlers: (state, the signing key's account, validated parameters, key) -> answer ---------
 
@@ -120,18 +127,12 @@ def _page(offset: int, limit: int, records: list[bytes]) -> bytes:
     return b'{"offset":%d,"limit":%d,"records":[%b]}' % (offset, limit, b",".join(records))
 
 
-def _limit(state: SimulatorState, p: dict[str, Any]) -> int:
-    asked: int = p["limit"]
-    cap = state.page_cap
-    return asked if cap is None else min(asked, cap)
-
-
 def _investments(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
     if not key.b2b:
         return answers.NO_B2B_ACCESS
     investments = account.dataset.investments
     found = investments.select(id=p["id"], ticker=p["ticker"], status=p["status"])
-    offset, limit = p["offset"], _limit(state, p)
+    offset, limit = p["offset"], state.limit(p)
     return Answer(200, _page(offset, limit, found[offset : offset + limit]))
 
 
@@ -151,29 +152,9 @@ def _reset_key(state: SimulatorState, account: Account, p: dict[str, Any], key: 
 
 
 def _funding(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
-    offset, limit = p["offset"], _limit(state, p)
+    offset, limit = p["offset"], state.limit(p)
     records = account.dataset.funding.page(p["market"], offset, limit)
     return Answer(200, _page(offset, limit, records))
-
-
-def _main_balance(
-    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
-) -> Answer:
-    ticker, balances = p["ticker"], account.dataset.main_balance  # the ledger's, now
-    if ticker is None:
-        return json_answer(200, balances)
-    # An unknown ticker is a zero balance, not an error.
-    return json_answer(200, {ticker: balances.get(ticker, {"main_balance": "0"})})
-
-
-def _trading_balance(
-    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
-) -> Answer:
-    ticker, balances = p["ticker"], account.dataset.trading_balance  # the ledger's, now
-    zero = {"available": "0", "freeze": "0"}
-    if ticker is None:  # without a ticker, only non-zero balances are listed
-        return json_answer(200, {t: b for t, b in balances.items() if b != zero})
-    return json_answer(200, {ticker: balances.get(ticker, zero)})
 
 
 def _watcher_links(
@@ -195,9 +176,8 @@ HANDLERS: dict[str, Handler] = {
     spec.HEDGE_MODE.path: _hedge_mode,
     spec.RESET_SUBACCOUNT_KEY.path: _reset_key,
     spec.FUNDING_HISTORY.path: _funding,
-    spec.MAIN_BALANCE.path: _main_balance,
-    spec.TRADING_BALANCE.path: _trading_balance,
     spec.WATCHER_LINKS.path: _watcher_links,
+    **LEDGER_HANDLERS,
 }
 
 
@@ -363,7 +343,8 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
             account = state.account(key)
             try:
                 fields = {k: v for k, v in signed.items() if k not in SIGNING_FIELDS}
-                params.update(validate(op, fields, account.exists))
+                now = account.dataset.clock.now()
+                params.update(validate(op, fields, account.exists, now))
             except Invalid as invalid:
                 return invalid.answer
             return handler(state, account, params, key)

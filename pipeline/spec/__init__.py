@@ -1,7 +1,7 @@
 """The API contract, once: the WhiteBIT REST API v4 operations the product uses (`_operations`,
-in the words of `_contract`) and the account's histories it extracts (`_histories`, in the words
-of `_history`). The client, the simulator and the warehouse all read this package; none of them
-reads another.
+with the trading history in `_trade_operations`, all in the words of `_contract`) and the
+account's histories it extracts (`_histories`, in the words of `_history`). The client, the
+simulator and the warehouse all read this package; none of them reads another.
 """
 
 from ._contract import (
@@ -83,13 +83,35 @@ from ._operations import (
     WATCHER_LINK_FIELDS,
     WATCHER_LINKS,
 )
+from ._trade_operations import (
+    CONVERSION_FIELDS,
+    CONVERSION_PATH_FIELDS,
+    CONVERT_HISTORY,
+    EXECUTED_DEAL_FIELDS,
+    EXECUTED_HISTORY,
+    MARKET_PATTERN,
+    ORDER_DEAL_FIELDS,
+    ORDER_DEALS,
+    ORDER_FIELDS,
+    ORDER_HISTORY,
+    ORDER_STATUS_FILTERS,
+    ORDER_STATUSES,
+    ORDER_TYPES,
+    ROLES,
+    TRADE_OPERATIONS,
+)
 
 __all__ = [
     "API_PREFIX",
     "BUDGET_PERIOD_S",
     "BY_NAME",
     "BY_PATH",
+    "CONVERSION_FIELDS",
+    "CONVERSION_PATH_FIELDS",
+    "CONVERT_HISTORY",
     "EU_BASE_URL",
+    "EXECUTED_DEAL_FIELDS",
+    "EXECUTED_HISTORY",
     "FIXED_PLANS",
     "FIXED_PLAN_FIELDS",
     "FUNDING",
@@ -109,17 +131,27 @@ __all__ = [
     "MAIN_BALANCE",
     "MAIN_BALANCES",
     "MAIN_BALANCE_FIELDS",
+    "MARKET_PATTERN",
     "NONCE_WINDOW_MS",
     "OPERATIONS",
+    "ORDER_DEALS",
+    "ORDER_DEAL_FIELDS",
+    "ORDER_FIELDS",
+    "ORDER_HISTORY",
+    "ORDER_STATUSES",
+    "ORDER_STATUS_FILTERS",
+    "ORDER_TYPES",
     "OWNER",
     "PERP_MARKET",
     "PERP_MARKET_PATTERN",
     "PING",
     "PLAN_STATUSES",
     "RESET_SUBACCOUNT_KEY",
+    "ROLES",
     "SNAPSHOT",
     "TICKER",
     "TICKER_FORM",
+    "TRADE_OPERATIONS",
     "TRADING_BALANCE",
     "TRADING_BALANCES",
     "TRADING_BALANCE_FIELDS",

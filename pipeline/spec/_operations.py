@@ -30,6 +30,7 @@ from ._contract import (
     Single,
     ValidationAnswer,
 )
+from ._trade_operations import TRADE_OPERATIONS
 
 #: Base addresses of the real service (docs/api.md, "Base addresses").
 GLOBAL_BASE_URL: Final = "https://whitebit.com"
@@ -221,6 +222,7 @@ OPERATIONS: Final = (
     MAIN_BALANCE,
     TRADING_BALANCE,
     WATCHER_LINKS,
+    *TRADE_OPERATIONS,
 )
 BY_PATH: Final[Mapping[str, Operation]] = {op.path: op for op in OPERATIONS}
 BY_NAME: Final[Mapping[str, Operation]] = {op.name: op for op in OPERATIONS}
