@@ -171,6 +171,9 @@ def _watcher_links(
 
 Handler = Callable[[SimulatorState, Account, dict[str, Any], ApiKey], Answer]
 
+#: What a sub-account's key may not call: the main account's management of its sub-accounts.
+MAIN_ACCOUNT_ONLY = frozenset({spec.SUBACCOUNT_LIST.path, spec.SUBACCOUNT_TRANSFERS.path})
+
 HANDLERS: dict[str, Handler] = {
     spec.INVESTMENTS_HISTORY.path: _investments,
     spec.HEDGE_MODE.path: _hedge_mode,
@@ -282,6 +285,9 @@ def _drift(body: bytes, fault: Fault) -> bytes:
             return b"0"
         else:
             value = target[name]
+            if type(value) in (int, float):  # an answer of numbers drifts the other way
+                target[name] = str(value)
+                return orjson.dumps(doc)
             try:
                 target[name] = float(value)
             except (TypeError, ValueError):
@@ -340,6 +346,8 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
             if isinstance(authenticated, Answer):
                 return authenticated
             key, signed = authenticated
+            if key.subaccount and op.path in MAIN_ACCOUNT_ONLY:
+                return answers.NOT_PERMITTED
             account = state.account(key)
             try:
                 fields = {k: v for k, v in signed.items() if k not in SIGNING_FIELDS}

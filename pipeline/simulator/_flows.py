@@ -20,12 +20,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline import spec
+
 from ._assets import CURRENCIES, MAIN, NETWORKS, Holdings, usdt_amount
 from ._basics import Decimal, atoms, decimal_text, dumps, new_uuid, rng, time_uuid
 
 _HOUR_US = 3_600_000_000
-#: Statuses in which a deposit has been credited, or a withdrawal has left for good.
-_SUCCESSFUL = frozenset({3, 7})
 
 
 def _times(draw: random.Random, start_us: int, count: int) -> list[int]:
@@ -130,7 +130,7 @@ def _movement(holdings: Holdings, draw: random.Random, created_us: int, n: int) 
         "amount": decimal_text(*amount),
         "description": ""
         if draw.random() < 0.8
-        else f"Simulated {('deposit', 'withdrawal')[method - 1]}",
+        else f"Simulated {spec.TRANSACTION_METHODS[method]}",
         "memo": memo,
         "fee": decimal_text(*fee),
         "status": 0,
@@ -150,7 +150,7 @@ def _movement(holdings: Holdings, draw: random.Random, created_us: int, n: int) 
     moves: list[tuple[int, str, str, int]] = []
     total = atoms(amount) + atoms(fee)
     if method == 1:
-        credited = next((t for t, _, s in stages if s in _SUCCESSFUL), None)
+        credited = next((t for t, _, s in stages if s in spec.SUCCESSFUL), None)
         if credited is not None:
             moves.append((credited, MAIN, ticker, atoms(amount) - atoms(fee)))
     else:
@@ -175,7 +175,7 @@ def _stage(
     if method == 1:
         required = 2 + steps
         shown["confirmations"] = {"actual": required if final else step + 1, "required": required}
-    elif status not in (*_SUCCESSFUL, 18):
+    elif status not in (*spec.SUCCESSFUL, 18):
         shown["transactionHash"] = ""  # not sent yet (or never)
     if status == 18:  # a part of it is sent
         shown["details"] = {

@@ -1,5 +1,5 @@
-"""Answers from the ledger: the account's fills, orders, conversions and balances (docs/api.md,
-sections 4.5, 4.6 and 4.9 to 4.12).
+"""Answers from the ledger: the account's fills, orders, conversions, deposits and withdrawals,
+sub-accounts and transfers, positions and balances (docs/api.md, sections 4.9 to 4.20).
 
 Each handler takes the signing key's account and its validated parameters (time windows already
 resolved to seconds by `_windows`) and answers from the ledger as the clock sees it: newest
@@ -18,6 +18,8 @@ from pipeline import spec
 from . import _answers as answers
 from ._accounts import Account
 from ._answers import Answer, json_answer
+from ._assets import COLLATERAL, SETTLEMENT
+from ._basics import ATOM_PLACES, TEN, atoms_text, decimal_text, time_text
 from ._keys import ApiKey
 from ._ledger import Ledger
 from ._series import Series
@@ -43,6 +45,8 @@ _STATES: dict[str, frozenset[str] | None] = {
     "CANCELED": frozenset({"canceled", "partial"}),
     "PARTIALLY_FILLED": frozenset({"partial"}),
 }
+#: Leverage the simulated collateral account trades at (margins and borrowing follow it).
+LEVERAGE = 10
 
 
 def _now_us(account: Account) -> int:
@@ -185,7 +189,185 @@ def convert_history(state: State, account: Account, p: dict[str, Any], key: ApiK
     )
 
 
-# --- Balances -----------------------------------------------------------------------------------
+# --- Deposits and withdrawals, sub-accounts ------------------------------------------------------
+
+
+def main_account_history(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    method, statuses = p["transactionMethod"], p["status"]
+    if statuses is not None:
+        valid = {1: spec.DEPOSIT_STATUSES, 2: spec.WITHDRAWAL_STATUSES}.get(method)
+        if valid is not None and not set(statuses) <= valid.keys():
+            return answers.private_error(
+                400, 0, "Validation failed", {"status": ["The selected status is invalid."]}
+            )
+    ledger, now_us = _ledger(account), _now_us(account)
+    movements, offset, limit = ledger.movements, p["offset"], state.limit(p)
+    view = movements.view(method=method, ticker=p["ticker"])
+    newest = range(len(movements) - 1, -1, -1) if view is None else view[::-1]
+    addresses = set(p["addresses"]) if p["addresses"] is not None else None
+    wanted = set(statuses) if statuses is not None else None
+    if any(v is not None for v in (p["address"], p["memo"], p["uniqueId"], addresses, wanted)):
+        newest = [i for i in newest if _matches(ledger, i, p, addresses, wanted, now_us)]
+    page = newest[offset : offset + limit]
+    records = [ledger.status(i, now_us)[0] for i in page]
+    return Answer(
+        200,
+        b'{"limit":%d,"offset":%d,"records":%b,"total":%d}'
+        % (limit, offset, _array(records), len(newest)),
+    )
+
+
+def _matches(
+    ledger: Ledger,
+    i: int,
+    p: dict[str, Any],
+    addresses: set[str] | None,
+    statuses: set[int] | None,
+    now_us: int,
+) -> bool:
+    address, memo, unique_id = ledger.movement_keys[i]
+    return (
+        (p["address"] is None or address == p["address"])
+        and (p["memo"] is None or memo == p["memo"])
+        and (p["uniqueId"] is None or unique_id == p["uniqueId"])
+        and (addresses is None or address in addresses)
+        and (statuses is None or ledger.status(i, now_us)[1] in statuses)
+    )
+
+
+def subaccount_list(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    listed: list[dict[str, Any]] = account.subaccounts
+    if p["search"] is not None:
+        term = p["search"].lower()
+        listed = [s for s in listed if term in s["alias"].lower() or term in s["email"].lower()]
+    offset, limit = p["offset"], state.limit(p)
+    page = [orjson.dumps(s) for s in listed[offset : offset + limit]]
+    return Answer(200, _page(offset, limit, b"data", page))
+
+
+def subaccount_transfers(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    ledger = _ledger(account)
+    transfers, offset, limit = ledger.transfers, p["offset"], state.limit(p)
+    view = transfers.view(sub=account.subaccount_names[p["id"].lower()], direction=p["direction"])
+    positions = transfers.newest(offset, limit, view)
+    return Answer(200, _page(offset, limit, b"data", transfers.written(positions)))
+
+
+# --- Collateral -------------------------------------------------------------------------------
+
+
+def positions_history(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    ledger, (start, end) = _ledger(account), _span(p, spec.POSITIONS_HISTORY.window)
+    events = ledger.events
+    # A position id takes precedence over the market (the older docs say so).
+    if p["positionId"] is not None:
+        view = events.view(position=p["positionId"])
+    else:
+        view = events.view(market=p["market"])
+    positions = events.newest(p["offset"], state.limit(p), view, start, end)
+    return Answer(200, _array(events.written(positions)))
+
+
+def closed_pnl(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    ledger, (start, end) = _ledger(account), _span(p, spec.CLOSED_PNL.window)
+    closed = ledger.closed
+    positions = closed.newest(p["offset"], state.limit(p), None, start, end)
+    return Answer(200, _array(closed.written(positions)))
+
+
+def open_positions(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    ledger = _ledger(account)
+    perp = ledger.perp
+    held = sorted(ledger.open.values(), key=lambda h: h.position_id)
+    collateral = ledger.balance(COLLATERAL, SETTLEMENT)
+    base_places = ledger.positions.base_places
+    margins = [
+        _atoms(abs(h.amount) * h.base, perp.markets[h.market].position[1] + base_places[h.market])
+        // LEVERAGE
+        for h in held
+    ]
+    free = max(0, collateral - sum(margins))  # the account's, whatever the filter
+    if p["market"] is not None:
+        kept = [n for n, h in enumerate(held) if perp.names[h.market] == p["market"]]
+        held, margins = [held[n] for n in kept], [margins[n] for n in kept]
+    records = []
+    for h, margin in zip(held, margins, strict=True):
+        market = perp.markets[h.market]
+        qs, places = market.position[1], ledger.positions.base_places[h.market]
+        mark = ledger.marks[h.market] * 10 ** (places - market.price[1]) if ledger.marks else h.base
+        unrealized = _atoms(h.amount * (mark - h.base), qs + places)
+        percent = unrealized * 10_000 // margin if margin else 0  # hundredths of a percent
+        factor = 8 if h.amount > 0 else 12
+        tpsl = None
+        if h.position_id % 5 == 0:  # now and then a take-profit and a stop-loss
+            tpsl = {
+                "takeProfitId": h.position_id * 10 + 1,
+                "takeProfit": decimal_text(h.base * (24 - factor) // 12, places),
+                "stopLossId": h.position_id * 10 + 2,
+                "stopLoss": decimal_text(h.base * factor // 10, places),
+            }
+        records.append(
+            {
+                "positionId": h.position_id,
+                "market": market.name,
+                "openDate": float(time_text(h.open_us)),
+                "modifyDate": float(time_text(h.modify_us)),
+                "amount": decimal_text(h.amount, qs),
+                "basePrice": decimal_text(h.base, places),
+                "liquidationPrice": decimal_text(h.base * factor // 10, places),
+                "liquidationState": None,
+                "pnl": atoms_text(h.pnl),
+                "pnlPercent": decimal_text(percent, 2),
+                "margin": atoms_text(margin),
+                "freeMargin": atoms_text(free),
+                "funding": "0",  # always on _PERP markets
+                "unrealizedFunding": "0",
+                "unrealizedPnl": atoms_text(unrealized),
+                "tpsl": tpsl,
+                "positionSide": h.side,
+            }
+        )
+    return json_answer(200, records)
+
+
+def _atoms(mantissa: int, places: int) -> int:
+    return mantissa * TEN[ATOM_PLACES - places]
+
+
+def collateral_balance(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
+    held = account.dataset.collateral_balance
+    if p["ticker"] is not None:
+        held = {p["ticker"]: held.get(p["ticker"], "0")}
+    # Numbers, not strings: the decimal's own digits, so nothing is lost on our side.
+    return Answer(
+        200, b"{%b}" % b",".join(b'"%s":%s' % (t.encode(), v.encode()) for t, v in held.items())
+    )
+
+
+def collateral_balance_summary(
+    state: State, account: Account, p: dict[str, Any], key: ApiKey
+) -> Answer:
+    held = account.dataset.collateral_balance
+    if p["ticker"] is not None:
+        held = {p["ticker"]: held.get(p["ticker"], "0")}
+    records = []
+    for asset, balance in held.items():
+        records.append(
+            {
+                "asset": asset,
+                "balance": balance,
+                "borrow": "0",
+                "availableWithoutBorrow": balance,
+                "availableWithBorrow": _times(balance, LEVERAGE),
+            }
+        )
+    return json_answer(200, records)
+
+
+def _times(text: str, factor: int) -> str:
+    whole, _, fraction = text.partition(".")
+    places = len(fraction)
+    return decimal_text(int(whole + fraction) * factor, places)
 
 
 def main_balance(state: State, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
@@ -213,4 +395,12 @@ HANDLERS: dict[str, Handler] = {
     spec.ORDER_HISTORY.path: order_history,
     spec.ORDER_DEALS.path: order_deals,
     spec.CONVERT_HISTORY.path: convert_history,
+    spec.MAIN_ACCOUNT_HISTORY.path: main_account_history,
+    spec.SUBACCOUNT_LIST.path: subaccount_list,
+    spec.SUBACCOUNT_TRANSFERS.path: subaccount_transfers,
+    spec.POSITIONS_HISTORY.path: positions_history,
+    spec.CLOSED_PNL.path: closed_pnl,
+    spec.OPEN_POSITIONS.path: open_positions,
+    spec.COLLATERAL_BALANCE.path: collateral_balance,
+    spec.COLLATERAL_BALANCE_SUMMARY.path: collateral_balance_summary,
 }

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from ._account_operations import ACCOUNT_OPERATIONS
 from ._contract import (
     UUID_PATTERN,
     Empty,
@@ -223,6 +224,7 @@ OPERATIONS: Final = (
     TRADING_BALANCE,
     WATCHER_LINKS,
     *TRADE_OPERATIONS,
+    *ACCOUNT_OPERATIONS,
 )
 BY_PATH: Final[Mapping[str, Operation]] = {op.path: op for op in OPERATIONS}
 BY_NAME: Final[Mapping[str, Operation]] = {op.name: op for op in OPERATIONS}
