@@ -30,10 +30,11 @@ from pipeline import spec
 
 from . import _answers as answers
 from ._accounts import Account, Accounts
-from ._answers import Answer, json_answer
+from ._answers import Answer
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
 from ._keys import ApiKey, KeyStore, NonceRejected
+from ._ledger_answers import HANDLERS as LEDGER_HANDLERS
 from ._limits import RateLimiter
 from ._validation import SIGNING_FIELDS, Invalid, validate
 
@@ -88,11 +89,14 @@ class SimulatorState:
 
     @property
     def main_body(self) -> bytes:
-        return self.accounts.main.main_body
+        """The main account's main balance, as the API answers it now."""
+        return orjson.dumps(self.dataset.main_balance)
 
     @property
     def trading_body(self) -> bytes:
-        return self.accounts.main.trading_body
+        """The main account's trading balance, as the API answers it now (no zeros)."""
+        zero = {"available": "0", "freeze": "0"}
+        return orjson.dumps({t: b for t, b in self.dataset.trading_balance.items() if b != zero})
 
     def count(self, path: str, status: int) -> None:
         self.answered[(path, status)] += 1
@@ -109,6 +113,12 @@ class SimulatorState:
     def answers_with(self, status: int) -> int:
         return sum(n for (_, s), n in self.answered.items() if s == status)
 
+    def limit(self, p: dict[str, Any]) -> int:
+        """A page's size: as asked, or the page cap if it is smaller."""
+        asked: int = p["limit"]
+        cap = self.page_cap
+        return asked if cap is None else min(asked, cap)
+
 
 # --- Handlers: (state, the signing key's account, validated parameters, key) -> answer ---------
 
@@ -117,18 +127,12 @@ def _page(offset: int, limit: int, records: list[bytes]) -> bytes:
     return b'{"offset":%d,"limit":%d,"records":[%b]}' % (offset, limit, b",".join(records))
 
 
-def _limit(state: SimulatorState, p: dict[str, Any]) -> int:
-    asked: int = p["limit"]
-    cap = state.page_cap
-    return asked if cap is None else min(asked, cap)
-
-
 def _investments(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
     if not key.b2b:
         return answers.NO_B2B_ACCESS
     investments = account.dataset.investments
     found = investments.select(id=p["id"], ticker=p["ticker"], status=p["status"])
-    offset, limit = p["offset"], _limit(state, p)
+    offset, limit = p["offset"], state.limit(p)
     return Answer(200, _page(offset, limit, found[offset : offset + limit]))
 
 
@@ -148,30 +152,9 @@ def _reset_key(state: SimulatorState, account: Account, p: dict[str, Any], key: 
 
 
 def _funding(state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey) -> Answer:
-    offset, limit = p["offset"], _limit(state, p)
+    offset, limit = p["offset"], state.limit(p)
     records = account.dataset.funding.page(p["market"], offset, limit)
     return Answer(200, _page(offset, limit, records))
-
-
-def _main_balance(
-    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
-) -> Answer:
-    ticker = p["ticker"]
-    if ticker is None:
-        return Answer(200, account.main_body)
-    # An unknown ticker is a zero balance, not an error.
-    balance = account.dataset.main_balance.get(ticker, {"main_balance": "0"})
-    return json_answer(200, {ticker: balance})
-
-
-def _trading_balance(
-    state: SimulatorState, account: Account, p: dict[str, Any], key: ApiKey
-) -> Answer:
-    ticker = p["ticker"]
-    if ticker is None:
-        return Answer(200, account.trading_body)
-    balance = account.dataset.trading_balance.get(ticker, {"available": "0", "freeze": "0"})
-    return json_answer(200, {ticker: balance})
 
 
 def _watcher_links(
@@ -188,14 +171,16 @@ def _watcher_links(
 
 Handler = Callable[[SimulatorState, Account, dict[str, Any], ApiKey], Answer]
 
+#: What a sub-account's key may not call: the main account's management of its sub-accounts.
+MAIN_ACCOUNT_ONLY = frozenset({spec.SUBACCOUNT_LIST.path, spec.SUBACCOUNT_TRANSFERS.path})
+
 HANDLERS: dict[str, Handler] = {
     spec.INVESTMENTS_HISTORY.path: _investments,
     spec.HEDGE_MODE.path: _hedge_mode,
     spec.RESET_SUBACCOUNT_KEY.path: _reset_key,
     spec.FUNDING_HISTORY.path: _funding,
-    spec.MAIN_BALANCE.path: _main_balance,
-    spec.TRADING_BALANCE.path: _trading_balance,
     spec.WATCHER_LINKS.path: _watcher_links,
+    **LEDGER_HANDLERS,
 }
 
 
@@ -300,6 +285,9 @@ def _drift(body: bytes, fault: Fault) -> bytes:
             return b"0"
         else:
             value = target[name]
+            if type(value) in (int, float):  # an answer of numbers drifts the other way
+                target[name] = str(value)
+                return orjson.dumps(doc)
             try:
                 target[name] = float(value)
             except (TypeError, ValueError):
@@ -358,10 +346,13 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
             if isinstance(authenticated, Answer):
                 return authenticated
             key, signed = authenticated
+            if key.subaccount and op.path in MAIN_ACCOUNT_ONLY:
+                return answers.NOT_PERMITTED
             account = state.account(key)
             try:
                 fields = {k: v for k, v in signed.items() if k not in SIGNING_FIELDS}
-                params.update(validate(op, fields, account.exists))
+                now = account.dataset.clock.now()
+                params.update(validate(op, fields, account.exists, now))
             except Invalid as invalid:
                 return invalid.answer
             return handler(state, account, params, key)

@@ -21,7 +21,8 @@ from ._server import DEFAULT_SEED, serve
     "--scale",
     default="small",
     show_default=True,
-    help="small, large, or sizes: markets=20,days=90,investments=500,tickers=4",
+    help="small, large, or sizes: markets=20,days=90,investments=500,tickers=4,fills=40 "
+    "(spot fills a day: the trading volume)",
 )
 @click.option(
     "--frozen-at",

@@ -19,8 +19,9 @@ import orjson
 Tamper = Callable[[dict[str, object], bytes], bytes]
 
 #: Where `new_field` adds its field: to each record of a page or a list (``records``: a page's
-#: ``records``, watcher links' ``data``), to each value of an answer keyed by ticker
-#: (``values``), or to the answer's own object (``top``: a page's envelope, hedge mode).
+#: ``records``, watcher links' ``data``, the items of a plain array, the records of every market
+#: of an answer grouped by market), to each value of an answer keyed by ticker (``values``), or
+#: to the answer's own object (``top``: a page's envelope, hedge mode).
 Where = Literal["records", "values", "top"]
 
 
@@ -62,12 +63,22 @@ def new_field(name: str, value: Any, where: Where) -> Tamper:
         elif where == "values":
             targets = list(doc.values())
         else:
-            targets = doc["records"] if "records" in doc else doc["data"]
+            targets = _records(doc)
         for target in targets:
             target[name] = value
         return orjson.dumps(doc)
 
     return rewrite
+
+
+def _records(doc: Any) -> list[Any]:
+    """The records of an answer, whatever holds them."""
+    if isinstance(doc, list):
+        return doc
+    for envelope in ("records", "data"):
+        if envelope in doc:
+            return list(doc[envelope])
+    return [record for group in doc.values() if isinstance(group, list) for record in group]
 
 
 def repeated_key(value: Any = None) -> Tamper:

@@ -2,7 +2,8 @@
 
 A sliding window over the last ``period`` seconds, as strict as any reading of "N requests per
 10 s": whatever 10-second span you pick, no key and no address had more than N answered. Requests
-over the budget are rejected, never queued, and do not count.
+over the budget are rejected, never queued, and do not count. An operation with a budget of its
+own (`spec.Operation.endpoint_budget`) spends it and its group's at once: both must have room.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ class RateLimiter:
         self._lock = threading.Lock()
         self.enabled = True
         self._budgets: dict[str, RateBudget] = {op.budget.group: op.budget for op in OPERATIONS}
+        self._budgets.update(
+            {
+                op.endpoint_budget.group: op.endpoint_budget
+                for op in OPERATIONS
+                if op.endpoint_budget
+            }
+        )
         self._budgets.update(budgets or {})
         self._windows: dict[tuple[str, str], deque[float]] = {}
         self.rejected = 0
@@ -39,22 +47,26 @@ class RateLimiter:
         """Count the request against its budgets, or refuse it when one is spent."""
         if not self.enabled:
             return True
-        budget = self._budgets[op.budget.group]
+        groups = [op.budget.group]
+        if op.endpoint_budget is not None:
+            groups.append(op.endpoint_budget.group)
         now = time.monotonic()
-        horizon = now - budget.period_s
         scopes = [("addr:" + address)]
         if api_key:
             scopes.append("key:" + api_key)
         with self._lock:
             windows = []
-            for scope in scopes:
-                window = self._windows.setdefault((budget.group, scope), deque())
-                while window and window[0] <= horizon:
-                    window.popleft()
-                if len(window) >= budget.requests:
-                    self.rejected += 1
-                    return False
-                windows.append(window)
+            for group in groups:
+                budget = self._budgets[group]
+                horizon = now - budget.period_s
+                for scope in scopes:
+                    window = self._windows.setdefault((group, scope), deque())
+                    while window and window[0] <= horizon:
+                        window.popleft()
+                    if len(window) >= budget.requests:
+                        self.rejected += 1
+                        return False
+                    windows.append(window)
             for window in windows:
                 window.append(now)
         return True

@@ -6,12 +6,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 API_PREFIX: Final = "/api/v4/"
 
 #: Every budget is published per this many seconds.
 BUDGET_PERIOD_S: Final = 10.0
+
+#: UUID in its canonical textual form; sub-account API key ids look like this.
+UUID_PATTERN: Final = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+
+#: The account's histories reach back this many calendar months, to 00:00 UTC of that day.
+HISTORY_MONTHS: Final = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +43,9 @@ class Param:
     """One body (or query) parameter and the rules the service enforces on it."""
 
     name: str
-    kind: type[int] | type[str]
+    kind: type[int] | type[str] | type[list[Any]]
     required: bool = False
-    default: int | None = None
+    default: int | str | None = None
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[int, ...] | None = None
@@ -45,6 +53,38 @@ class Param:
     pattern: re.Pattern[str] | None = None
     #: The value must name something that exists in the account (a ticker, a market, an id).
     must_exist: bool = False
+    #: What a ``must_exist`` value names, when not what the parameter's name says (``markets``:
+    #: the account's spot and collateral markets; ``currencies``: the exchange's tickers).
+    exists_in: str = ""
+    #: An integer may also come as a string of digits (``"100"``), as the service takes it.
+    numeric_text: bool = False
+    #: The values a text parameter may take, matched whatever their case with ``fold_case``
+    #: (``"Filled"`` is ``FILLED``).
+    text_choices: tuple[str, ...] | None = None
+    fold_case: bool = False
+    #: For a ``list``: the rule of each item, and how many items it may hold.
+    items: Param | None = None
+    max_items: int | None = None
+
+
+def digits_param(
+    name: str,
+    *,
+    required: bool = False,
+    default: int | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> Param:
+    """An integer parameter the service also takes as a string of digits (``"100"``)."""
+    return Param(
+        name,
+        int,
+        required=required,
+        default=default,
+        minimum=minimum,
+        maximum=maximum,
+        numeric_text=True,
+    )
 
 
 class FieldType(Enum):
@@ -55,9 +95,13 @@ class FieldType(Enum):
     INTEGER = "integer"
     TIMESTAMP = "Unix timestamp (integer)"
     TIMESTAMP_STRING = "Unix timestamp carried as a string"
+    #: Seconds with their fraction, to the microsecond: a JSON number such as 1593342324.613711.
+    TIMESTAMP_FRACTIONAL = "Unix timestamp (number, fractional seconds)"
     BOOLEAN = "boolean"
     STRING_LIST = "array of string"
     OBJECT = "object"
+    #: An array of objects, each of ``fields`` (a conversion's path).
+    OBJECT_LIST = "array of object"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +110,11 @@ class Field:
     type: FieldType
     nullable: bool = False
     meaning: str = ""
-    #: For ``OBJECT`` fields: the fields of the nested object.
+    #: For ``OBJECT`` and ``OBJECT_LIST`` fields: the fields of the nested object.
     fields: tuple[Field, ...] = ()
+    #: Absent from records it does not apply to (a stop order's activation price), rather
+    #: than null.
+    optional: bool = False
 
     def at(self, path: tuple[str, ...]) -> Field:
         """The field at ``path`` inside this object field."""
@@ -77,6 +124,12 @@ class Field:
         return found
 
 
+#: How a service family words its validation messages: ``laravel`` ("The limit must be an
+#: integer."), ``engine`` (the trade engine's "Limit field should be an integer."), ``keys``
+#: (the convert service's translation keys, "validation.numeric_integer").
+Wording = Literal["laravel", "engine", "keys"]
+
+
 @dataclass(frozen=True, slots=True)
 class ValidationAnswer:
     """How the service answers a request whose parameters fail validation."""
@@ -84,6 +137,29 @@ class ValidationAnswer:
     status: int
     code: int
     message: str = "Validation failed"
+    wording: Wording = "laravel"
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """A request's time filter (Unix seconds, both ends included) and the service's rules on it."""
+
+    start: str
+    end: str
+    #: Most seconds from start to end; a longer window is refused.
+    max_span_s: int | None = None
+    #: The `HISTORY_MONTHS` floor: ``reject`` a start before it, or ``clamp`` to it silently
+    #: (nothing older is ever answered); None: the history has no floor.
+    floor: Literal["reject", "clamp"] | None = None
+    #: When the start is left out: ``month`` (a calendar month before now), ``now``, or none.
+    default_start: Literal["month", "now"] | None = None
+    #: When the end is left out: ``now``, or none (open).
+    default_end: Literal["now"] | None = None
+    #: An end after now: ``clamp`` it to now, or ``reject`` one beyond now + 1 s (and a start
+    #: after the end).
+    future_end: Literal["clamp", "reject"] = "clamp"
+    #: The record time it filters on.
+    applies_to: str = ""
 
 
 # --- The shape of a successful answer --------------------------------------------------------
@@ -119,6 +195,39 @@ class Listed:
 
 
 @dataclass(frozen=True, slots=True)
+class PageEnvelope:
+    """A page whose envelope differs from `Page`'s: ``{"offset": int, "limit": int,
+    "<under>": [record, ...]}``, with ``"total": int`` (every record the filters match) when
+    ``total``."""
+
+    records: tuple[Field, ...]
+    under: str = "records"
+    total: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """One page of records (its ``limit`` counts them across groups), grouped into an object
+    keyed by market: ``{"BTC_USDT": [record, ...], ...}``, each group newest first. When the
+    request names the ``flat_when`` parameter, a plain JSON array of the records instead."""
+
+    records: tuple[Field, ...]
+    flat_when: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    """A plain JSON array of records: ``[record, ...]``."""
+
+    records: tuple[Field, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedNumbers:
+    """An object keyed by ticker whose values are JSON numbers: ``{"USDT": 1000.5}``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Pong:
     """A JSON array holding the string ``"pong"``."""
 
@@ -128,12 +237,14 @@ class Empty:
     """An empty JSON object."""
 
 
-Answer = Page | Keyed | Single | Listed | Pong | Empty
+Answer = (
+    Page | Keyed | Single | Listed | Pong | Empty | PageEnvelope | Grouped | Array | KeyedNumbers
+)
 
 
 def record_fields(answer: Answer) -> tuple[Field, ...]:
     """The fields of one record of an answer (none for an answer that holds no record)."""
-    if isinstance(answer, Page | Listed):
+    if isinstance(answer, Page | Listed | PageEnvelope | Grouped | Array):
         return answer.records
     if isinstance(answer, Keyed | Single):
         return answer.record
@@ -156,6 +267,13 @@ class Operation:
     #: It changes state on the exchange: retried only on answers that prove it never ran.
     writes: bool = False
     summary: str = ""
+    #: A budget of the endpoint's own, spent inside its group's ``budget`` (the deposit and
+    #: withdrawal history: 200 per 10 s within main-account's 1000); both must have room.
+    endpoint_budget: RateBudget | None = None
+    #: ``offset + limit`` may not exceed this (the page at the last reachable offset is short).
+    max_reach: int | None = None
+    #: The request's time filter and its rules, if it has one.
+    window: TimeWindow | None = None
     params_by_name: Mapping[str, Param] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

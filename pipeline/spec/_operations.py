@@ -15,7 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from ._account_operations import ACCOUNT_OPERATIONS
 from ._contract import (
+    UUID_PATTERN,
     Empty,
     Field,
     FieldType,
@@ -29,6 +31,7 @@ from ._contract import (
     Single,
     ValidationAnswer,
 )
+from ._trade_operations import TRADE_OPERATIONS
 
 #: Base addresses of the real service (docs/api.md, "Base addresses").
 GLOBAL_BASE_URL: Final = "https://whitebit.com"
@@ -37,10 +40,6 @@ EU_BASE_URL: Final = "https://whitebit.eu"
 #: A nonce sent with ``nonceWindow: true`` must be a millisecond time this close to the server's.
 NONCE_WINDOW_MS: Final = 5_000
 
-#: UUID in its canonical textual form; sub-account API key ids look like this.
-UUID_PATTERN: Final = re.compile(
-    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-)
 #: A perpetual market name, ``<BASE>_PERP``.
 PERP_MARKET_PATTERN: Final = re.compile(r"^[A-Z0-9]{1,20}_PERP$")
 
@@ -224,6 +223,8 @@ OPERATIONS: Final = (
     MAIN_BALANCE,
     TRADING_BALANCE,
     WATCHER_LINKS,
+    *TRADE_OPERATIONS,
+    *ACCOUNT_OPERATIONS,
 )
 BY_PATH: Final[Mapping[str, Operation]] = {op.path: op for op in OPERATIONS}
 BY_NAME: Final[Mapping[str, Operation]] = {op.name: op for op in OPERATIONS}

@@ -310,6 +310,27 @@ def _shape(answer: spec.Answer) -> Shape:
         return _envelope({answer.envelope: _records(_record(answer.records))})
     if isinstance(answer, spec.Pong):
         return _pong()
+    if isinstance(answer, spec.PageEnvelope):
+        page = {"offset": _OFFSET_OR_LIMIT, "limit": _OFFSET_OR_LIMIT}
+        page[answer.under] = _records(_record(answer.records))
+        return _envelope({**page, "total": _OFFSET_OR_LIMIT} if answer.total else page)
+    if isinstance(answer, spec.Array):
+        return _records(_record(answer.records))
+    if isinstance(answer, spec.Grouped):  # an array, or an object of arrays keyed by market
+        array = _records(_record(answer.records))
+        by_market = _keyed(_record(()))
+        return Shape(
+            lambda v: array.ok(v) or (type(v) is dict and all(map(array.ok, v.values()))),
+            lambda v, path, unknown: (array if type(v) is list else by_market).survey(
+                v, path, unknown
+            ),
+        )
+    if isinstance(answer, spec.KeyedNumbers):  # an object keyed by ticker of JSON numbers
+        numbers = _keyed(_record(()))
+        return Shape(
+            lambda v: type(v) is dict and all(type(n) in (int, float) for n in v.values()),
+            numbers.survey,
+        )
     return _envelope({})
 
 

@@ -199,7 +199,13 @@ def test_a_spawned_simulator_prints_every_sub_account_key(region: str) -> None:
     scale = "markets=2,days=3,investments=20"
     with spawn(seed=7, scale=scale, frozen_at=FROZEN_AT, subaccounts=4, region=region) as sim:
         assert sim.roles == ["partner", "sub_1", "sub_2", "sub_3", "sub_4"]
-        same = Simulator(seed=7, scale=Scale.parse(scale), subaccounts=4, region=region)
+        same = Simulator(
+            seed=7,
+            scale=Scale.parse(scale),
+            clock=SimClock(FROZEN_AT),  # balances are the ledger's at the clock's present
+            subaccounts=4,
+            region=region,
+        )
         balances = []
         for role in sim.roles:
             creds = sim.credentials_for(role)

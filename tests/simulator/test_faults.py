@@ -87,6 +87,12 @@ def test_schema_drift(own_sim: Simulator, fault: Fault) -> None:
         (spec.HEDGE_MODE, {}),
         (spec.WATCHER_LINKS, {"account": "demo-miner"}),
         (spec.INVESTMENTS_HISTORY, {"limit": 2}),
+        (spec.EXECUTED_HISTORY, {"limit": 2}),  # grouped by market
+        (spec.EXECUTED_HISTORY, {"limit": 2, "market": "BTC_USDT"}),  # a plain array
+        (spec.MAIN_ACCOUNT_HISTORY, {"limit": 2}),  # a page with a total
+        (spec.SUBACCOUNT_LIST, {}),  # a page under data
+        (spec.POSITIONS_HISTORY, {"limit": 2}),  # records with an object inside
+        (spec.COLLATERAL_BALANCE, {}),  # numbers keyed by ticker
     ],
 )
 def test_drift_reaches_every_kind_of_answer(
@@ -203,3 +209,33 @@ def test_pages_capped_say_so_in_their_limit(own_sim: Simulator) -> None:
     assert _funding(own_sim).json()["limit"] == 5
     with pytest.raises(ValueError, match="at least 1"):
         own_sim.page_cap = 0
+
+
+@pytest.mark.parametrize(
+    ("op", "params"),
+    [
+        (spec.EXECUTED_HISTORY, {"limit": 3}),
+        (spec.CLOSED_PNL, {"limit": 3}),
+        (spec.CONVERT_HISTORY, {"from": 1_788_000_000, "to": 1_790_000_000}),
+        (spec.SUBACCOUNT_LIST, {}),
+    ],
+)
+def test_a_new_field_reaches_the_records_of_every_envelope(
+    own_sim: Simulator, op: spec.Operation, params: dict[str, object]
+) -> None:
+    own_sim.faults.tamper(op.path, new_field("brandNew", 1, "records"))
+    body = post(own_sim.url, op.path, params, own_sim.credentials).json()
+    found = body if isinstance(body, list) else body.get("records", body.get("data"))
+    if found is None:  # grouped by market
+        found = [r for group in body.values() for r in group]
+    assert found
+    assert all(record["brandNew"] == 1 for record in found)
+
+
+def test_faults_apply_to_the_new_endpoints(own_sim: Simulator) -> None:
+    for op, params in ((spec.ORDER_HISTORY, {}), (spec.COLLATERAL_BALANCE_SUMMARY, {})):
+        own_sim.faults.script([Fault.HTTP_503, Fault.GATEWAY_429, Fault.TRUNCATED_JSON])
+        statuses = [post(own_sim.url, op.path, params, own_sim.credentials) for _ in range(4)]
+        assert [r.status_code for r in statuses] == [503, 429, 200, 200]
+        with pytest.raises(json.JSONDecodeError):
+            statuses[2].json()

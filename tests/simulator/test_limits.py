@@ -63,3 +63,38 @@ def test_budgets_can_be_switched_off(own_sim: Simulator) -> None:
     own_sim.limits.set_budget("public", 1, 60)
     own_sim.limits.enabled = False
     assert {httpx.get(own_sim.url + spec.PING.path).status_code for _ in range(5)} == {200}
+
+
+def test_an_endpoint_budget_is_spent_inside_its_groups(own_sim: Simulator) -> None:
+    """The deposit and withdrawal history has 200 of its own within main-account's 1000: both
+    must have room, and a request either refuses counts against neither."""
+    history = spec.MAIN_ACCOUNT_HISTORY
+    assert history.endpoint_budget == spec.RateBudget("main-account-history", 200)
+    assert own_sim.limits.budget("main-account-history") == history.endpoint_budget
+    own_sim.limits.set_budget("main-account-history", 3, 60)
+    own_sim.limits.set_budget("main-account", 5, 60)
+    creds = own_sim.credentials
+    statuses = [post(own_sim.url, history.path, {}, creds).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    # The group has 2 left: the main balance takes them, then the group is spent too.
+    balance = [post(own_sim.url, spec.MAIN_BALANCE.path, {}, creds).status_code for _ in range(3)]
+    assert balance == [200, 200, 429]
+
+
+def test_the_trade_endpoints_share_the_trade_account_budget(own_sim: Simulator) -> None:
+    own_sim.limits.set_budget("trade-account", 4, 60)
+    creds = own_sim.credentials
+    statuses = [
+        post(own_sim.url, op.path, params, creds).status_code
+        for op, params in (
+            (spec.TRADING_BALANCE, {}),
+            (spec.EXECUTED_HISTORY, {"limit": 1}),
+            (spec.ORDER_HISTORY, {"limit": 1}),
+            (spec.ORDER_DEALS, {"orderId": 1}),
+            (spec.EXECUTED_HISTORY, {"limit": 1}),
+        )
+    ]
+    assert statuses == [200, 200, 200, 200, 429]
+    # The convert service and the collateral account budget on their own.
+    assert post(own_sim.url, spec.CONVERT_HISTORY.path, {}, creds).status_code == 200
+    assert post(own_sim.url, spec.OPEN_POSITIONS.path, {}, creds).status_code == 200

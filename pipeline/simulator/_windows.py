@@ -1,0 +1,96 @@
+"""Time filters of the histories: the six-month floor, the defaults, the clamps and the refusals.
+
+A window's ends are Unix seconds, both included. The floor is 00:00 UTC of the day
+`spec.HISTORY_MONTHS` calendar months before the clock's present (the day of the month clamped to
+the month's length: six months before August 31 is February 28 or 29).
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import UTC, datetime
+from typing import Any
+
+from pipeline.spec import HISTORY_MONTHS, TimeWindow, Wording
+
+
+def _months_back(moment: datetime, months: int) -> datetime:
+    total = moment.year * 12 + moment.month - 1 - months
+    year, month = divmod(total, 12)
+    day = min(moment.day, calendar.monthrange(year, month + 1)[1])
+    return moment.replace(year=year, month=month + 1, day=day)
+
+
+def history_floor(now: float) -> int:
+    """The oldest second a history with a floor still answers, at ``now``."""
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return int(_months_back(day, HISTORY_MONTHS).timestamp())
+
+
+def month_before(now: float) -> int:
+    """A calendar month before ``now``, at the same time of day (a default start)."""
+    return int(_months_back(datetime.fromtimestamp(int(now), UTC), 1).timestamp())
+
+
+def _title(name: str) -> str:
+    return name[:1].upper() + name[1:]
+
+
+def _refusal(what: str, window: TimeWindow, wording: Wording) -> dict[str, list[str]]:
+    """The ``errors`` of a window refused for ``what`` (span, floor, future, order)."""
+    start, end = window.start, window.end
+    if wording == "keys":  # the convert service's documented answers
+        if what == "span":
+            return {
+                start: ["api.validation.dateTime.maxRange"],
+                end: ["api.validation.dateTime.maxRange"],
+            }
+        return {start if what != "future" else end: ["validation.numeric_field_length"]}
+    days = (window.max_span_s or 0) // 86_400
+    if wording == "engine":
+        messages = {
+            "span": (start, f"{_title(start)} should not be more than {days} days before {end}."),
+            "floor": (start, f"{_title(start)} should not be older than {HISTORY_MONTHS} months."),
+            "future": (end, f"{_title(end)} should not be greater than the current time."),
+            "order": (start, f"{_title(start)} should not be greater than {end}."),
+        }
+    else:
+        messages = {
+            "span": (start, f"The period may not be longer than {days} days."),
+            "floor": (start, f"The {start} may not be older than {HISTORY_MONTHS} months."),
+            "future": (end, f"The {end} may not be in the future."),
+            "order": (start, f"The {start} must be a date before or equal to {end}."),
+        }
+    field, message = messages[what]
+    return {field: [message]}
+
+
+def check_window(
+    window: TimeWindow, wording: Wording, params: dict[str, Any], now: float
+) -> dict[str, list[str]]:
+    """Resolve the window's ends in ``params`` (defaults, an end clamped to now, a start clamped
+    to the floor) and return the ``errors`` that refuse it, if any (none: it is answered; a start
+    after the end then simply matches nothing)."""
+    start: int | None = params.get(window.start)
+    end: int | None = params.get(window.end)
+    if start is None and window.default_start is not None:
+        start = month_before(now) if window.default_start == "month" else int(now)
+    if end is None and window.default_end == "now":
+        end = int(now)
+    if window.future_end == "reject":
+        if end is not None and end > now + 1:
+            return _refusal("future", window, wording)
+        if start is not None and end is not None and start > end:
+            return _refusal("order", window, wording)
+    elif end is not None:
+        end = min(end, int(now))
+    floor = history_floor(now)
+    if window.floor == "reject" and start is not None and start < floor:
+        return _refusal("floor", window, wording)
+    span = window.max_span_s
+    if span is not None and start is not None and end is not None and end - start > span:
+        return _refusal("span", window, wording)
+    if window.floor == "clamp":
+        start = max(start or 0, floor)
+    params[window.start], params[window.end] = start, end
+    return {}
