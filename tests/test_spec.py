@@ -46,29 +46,62 @@ def test_the_contract_and_the_table_have_the_same_endpoints() -> None:
         assert op.private is not public, name
         assert op.path.startswith(spec.API_PREFIX), name
         if limit is not None:
-            assert (op.budget.requests, op.budget.period_s) == (limit, 10.0), name
+            own = op.endpoint_budget or op.budget  # an endpoint's own budget is the tighter
+            assert (own.requests, own.period_s) == (limit, 10.0), name
+
+
+def _bound_checks(op: spec.Operation, params: list[str], bound: str) -> int:
+    """Compare one row of section 8's bounds with the operation; the number of facts compared."""
+    checked = 0
+    rule, _, reach = bound.partition(";")
+    if reach:
+        (most,) = re.findall(r"`offset \+ limit` at most ([\d,]+)", reach)
+        assert op.max_reach == int(most.replace(",", "")), op.name
+        checked += 1
+    if op.window is not None and params == [op.window.start, op.window.end]:
+        days = re.match(r"at most (\d+) days", rule)
+        assert days, op.name
+        assert op.window.max_span_s == int(days[1]) * 86_400, op.name
+        assert ("six-month floor" in rule) is (op.window.floor is not None), op.name
+        return checked + 2
+    # One chunk per parameter, each after the first a range: "1-500 (default 50), 0-10,000".
+    for name, chunk in zip(params, re.split(r", (?=[\d,]+-)", rule), strict=False):
+        param = op.param(name)
+        if span := re.match(r"([\d,]+)-([\d,]+)", chunk):
+            low, high = (int(n.replace(",", "")) for n in span.groups())
+            assert (param.minimum, param.maximum) == (low, high), (op.name, name)
+            checked += 1
+        if least := re.match(r"(\d+) or more", chunk):
+            assert param.minimum == int(least[1]), (op.name, name)
+            checked += 1
+        if default := re.search(r"default ([\d,]+)", chunk):
+            assert param.default == int(default[1].replace(",", "")), (op.name, name)
+            checked += 1
+        if length := re.match(r"at most (\d+) characters", chunk):
+            assert param.max_length == int(length[1]), (op.name, name)
+            checked += 1
+        elif items := re.match(r"at most (\d+)$", chunk):
+            assert param.max_items == int(items[1]), (op.name, name)
+            checked += 1
+    return checked
 
 
 def test_the_parameter_bounds_are_the_contracts() -> None:
     endpoints = _endpoints()
-    rows = re.findall(r"^\| ([^|]+) \| `(\w+)` \| ([^|]+) \|$", _section(8), re.M)
+    rows = re.findall(r"^\| ([^|]+) \| (`[^|]+) \| ([^|]+) \|$", _section(8), re.M)
     assert rows
     checked = 0
-    for operation, name, bound in rows:
-        matching = [path for heading, (_, path, _, _) in endpoints.items()
-                    if operation.strip().lower() in heading.lower()]  # fmt: skip
-        assert len(matching) == 1, operation
-        param = spec.BY_PATH[matching[0]].param(name)
-        if span := re.match(r"([\d,]+)-([\d,]+)", bound):
-            low, high = (int(n.replace(",", "")) for n in span.groups())
-            assert (param.minimum, param.maximum) == (low, high), (operation, name)
-            checked += 1
-        if default := re.search(r"default ([\d,]+)", bound):
-            assert param.default == int(default[1].replace(",", "")), (operation, name)
-            checked += 1
-        if length := re.match(r"at most (\d+) characters", bound):
-            assert param.max_length == int(length[1]), (operation, name)
-            checked += 1
-    # The table's bounds: investments' limit and offset (ranges, defaults), funding's defaults,
-    # the watcher account's length.
-    assert checked == 7
+    for operations, params, bound in rows:
+        for operation in operations.split(", "):
+            matching = [path for heading, (_, path, _, _) in endpoints.items()
+                        if operation.strip().lower() in heading.lower()]  # fmt: skip
+            assert len(matching) == 1, operation
+            op = spec.BY_PATH[matching[0]]
+            checked += _bound_checks(op, re.findall(r"`(\w+)`", params), bound.strip())
+    # Every fact of the table was compared: none fell through the patterns above.
+    facts = sum(
+        len(re.findall(r"\d+-[\d,]+|\d+ or more|default \d|at most \d+|six-month", bound))
+        * len(operations.split(", "))
+        for operations, _, bound in rows
+    )
+    assert checked == facts
