@@ -312,8 +312,6 @@ def account_assets(
 ) -> tuple[tuple[dg.AssetsDefinition, ...], tuple[dg.AssetsDefinition, ...]]:
     """The account's assets of histories partitioned by month, and of snapshots."""
     extracted = [h for h in spec.HISTORIES.values() if h.nested_in is None and account.extracts(h)]
-    monthly = tuple(
-        monthly_asset(account, h, months, writer_env) for h in extracted if h.monthly
-    )
+    monthly = tuple(monthly_asset(account, h, months, writer_env) for h in extracted if h.monthly)
     snapshots = tuple(snapshot_asset(account, h) for h in extracted if not h.monthly)
     return monthly, snapshots
