@@ -5,6 +5,23 @@ with the trading history in `_trade_operations` and the rest of the account in
 this package; none of them reads another.
 """
 
+from collections.abc import Mapping
+from typing import Final
+
+from ._account_histories import (
+    CLOSED_POSITIONS,
+    COLLATERAL_BALANCES,
+    DEPOSITS_WITHDRAWALS,
+    NOT_FINAL,
+    OPEN_POSITIONS_NOW,
+    PENDING_FLOWS,
+    PENDING_STATUSES,
+    POSITION_EVENTS,
+    SETTLEMENT_TICKER,
+    STATUSES_BY_METHOD,
+    SUBACCOUNT_TRANSFERS_HISTORY,
+    SUBACCOUNTS,
+)
 from ._account_operations import (
     ACCOUNT_OPERATIONS,
     BALANCE_SUMMARY_FIELDS,
@@ -63,7 +80,6 @@ from ._histories import (
     FIXED_PLANS,
     FUNDING,
     HEDGE,
-    HISTORIES,
     INVESTMENTS,
     LINKS,
     MAIN_BALANCES,
@@ -84,6 +100,7 @@ from ._history import (
     Paging,
     Snapshot,
     Split,
+    TimeWindows,
 )
 from ._operations import (
     BY_NAME,
@@ -111,6 +128,7 @@ from ._operations import (
     WATCHER_LINK_FIELDS,
     WATCHER_LINKS,
 )
+from ._trade_histories import CONVERSIONS, ORDERS, TRADES
 from ._trade_operations import (
     CONVERSION_FIELDS,
     CONVERSION_PATH_FIELDS,
@@ -129,6 +147,31 @@ from ._trade_operations import (
     TRADE_OPERATIONS,
 )
 
+#: Every history, by name, in the order tables are listed.
+HISTORIES: Final[Mapping[str, History]] = {
+    h.name: h
+    for h in (
+        FUNDING,
+        TRADES,
+        ORDERS,
+        CONVERSIONS,
+        DEPOSITS_WITHDRAWALS,
+        SUBACCOUNT_TRANSFERS_HISTORY,
+        POSITION_EVENTS,
+        CLOSED_POSITIONS,
+        INVESTMENTS,
+        FIXED_PLANS,
+        MAIN_BALANCES,
+        TRADING_BALANCES,
+        COLLATERAL_BALANCES,
+        PENDING_FLOWS,
+        OPEN_POSITIONS_NOW,
+        SUBACCOUNTS,
+        HEDGE,
+        LINKS,
+    )
+}
+
 __all__ = [
     "ACCOUNT_OPERATIONS",
     "API_PREFIX",
@@ -137,12 +180,16 @@ __all__ = [
     "BY_NAME",
     "BY_PATH",
     "CLOSED_PNL",
+    "CLOSED_POSITIONS",
     "CLOSED_POSITION_FIELDS",
     "COLLATERAL_BALANCE",
+    "COLLATERAL_BALANCES",
     "COLLATERAL_BALANCE_SUMMARY",
+    "CONVERSIONS",
     "CONVERSION_FIELDS",
     "CONVERSION_PATH_FIELDS",
     "CONVERT_HISTORY",
+    "DEPOSITS_WITHDRAWALS",
     "DEPOSIT_FINAL",
     "DEPOSIT_STATUSES",
     "EU_BASE_URL",
@@ -171,9 +218,12 @@ __all__ = [
     "MAIN_BALANCE_FIELDS",
     "MARKET_PATTERN",
     "NONCE_WINDOW_MS",
+    "NOT_FINAL",
     "OPEN_POSITIONS",
+    "OPEN_POSITIONS_NOW",
     "OPEN_POSITION_FIELDS",
     "OPERATIONS",
+    "ORDERS",
     "ORDER_DEALS",
     "ORDER_DEAL_FIELDS",
     "ORDER_FIELDS",
@@ -182,22 +232,30 @@ __all__ = [
     "ORDER_STATUS_FILTERS",
     "ORDER_TYPES",
     "OWNER",
+    "PENDING_FLOWS",
+    "PENDING_STATUSES",
     "PERP_MARKET",
     "PERP_MARKET_PATTERN",
     "PING",
     "PLAN_STATUSES",
     "POSITIONS_HISTORY",
+    "POSITION_EVENTS",
     "POSITION_EVENT_FIELDS",
     "POSITION_SIDES",
     "RESET_SUBACCOUNT_KEY",
     "ROLES",
+    "SETTLEMENT_TICKER",
     "SNAPSHOT",
+    "STATUSES_BY_METHOD",
+    "SUBACCOUNTS",
     "SUBACCOUNT_FIELDS",
     "SUBACCOUNT_LIST",
     "SUBACCOUNT_TRANSFERS",
+    "SUBACCOUNT_TRANSFERS_HISTORY",
     "SUCCESSFUL",
     "TICKER",
     "TICKER_FORM",
+    "TRADES",
     "TRADE_OPERATIONS",
     "TRADING_BALANCE",
     "TRADING_BALANCES",
@@ -237,6 +295,7 @@ __all__ = [
     "Snapshot",
     "Split",
     "TimeWindow",
+    "TimeWindows",
     "ValidationAnswer",
     "Wording",
     "digits_param",

@@ -7,7 +7,6 @@ report's counts follow from the declaration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
 from ._history import OWNER, SNAPSHOT, Column, Fanout, History, Monthly, NewestFirst, OffsetWindow
@@ -211,9 +210,3 @@ LINKS: Final = History(
     partition=SNAPSHOT,
     paging=Fanout(param="account", setting="mining_accounts"),
 )
-
-#: Every history, by name, in the order tables are listed.
-HISTORIES: Final[Mapping[str, History]] = {
-    h.name: h
-    for h in (FUNDING, INVESTMENTS, FIXED_PLANS, MAIN_BALANCES, TRADING_BALANCES, HEDGE, LINKS)
-}

@@ -1,19 +1,19 @@
 """What a history declares: the words of `_histories`.
 
 A `History` is everything the product needs to know about one of the account's records: the
-operation that answers it, how that operation pages (`NewestFirst`, `OffsetWindow`, or one call
-per value of a `Fanout`), the record's fields read into the columns of a table (`Column`), the
-table's key and how it is partitioned (`Monthly` by the record's own time, or one file per
-`Snapshot` day). The client walks it, the warehouse normalizes, writes and catalogues it, the
-Dagster application makes an asset of it for each account and checks it, and the report counts
-it: each from the declaration, none with a branch of its own for one history.
+operation that answers it, how that operation pages (`NewestFirst`, `OffsetWindow`,
+`TimeWindows`, or one call per value of a `Fanout`), the record's fields read into the columns of
+a table (`Column`), the table's key and how it is partitioned (`Monthly` by the record's own time,
+or one file per `Snapshot` day). The client walks it, the warehouse normalizes, writes and
+catalogues it, the Dagster application makes an asset of it for each account and checks it, and
+the report counts it: each from the declaration, none with a branch of its own for one history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from ._contract import Field, Operation
 
@@ -28,21 +28,29 @@ class Column:
     """One column of a history's table, and where its value comes from.
 
     ``source`` is the path of the record field it is read from (``("plan", "ticker")`` inside a
-    nested object), `OWNER`, or empty for a column the warehouse derives (``sign_of`` or
-    ``day_of``). A ``labels`` column (an integer status) comes with a ``<name>_label`` column
-    beside it. A time is in the past (up to a day after the extraction) unless ``scheduled``
+    nested object, ``("path", 0, "from")`` in the first object of an array of objects), `OWNER`,
+    or empty for a column the warehouse derives (``sign_of`` or ``day_of``). A ``labels`` column
+    (an integer status) comes with a ``<name>_label`` column beside it; ``labels_by`` gives the
+    labels by the value of another column (a deposit's statuses are not a withdrawal's). A
+    status or a text of ``choices`` outside the documented ones is a reject unless ``unlisted``
+    is ``"keep"``: then it lands as received (its label null) and the ``unlisted_values`` check
+    names it. A time is in the past (up to a day after the extraction) unless ``scheduled``
     (bounded by 2100 instead: a payment time, an expiry).
     """
 
     name: str
     description: str
-    source: tuple[str, ...] = ()
+    source: tuple[str | int, ...] = ()
     nullable: bool = False
     #: Text: the form a value must match (a regular expression), and its name in a reject.
     pattern: str | None = None
     form: str = ""
     allow_empty: bool = False
     labels: Mapping[int, str] | None = None
+    labels_by: tuple[str, Mapping[int, Mapping[int, str]]] | None = None
+    #: The documented values of a text column (an order's status, a transfer's direction).
+    choices: tuple[str, ...] | None = None
+    unlisted: Literal["reject", "keep"] = "reject"
     scheduled: bool = False
     #: Derived: ``"long"``/``"short"`` by the sign of this column's decimal value.
     sign_of: str | None = None
@@ -52,6 +60,11 @@ class Column:
     @property
     def derived(self) -> bool:
         return not self.source
+
+    @property
+    def labelled(self) -> bool:
+        """It comes with a ``<name>_label`` column."""
+        return self.labels is not None or self.labels_by is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +103,32 @@ class NewestFirst:
 
 
 @dataclass(frozen=True, slots=True)
+class TimeWindows:
+    """Offset pages within time windows (the operation's `TimeWindow`), the newest window first:
+    whole UTC days, never across a month, each at most the operation's longest span. Pages shift
+    while the account trades, so records are told apart by their ``identity`` fields and each is
+    yielded once. A window whose pages would pass the operation's ``max_reach`` is split into
+    shorter windows until each fits; a window of one second that still does not is reported out
+    of reach, never cut silently. A history the exchange keeps `HISTORY_MONTHS` (the window has a
+    floor) is never asked for before the floor: a range that reaches past it is cut to it, and the
+    cut is reported."""
+
+    identity: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Split:
-    """A filter that narrows a slice: its values are the parameter's choices, else those seen
-    in the records read so far at ``seen``, with the keys of ``listed_by``'s answer."""
+    """A filter that narrows a slice: its values are the parameter's choices (a list parameter
+    takes one at a time), else those seen in the records read so far at ``seen``, with those
+    ``listed_by``'s answer gives (its keys, or each listed record's ``listed_at`` field). An
+    ``owner`` split is the records' owner (the sub-account a transfer list belongs to): each value
+    is always a slice of its own, and its records come under it, ``{value: [record, ...]}``."""
 
     param: str
     seen: tuple[str, ...] = ()
     listed_by: Operation | None = None
+    listed_at: str = ""
+    owner: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +140,9 @@ class OffsetWindow:
 
     splits: tuple[Split, ...]
     identity: str
+    #: The record's time, for a history partitioned by month: a walk of a range stops each slice
+    #: once past the range's start and yields the range's records newest first.
+    time: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +154,7 @@ class Fanout:
     setting: str
 
 
-Paging = NewestFirst | OffsetWindow | Fanout
+Paging = NewestFirst | OffsetWindow | TimeWindows | Fanout
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,13 +175,18 @@ class History:
     nested_at: str = ""
     #: The accounts-file switch without which an account does not extract it (B2B access).
     access: str | None = None
+    #: Parameters sent with every request (the statuses a history of pending records asks for).
+    params: Mapping[str, object] = field(default_factory=dict)
+    #: A SQL condition on the table's columns true of a row that may still change (a deposit
+    #: not final yet): the nightly run reads the months that hold one again.
+    unsettled: str | None = None
     columns_by_name: Mapping[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_name = {c.name: c for c in self.columns}
         if len(by_name) != len(self.columns):
             raise ValueError(f"history {self.name}: a column name appears twice")
-        named = {*by_name, *(f"{c.name}_label" for c in self.columns if c.labels)}
+        named = {*by_name, *(f"{c.name}_label" for c in self.columns if c.labelled)}
         missing = [k for k in self.key if k not in named and k != "snapshot_date"]
         if missing:
             raise ValueError(f"history {self.name}: its key names unknown columns {missing}")
@@ -167,13 +207,20 @@ class History:
         """The record field a column is read from."""
         (first, *rest) = column.source
         try:
-            return {f.name: f for f in self.record}[first].at(tuple(rest))
+            found = {f.name: f for f in self.record}[str(first)]
+            return found.at(tuple(str(step) for step in rest if not isinstance(step, int)))
         except KeyError:
             raise ValueError(
-                f"history {self.name}: column {column.name} reads {'.'.join(column.source)}, "
+                f"history {self.name}: column {column.name} reads {'.'.join(map(str, column.source))}, "
                 "which its record does not have"
             ) from None
 
     @property
     def monthly(self) -> bool:
         return isinstance(self.partition, Monthly)
+
+    @property
+    def forgotten(self) -> bool:
+        """The exchange answers only its last `HISTORY_MONTHS`: the warehouse is its archive."""
+        window = self.operation.window
+        return window is not None and window.floor is not None
