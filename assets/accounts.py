@@ -4,7 +4,8 @@ embedded simulator's.
 The file (its path in `WHITEBIT_ACCOUNTS_FILE`) lists each account: a short name (the ``account``
 of every row and a segment of every path), its base URL (``global``, ``eu`` or a URL), the *names*
 of the variables that hold its key and secret (never the values), its mining-pool accounts and
-markets, and whether its key may read the investments history (B2B partner keys only). An
+markets, whether its key may read the investments history (B2B partner keys only), and whether
+it is a main account's key (which lists the sub-accounts and their transfers). An
 account may instead name a key of the embedded simulator (``simulator: sub_1``): the demo's and
 the tests' accounts. See ``accounts.example.yaml``.
 
@@ -70,6 +71,9 @@ class Account:
     markets: tuple[str, ...] | None
     #: The key may read the investments history (B2B partner keys only).
     investments: bool
+    #: The key is a main account's: it lists its sub-accounts and their transfers (a
+    #: sub-account's key may not).
+    subaccounts: bool = True
     #: The embedded simulator's key this account uses, when it has no credentials.
     simulator_key: str | None = None
 
@@ -97,7 +101,7 @@ class Account:
 
     def extracts(self, history: spec.History) -> bool:
         """Whether the account's key may read the history (its accounts-file switch: B2B access
-        for the investments)."""
+        for the investments, a main account's key for its sub-accounts)."""
         return history.access is None or bool(getattr(self, history.access))
 
     def setting(self, name: str) -> tuple[str, ...] | None:
@@ -119,6 +123,7 @@ class _Entry(pydantic.BaseModel):
     mining_accounts: list[str] = []
     markets: list[str] | None = None
     investments: bool = True
+    subaccounts: bool = True
 
     @pydantic.field_validator("base_url")
     @classmethod
@@ -260,6 +265,7 @@ def load_file(path: Path, env: Mapping[str, str]) -> tuple[Account, ...]:
                 mining_accounts=tuple(entry.mining_accounts),
                 markets=tuple(entry.markets) if entry.markets is not None else None,
                 investments=entry.investments,
+                subaccounts=entry.subaccounts,
                 simulator_key=entry.simulator,
             )
         )

@@ -144,8 +144,11 @@ _ARROW: Final[Mapping[spec.FieldType, pa.DataType]] = {
     spec.FieldType.INTEGER: pa.int64(),
     spec.FieldType.TIMESTAMP: UTC_TIME,
     spec.FieldType.TIMESTAMP_STRING: UTC_TIME,
+    spec.FieldType.TIMESTAMP_FRACTIONAL: UTC_TIME,
     spec.FieldType.BOOLEAN: pa.bool_(),
     spec.FieldType.STRING_LIST: TEXT_LIST,
+    # Kept whole, as the JSON text received (a conversion's path).
+    spec.FieldType.OBJECT_LIST: TEXT,
 }
 
 
@@ -158,18 +161,44 @@ def arrow_type(history: spec.History, column: spec.Column) -> pa.DataType:
     return _ARROW[history.field_of(column).type]
 
 
+def _labels(column: spec.Column) -> str:
+    if column.labels is not None:
+        return ", ".join(column.labels.values())
+    assert column.labels_by is not None  # labelled: one or the other
+    by, tables = column.labels_by
+    return "; ".join(
+        f"{by} {value}: " + ", ".join(dict.fromkeys(labels.values()))
+        for value, labels in tables.items()
+    )
+
+
 def _columns(history: spec.History) -> tuple[Column, ...]:
     columns = []
     for declared in history.columns:
         kind = arrow_type(history, declared)
         columns.append(Column(declared.name, kind, declared.nullable, declared.description))
-        if declared.labels:
-            labels = ", ".join(declared.labels.values())
+        if declared.labelled:
+            kept = declared.unlisted == "keep"
             columns.append(
-                Column(f"{declared.name}_label", TEXT, False, f"Label of {declared.name}: {labels}")
+                Column(
+                    f"{declared.name}_label",
+                    TEXT,
+                    kept,
+                    f"Label of {declared.name}: {_labels(declared)}"
+                    + ("; null for a value the API's documentation does not list" if kept else ""),
+                )
             )
     if not history.monthly:
         columns.append(Column("snapshot_date", DAY, False, "UTC day of the snapshot (partition)"))
+        columns.append(
+            Column(
+                "observed_at",
+                UTC_TIME,
+                True,
+                "The exchange's time when it answered (its Date, to the second): the instant "
+                "the snapshot shows; null where the answer did not say",
+            )
+        )
     return (*columns, _extracted_at())
 
 

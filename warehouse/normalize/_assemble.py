@@ -4,7 +4,6 @@ rejected + duplicates``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -14,7 +13,7 @@ import pyarrow.compute as pc
 
 from warehouse import schemas
 from warehouse.normalize._convert import Converted
-from warehouse.normalize._intake import Intake, canonical_json
+from warehouse.normalize._intake import Intake, canonical_json, json_text
 from warehouse.normalize._reasons import join_reasons
 from warehouse.schemas import TableSchema
 
@@ -61,16 +60,19 @@ def assemble(
     home_partition: date,
     reject_partition: pa.Array | None = None,
     snapshot_date: date | None = None,
+    observed_at: datetime | None = None,
 ) -> Batch:
-    """The batch of ``columns`` (one per column of the table but ``extracted_at`` and
-    ``snapshot_date``, which are constants). A record is rejected into its
-    ``reject_partition`` (default: ``home_partition``) with every failing field's reason."""
+    """The batch of ``columns`` (one per column of the table but ``extracted_at``, and a
+    snapshot's ``snapshot_date`` and ``observed_at``, which are constants). A record is rejected
+    into its ``reject_partition`` (default: ``home_partition``) with every failing field's
+    reason."""
     length = len(intake)
     constants: dict[str, pa.Array] = {
         "extracted_at": pa.repeat(pa.scalar(extracted_at, schemas.UTC_TIME), length)
     }
     if snapshot_date is not None:
         constants["snapshot_date"] = pa.repeat(pa.scalar(snapshot_date, schemas.DAY), length)
+        constants["observed_at"] = pa.repeat(pa.scalar(observed_at, schemas.UTC_TIME), length)
     arrays = {name: converted.values for name, converted in columns.items()} | constants
     unknown = set(arrays) ^ {c.name for c in schema.columns}
     if unknown:
@@ -191,10 +193,11 @@ def _rejects_table(
 
 
 def raw_json(value: object) -> str:
-    """The record as JSON text; the stdlib keeps NaN and big integers as they were parsed."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    """The record as JSON text; the stdlib keeps NaN and big integers as they were parsed, and
+    exact numbers stay exact."""
+    text = json_text(value)
     try:
         text.encode()
     except UnicodeEncodeError:  # a lone surrogate: kept, as its JSON escape
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=repr)
+        text = json_text(value, ascii_only=True)
     return text

@@ -8,10 +8,11 @@ reason holds a null in the column. Everything is vectorized with `pyarrow.comput
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -162,6 +163,44 @@ def timestamp(field: Field, bounds: TimeBounds) -> Converted:
     return Converted(pc.cast(micros, schemas.UTC_TIME), reasons)
 
 
+_SECONDS_FRACTION: Final = re.compile(r"([0-9]{1,12})(?:\.([0-9]+))?")
+#: Microseconds: the finest a warehouse timestamp holds.
+MICRO_DIGITS: Final = 6
+
+
+def fractional_timestamp(field: Field, bounds: TimeBounds) -> Converted:
+    """Unix seconds with their fraction (the exact text of a JSON number) -> UTC timestamps to
+    the microsecond, or a reason: a seventh decimal place would round."""
+    name = field.name
+    micros: list[int | None] = []
+    shape: list[str | None] = []
+    for text in field.values.to_pylist():
+        matched = _SECONDS_FRACTION.fullmatch(text) if text is not None else None
+        if text is None:
+            micros.append(None)
+            shape.append(None)
+        elif matched is None:
+            micros.append(None)
+            shape.append(f"{name}: not a Unix time in seconds ({text})")
+        elif len(fraction := matched[2] or "") > MICRO_DIGITS:
+            micros.append(None)
+            shape.append(f"{name}: finer than a microsecond ({text}): would round")
+        else:
+            micros.append(int(matched[1]) * 1_000_000 + int(fraction.ljust(MICRO_DIGITS, "0")))
+            shape.append(None)
+    values = pa.array(micros, pa.int64())
+    earliest = int(bounds.earliest.timestamp()) * 1_000_000
+    latest = int(bounds.latest.timestamp()) * 1_000_000
+    reasons = first_reason(
+        field.reasons,
+        pa.array(shape, pa.string()),
+        reason_where(pc.less(values, earliest), f"{name}: before {bounds.earliest.date()}"),
+        reason_where(pc.greater(values, latest), f"{name}: {bounds.too_late}"),
+    )
+    kept = pc.if_else(pc.is_null(reasons), values, pa.scalar(None, pa.int64()))
+    return Converted(pc.cast(kept, schemas.UTC_TIME), reasons)
+
+
 # --- Integers, statuses, text, lists, booleans -------------------------------------------------
 
 
@@ -174,18 +213,43 @@ def integer(field: Field, *, minimum: int = 0) -> Converted:
     return Converted(kept, reasons)
 
 
-def status(field: Field, labels: Mapping[int, str], column: str) -> dict[str, Converted]:
-    """An integer status, kept, and its label; a status the API contract does not list is a
-    reject."""
+def status(
+    field: Field,
+    labels: Mapping[int, str] | Mapping[int, Mapping[int, str]],
+    column: str,
+    *,
+    by: pa.Array | None = None,
+    keep_unlisted: bool = False,
+) -> dict[str, Converted]:
+    """An integer status, kept, and its label (looked up in ``labels[by]`` where the labels
+    depend on another column's value ``by``). A status the API's documentation does not list is
+    a reject, or with ``keep_unlisted`` kept as received with a null label."""
     converted = integer(field, minimum=0)
-    codes = pa.array(list(labels), pa.int64())
-    position = pc.index_in(converted.values, value_set=codes)
-    label = pc.take(pa.array(list(labels.values()), pa.string()), position)
-    known = ", ".join(f"{code} ({text})" for code, text in labels.items())
-    unknown = pc.and_(pc.is_valid(converted.values), pc.is_null(position))
-    reasons = first_reason(
-        converted.reasons, reason_where(unknown, f"{field.name}: not a known status ({known})")
-    )
+    tables: Mapping[int, Mapping[int, str]]
+    if by is None:  # one table, for every record
+        tables = {0: cast("Mapping[int, str]", labels)}
+        by = pa.repeat(pa.scalar(0, pa.int64()), len(converted.values))
+    else:
+        tables = cast("Mapping[int, Mapping[int, str]]", labels)
+    label = pa.repeat(pa.scalar(None, pa.string()), len(converted.values))
+    for value, table in tables.items():
+        named = table
+        codes = pa.array(list(named), pa.int64())
+        found = pc.take(
+            pa.array(list(named.values()), pa.string()),
+            pc.index_in(converted.values, value_set=codes),
+        )
+        here = pc.fill_null(pc.equal(by, value), False)
+        label = pc.if_else(here, found, label)
+    unknown = pc.and_(pc.is_valid(converted.values), pc.is_null(label))
+    reasons = converted.reasons
+    if not keep_unlisted:
+        known = "; ".join(
+            ", ".join(f"{code} ({text})" for code, text in t.items()) for t in tables.values()
+        )
+        reasons = first_reason(
+            reasons, reason_where(unknown, f"{field.name}: not a known status ({known})")
+        )
     return {
         column: Converted(converted.values, reasons),
         f"{column}_label": Converted.valid(label),
@@ -198,6 +262,8 @@ def text(
     pattern_description: str = "",
     *,
     allow_empty: bool = False,
+    choices: tuple[str, ...] | None = None,
+    keep_unlisted: bool = False,
 ) -> Converted:
     checks = [field.reasons]
     if not allow_empty:
@@ -205,6 +271,9 @@ def text(
     if pattern is not None:
         mismatch = pc.invert(pc.match_substring_regex(field.values, pattern))
         checks.append(reason_where(mismatch, f"{field.name}: not {pattern_description}"))
+    if choices is not None and not keep_unlisted:
+        unlisted = pc.invert(pc.is_in(field.values, value_set=pa.array(choices, pa.string())))
+        checks.append(reason_where(unlisted, f"{field.name}: not one of {', '.join(choices)}"))
     return Converted(field.values, first_reason(*checks))
 
 

@@ -12,8 +12,11 @@ converters (`_convert`) take `Field`s.
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Final, cast
 
 import pyarrow as pa
@@ -37,11 +40,13 @@ class Field:
 @dataclass(frozen=True, slots=True)
 class Expected:
     """The JSON type a field must have: its Arrow type, how a reason names it, and the test of a
-    value (Python's types as the JSON parser gives them)."""
+    value (Python's types as the JSON parser gives them). With ``as_text``, an accepted value is
+    read as that text (an exact number, a JSON array)."""
 
     arrow_type: pa.DataType
     description: str
     accepts: Callable[[object], bool]
+    as_text: Callable[[object], str] | None = None
 
 
 def _is_str(value: object) -> bool:
@@ -60,6 +65,15 @@ def _is_str_list(value: object) -> bool:
     return type(value) is list and all(type(v) is str for v in value)
 
 
+def _is_exact_number(value: object) -> bool:
+    """An integer, or a number with a fraction parsed exactly (never a float)."""
+    return type(value) is int or (type(value) is Decimal and value.is_finite())
+
+
+def _is_object_list(value: object) -> bool:
+    return type(value) is list and bool(value) and all(type(v) is dict for v in value)
+
+
 DECIMAL_STRING: Final = Expected(pa.string(), "a decimal string", _is_str)
 #: Where the API contract carries a Unix time as a string (funding times).
 SECONDS_STRING: Final = Expected(pa.string(), "a string of Unix seconds", _is_str)
@@ -68,6 +82,11 @@ STRING: Final = Expected(pa.string(), "a string", _is_str)
 INTEGER: Final = Expected(pa.int64(), "an integer", _is_int64)
 BOOLEAN: Final = Expected(pa.bool_(), "a boolean", _is_bool)
 STRINGS: Final = Expected(schemas.TEXT_LIST, "an array of strings", _is_str_list)
+#: Seconds with their fraction (to the microsecond), a JSON number parsed exactly: as its text.
+SECONDS_NUMBER: Final = Expected(pa.string(), "a number of Unix seconds", _is_exact_number, str)
+OBJECTS: Final = Expected(
+    pa.string(), "a non-empty array of objects", _is_object_list, lambda v: json_text(v)
+)
 
 
 @dataclass(slots=True)
@@ -196,22 +215,45 @@ class Intake:
 
     # --- Fields --------------------------------------------------------------------------------
 
-    def field(self, *path: str, expected: Expected, nullable: bool = False) -> Field:
-        """The values at ``path`` (a key, or an object's key and a key inside it, which
-        `require_object` made sure is an object).
+    def field(
+        self,
+        *path: str | int,
+        expected: Expected,
+        nullable: bool = False,
+        optional: bool = False,
+    ) -> Field:
+        """The values at ``path``: a key, or keys (and indexes into arrays) down nested values.
 
         A missing value is a reason, and so is JSON null, each its own; a ``nullable`` field may
-        be JSON null, but must be there.
+        be JSON null, but must be there, and where it is nested, a null object on the way makes
+        it null; an ``optional`` one may also be absent. An object or array on the way that is
+        not one is a reason naming it (a first-level object a non-nullable field needs is
+        checked before, by `require_object`).
         """
-        name = ".".join(path)
-        if len(path) == 1:
-            (key,) = path
+        name = ".".join(map(str, path))
+        *parents, key = path
+        if not parents:
             objects = self.objects
-        else:
-            outer, key = path
-            objects = cast(list[dict[str, object]], [o[outer] for o in self.objects])
-        values = [o.get(key) for o in objects]
-        return read(name, values, expected, presence=_presence(objects, key), nullable=nullable)
+            values = [o.get(str(key)) for o in objects]
+            presence = (
+                _presence(objects, str(key)) if not optional else lambda: [True] * len(objects)
+            )
+            field = read(name, values, expected, presence=presence, nullable=nullable or optional)
+            return field
+        values, present, wrong = [], [], []
+        for record in self.objects:
+            value, here, why = _descend(record, path, nullable)
+            values.append(value)
+            present.append(here or optional)
+            wrong.append(why)
+        field = read(
+            name, values, expected, presence=lambda: present, nullable=nullable or optional
+        )
+        if any(wrong):
+            return Field(
+                name, field.values, first_reason(pa.array(wrong, pa.string()), field.reasons)
+            )
+        return field
 
     def owner_field(self, name: str, expected: Expected) -> Field:
         """The key each record was listed under, as a field of the record."""
@@ -232,6 +274,29 @@ class Intake:
             k: _field(k, struct.field(k), no_reasons(length), _presence(self.objects, k))
             for k in expected
         }
+
+
+def _descend(
+    record: dict[str, object], path: Sequence[str | int], nullable: bool
+) -> tuple[object, bool, str | None]:
+    """The value at ``path`` in ``record``: (value, whether its key is there, why it cannot be
+    read). A null object on the way gives a present null where the field is ``nullable``."""
+    value: object = record
+    for depth, step in enumerate(path):
+        where = ".".join(map(str, path[:depth])) or "record"
+        if value is None and depth and nullable:
+            return None, True, None
+        if isinstance(step, int):
+            if not isinstance(value, list) or not value or not isinstance(value[step], dict):
+                return None, True, f"{where}: not a non-empty JSON array of objects"
+            value = value[step]
+        elif isinstance(value, dict):
+            if step not in value:
+                return None, False, None
+            value = value[step]
+        else:
+            return None, True, f"{where}: not a JSON object"
+    return value, True, None
 
 
 def _presence(objects: list[dict[str, object]], key: str) -> Callable[[], list[bool]]:
@@ -283,6 +348,13 @@ def _typed(name: str, raw: Sequence[object], expected: Expected) -> tuple[pa.Arr
     Arrow's own type inference is the fast path; it is only trusted when it lands on the expected
     type, because an explicitly typed conversion would truncate 1.5 to 1.
     """
+    if expected.as_text is not None:
+        reasons = [_wrong_value(name, v, expected) for v in raw]
+        texts = [
+            expected.as_text(v) if reason is None and v is not None else None
+            for v, reason in zip(raw, reasons, strict=True)
+        ]
+        return pa.array(texts, pa.string()), pa.array(reasons, pa.string())
     try:
         inferred = pa.array(raw)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
@@ -329,6 +401,10 @@ def _unencodable(value: object) -> bool:
 
 
 def _wrong_type(name: str, value: object, expected: str) -> str:
+    if type(value) is float and expected == SECONDS_NUMBER.description:
+        return (
+            f"{name}: a number parsed as binary floating point (not exact) where {expected} belongs"
+        )
     if type(value) is int and expected.startswith("an integer"):
         return f"{name}: integer outside the 64-bit range"
     if type(value) is list and expected == STRINGS.description:
@@ -351,6 +427,26 @@ def _json_type(value: object) -> str:
         case dict():
             return "object"
     return type(value).__name__
+
+
+def json_text(value: object, *, ascii_only: bool = False) -> str:
+    """A JSON value as compact text, in the order received, every number exact (a `Decimal` as
+    its digits, not as a float); ``ascii_only`` escapes every other character."""
+    numbers: list[str] = []
+    # A NUL (escaped in JSON text) and a fresh token: no received string can match it.
+    mark = f"\x00{secrets.token_hex(8)}#"
+
+    def exact(item: object) -> object:
+        if isinstance(item, Decimal):
+            numbers.append(str(item))
+            return f"{mark}{len(numbers) - 1}"
+        return repr(item)
+
+    text = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"), default=exact)
+    if numbers:
+        escaped = re.escape(json.dumps(mark)[1:-1])
+        text = re.sub(f'"{escaped}(\\d+)"', lambda m: numbers[int(m[1])], text)
+    return text
 
 
 def canonical_json(value: object) -> str:

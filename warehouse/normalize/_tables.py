@@ -24,6 +24,7 @@ from warehouse.normalize._convert import (
     TimeBounds,
     as_read,
     decimal,
+    fractional_timestamp,
     integer,
     status,
     text,
@@ -33,6 +34,8 @@ from warehouse.normalize._intake import (
     BOOLEAN,
     DECIMAL_STRING,
     INTEGER,
+    OBJECTS,
+    SECONDS_NUMBER,
     SECONDS_STRING,
     STRING,
     STRINGS,
@@ -50,20 +53,30 @@ EXPECTED: Final[Mapping[spec.FieldType, Expected]] = {
     spec.FieldType.INTEGER: INTEGER,
     spec.FieldType.TIMESTAMP: UNIX_TIME,
     spec.FieldType.TIMESTAMP_STRING: SECONDS_STRING,
+    spec.FieldType.TIMESTAMP_FRACTIONAL: SECONDS_NUMBER,
     spec.FieldType.BOOLEAN: BOOLEAN,
     spec.FieldType.STRING_LIST: STRINGS,
+    spec.FieldType.OBJECT_LIST: OBJECTS,
 }
 #: Mining-pool account names are at most 255 characters (docs/api.md, section 4.7): the longest
 #: value of a fanned-out parameter.
 OWNER_MAX_LENGTH: Final = 255
 
 
-def normalize(history: spec.History, answer: object, *, extracted_at: datetime, day: date) -> Batch:
+def normalize(
+    history: spec.History,
+    answer: object,
+    *,
+    extracted_at: datetime,
+    day: date,
+    observed_at: datetime | None = None,
+) -> Batch:
     """A history's answer (the JSON as parsed: a page's records, a keyed object, one record, the
-    records of each fanned-out value; for a nested history, the records it is nested in) ->
-    its table's `Batch`.
+    records of each owner (a fanned-out value, a market); for a nested history, the records it
+    is nested in) -> its table's `Batch`.
 
-    ``day`` is the snapshot day of a snapshot. A history partitioned by month puts each row in the
+    ``day`` is the snapshot day of a snapshot, and ``observed_at`` the exchange's time of its
+    answer. A history partitioned by month puts each row in the
     day of its own time; a record whose time cannot be read is rejected into the day of the
     record before it in the batch (the exchange lists newest first, so every rerun of that day
     rejects it into that day again), or into ``day`` (the day the caller was reading) when no
@@ -80,20 +93,32 @@ def normalize(history: spec.History, answer: object, *, extracted_at: datetime, 
             continue
         field = fields[column.name]
         kind = history.field_of(column).type if column.source != spec.OWNER else None
+        bounds = TimeBounds.scheduled() if column.scheduled else past
+        keep = column.unlisted == "keep"
         if kind in (spec.FieldType.TIMESTAMP, spec.FieldType.TIMESTAMP_STRING):
-            columns[column.name] = timestamp(
-                field, TimeBounds.scheduled() if column.scheduled else past
-            )
+            columns[column.name] = timestamp(field, bounds)
+        elif kind is spec.FieldType.TIMESTAMP_FRACTIONAL:
+            columns[column.name] = fractional_timestamp(field, bounds)
         elif kind is spec.FieldType.DECIMAL:
             columns[column.name] = decimal(field)
         elif kind is spec.FieldType.INTEGER:
-            if column.labels:
-                columns |= status(field, column.labels, column.name)
+            if column.labels is not None:
+                columns |= status(field, column.labels, column.name, keep_unlisted=keep)
+            elif column.labels_by is not None:
+                by, tables = column.labels_by
+                columns |= status(
+                    field, tables, column.name, by=columns[by].values, keep_unlisted=keep
+                )
             else:
                 columns[column.name] = integer(field)
         elif kind is spec.FieldType.STRING or column.pattern is not None:
             columns[column.name] = text(
-                field, column.pattern, column.form, allow_empty=column.allow_empty
+                field,
+                column.pattern,
+                column.form,
+                allow_empty=column.allow_empty,
+                choices=column.choices,
+                keep_unlisted=keep,
             )
         else:
             columns[column.name] = as_read(field)
@@ -118,6 +143,7 @@ def normalize(history: spec.History, answer: object, *, extracted_at: datetime, 
         columns,
         extracted_at=extracted_at,
         snapshot_date=day,
+        observed_at=observed_at,
         home_partition=day,
     )
 
@@ -129,7 +155,7 @@ def nested(history: spec.History) -> tuple[spec.History, ...]:
 
 def records_received(history: spec.History, answer: object) -> int:
     """How many records an answer holds, as the history's table counts them."""
-    if isinstance(history.paging, spec.Fanout):
+    if _owned_arrays(history):
         values = answer.values() if isinstance(answer, dict) else ()
         return sum(len(v) if isinstance(v, list) else 1 for v in values)
     if isinstance(history.operation.answer, spec.Single):
@@ -141,31 +167,54 @@ def _noun(history: spec.History) -> str:
     return history.name.replace("_", " ")
 
 
+def _owner(history: spec.History) -> str | None:
+    """The column holding the key or value its records come under, if any."""
+    return next((c.name for c in history.columns if c.source == spec.OWNER), None)
+
+
+def _owned_arrays(history: spec.History) -> bool:
+    """Its records come as arrays, each under its owner: a fanned-out value (a mining
+    account), a market (fills grouped by market), a sub-account (its transfers)."""
+    return _owner(history) is not None and not isinstance(history.operation.answer, spec.Keyed)
+
+
 def _intake(history: spec.History, answer: object) -> Intake:
     """The records of an answer, as its shape holds them."""
     noun, shape = _noun(history), history.operation.answer
     if history.nested_in is not None:
         return Intake.of_nested_objects(answer, history.nested_at)
-    if isinstance(history.paging, spec.Fanout):
-        fanout = history.paging
+    owner = _owner(history)
+    if owner is not None and _owned_arrays(history):
         if not isinstance(answer, Mapping):
-            raise TypeError(f"{history.name}: the records of each {fanout.param} are needed")
+            raise TypeError(f"{history.name}: the records of each {owner} are needed")
         for value in answer:
             if not isinstance(value, str) or not 0 < len(value) <= OWNER_MAX_LENGTH:
                 raise ValueError(
-                    f"{history.name}: {fanout.param} must be 1-{OWNER_MAX_LENGTH} characters, "
+                    f"{history.name}: {owner} must be 1-{OWNER_MAX_LENGTH} characters, "
                     f"got {value!r}"
                 )
-        return Intake.of_arrays_by_owner(answer, noun, owner=fanout.param)
+        return Intake.of_arrays_by_owner(answer, noun, owner=_owner_param(history, owner))
     if isinstance(shape, spec.Keyed):
-        owner = next(c.name for c in history.columns if c.source == spec.OWNER)
-        return Intake.of_objects_by_key(answer, noun, key=owner)
+        return Intake.of_objects_by_key(answer, noun, key=owner or "key")
     if isinstance(shape, spec.Single):
         return Intake.of_single_object(answer, noun)
     intake = Intake.of_array(answer, noun)
-    for parent in {c.source[0] for c in history.columns if len(c.source) > 1}:
-        intake.require_object(parent)
+    # A first-level object a column needs (a plan, an order's detail) must be one; a nullable
+    # column's may be null, and an array's items are checked where they are read.
+    for parent in {
+        c.source[0]
+        for c in history.columns
+        if len(c.source) > 1 and not c.nullable and not isinstance(c.source[1], int)
+    }:
+        intake.require_object(str(parent))
     return intake
+
+
+def _owner_param(history: spec.History, owner: str) -> str:
+    """How a reject names the owner: the parameter it was asked for, else the column."""
+    if isinstance(history.paging, spec.Fanout):
+        return history.paging.param
+    return owner
 
 
 def _fields(history: spec.History, intake: Intake) -> dict[str, Field]:
@@ -176,12 +225,20 @@ def _fields(history: spec.History, intake: Intake) -> dict[str, Field]:
     flat = [c for c in sourced if c.source != spec.OWNER]
     fields = {c.name: intake.owner_field(c.name, STRING) for c in owned}
     expected = [(c, _expected(history, c)) for c in flat]
-    strings = all(len(c.source) == 1 and e.arrow_type == pa.string() for c, e in expected)
+    strings = all(
+        len(c.source) == 1 and e.arrow_type == pa.string() and e.as_text is None
+        for c, e in expected
+    )
     if strings and flat and not any(c.nullable for c in flat):
-        read_at_once = intake.strings({c.source[0]: e for c, e in expected})
-        return fields | {c.name: read_at_once[c.source[0]] for c in flat}
+        read_at_once = intake.strings({str(c.source[0]): e for c, e in expected})
+        return fields | {c.name: read_at_once[str(c.source[0])] for c in flat}
     for column, kind in expected:
-        fields[column.name] = intake.field(*column.source, expected=kind, nullable=column.nullable)
+        fields[column.name] = intake.field(
+            *column.source,
+            expected=kind,
+            nullable=column.nullable,
+            optional=history.field_of(column).optional,
+        )
     return fields
 
 
