@@ -7,29 +7,23 @@ the month's length: six months before August 31 is February 28 or 29).
 
 from __future__ import annotations
 
-import calendar
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
-from pipeline.spec import HISTORY_MONTHS, TimeWindow, Wording
-
-
-def _months_back(moment: datetime, months: int) -> datetime:
-    total = moment.year * 12 + moment.month - 1 - months
-    year, month = divmod(total, 12)
-    day = min(moment.day, calendar.monthrange(year, month + 1)[1])
-    return moment.replace(year=year, month=month + 1, day=day)
+from pipeline.spec import HISTORY_MONTHS, TimeWindow, Wording, floor_day, months_back
 
 
 def history_floor(now: float) -> int:
     """The oldest second a history with a floor still answers, at ``now``."""
-    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return int(_months_back(day, HISTORY_MONTHS).timestamp())
+    floor = floor_day(datetime.fromtimestamp(now, UTC).date())
+    return int(datetime.combine(floor, time.min, UTC).timestamp())
 
 
 def month_before(now: float) -> int:
     """A calendar month before ``now``, at the same time of day (a default start)."""
-    return int(_months_back(datetime.fromtimestamp(int(now), UTC), 1).timestamp())
+    moment = datetime.fromtimestamp(int(now), UTC)
+    day = months_back(moment.date(), 1)
+    return int(datetime.combine(day, moment.timetz()).timestamp())
 
 
 def _title(name: str) -> str:

@@ -74,6 +74,9 @@ from ._contract import (
     ValidationAnswer,
     Wording,
     digits_param,
+    floor_day,
+    lost_on,
+    months_back,
     record_fields,
 )
 from ._histories import (
@@ -299,5 +302,8 @@ __all__ = [
     "ValidationAnswer",
     "Wording",
     "digits_param",
+    "floor_day",
+    "lost_on",
+    "months_back",
     "record_fields",
 ]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from enum import Enum
 from typing import Any, Final, Literal
 
@@ -20,6 +22,30 @@ UUID_PATTERN: Final = re.compile(
 
 #: The account's histories reach back this many calendar months, to 00:00 UTC of that day.
 HISTORY_MONTHS: Final = 6
+
+
+def months_back(day: date, months: int) -> date:
+    """The same day ``months`` calendar months earlier, clamped to that month's length (six
+    months before August 31 is February 28 or 29)."""
+    total = day.year * 12 + day.month - 1 - months
+    year, month = divmod(total, 12)
+    return date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def floor_day(today: date) -> date:
+    """The oldest day a history with a floor still answers on ``today`` (UTC), from its 00:00."""
+    return months_back(today, HISTORY_MONTHS)
+
+
+def lost_on(day: date) -> date:
+    """The first UTC day on which ``day`` has fallen past the floor: the exchange no longer
+    answers it from then on."""
+    candidate = months_back(day, -HISTORY_MONTHS)
+    while floor_day(candidate) <= day:
+        candidate += timedelta(days=1)
+    while floor_day(candidate - timedelta(days=1)) > day:
+        candidate -= timedelta(days=1)
+    return candidate
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,8 +210,9 @@ class History:
             found = {f.name: f for f in self.record}[str(first)]
             return found.at(tuple(str(step) for step in rest if not isinstance(step, int)))
         except KeyError:
+            path = ".".join(map(str, column.source))
             raise ValueError(
-                f"history {self.name}: column {column.name} reads {'.'.join(map(str, column.source))}, "
+                f"history {self.name}: column {column.name} reads {path}, "
                 "which its record does not have"
             ) from None
 
