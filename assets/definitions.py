@@ -10,14 +10,22 @@ so in their logs).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
+from functools import cache
 
 import dagster as dg
+import duckdb
+
+from pipeline import spec
+from warehouse import Warehouse, rereads
+from warehouse.store import StoreError
 
 from . import alerts, report
 from .accounts import Account, load
-from .jobs import AccountAssets, Jobs, jobs
+from .jobs import AccountAssets, Jobs, Rereads, jobs
 from .partitions import monthly
 from .resources import WarehouseResource, WhiteBITResource
 from .settings import Settings
@@ -34,6 +42,24 @@ def whitebit_resource(account: Account, settings: Settings) -> WhiteBITResource:
         simulator_key=account.simulator_key or "partner",
         pacing_dir=str(settings.pacing_dir) if settings.pacing_dir else None,
     )
+
+
+def rereads_of(settings: Settings) -> Rereads:
+    """The months a night reads again, from the settings' warehouse; a warehouse that cannot
+    be read then costs the night those runs only (said in the log), never its others."""
+    warehouse = cache(lambda: Warehouse.of(settings.warehouse_config()))
+
+    def months(account: Account, history: spec.History, today: date) -> Sequence[str]:
+        try:
+            return rereads.months_to_reread(warehouse(), history, account.name, today)
+        except (StoreError, OSError, duckdb.Error) as exc:
+            logging.getLogger(__name__).warning(
+                f"{history.name} of {account.name}: the months to read again are unknown "
+                f"tonight ({exc}); the month so far is read as every night"
+            )
+            return ()
+
+    return months
 
 
 def credential_variables(accounts: Sequence[Account]) -> tuple[str, ...]:
@@ -62,7 +88,7 @@ def location(settings: Settings, accounts: Sequence[Account] | None = None) -> L
     # The writer processes get the environment without any credential.
     writer_env = settings.child_env(without=credential_variables(chosen))
     built = tuple(AccountAssets.of(account, partitions, writer_env) for account in chosen)
-    scheduled = jobs(built, settings.nightly_cron)
+    scheduled = jobs(built, settings.nightly_cron, rereads_of(settings))
     page = report.report_asset(built)
     report_job = dg.define_asset_job(
         "report",
@@ -75,7 +101,7 @@ def location(settings: Settings, accounts: Sequence[Account] | None = None) -> L
     resources["warehouse"] = WarehouseResource.of(settings.warehouse_config())
     definitions = dg.Definitions(
         assets=[*(asset for assets in built for asset in assets.assets), page],
-        asset_checks=list(scheduled.freshness_checks),
+        asset_checks=list(scheduled.watch_checks),
         jobs=[*scheduled.jobs, report_job],
         schedules=scheduled.schedules,
         sensors=[*alerts.sensors(settings, chosen), report.report_sensor(built, report_job)],

@@ -35,7 +35,7 @@ from .reporting import (
     retry_only_transient,
     walk_metadata,
 )
-from .resources import Exchange, WarehouseResource, WhiteBITResource
+from .resources import SIMULATOR_DAY_TAG, Exchange, WarehouseResource, WhiteBITResource
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,9 @@ def _exchange_run(
     fails at once, clearly), once the warehouse has the exchange as the account's source."""
     whitebit: WhiteBITResource = getattr(context.resources, account.resource_key)
     warehouse: WarehouseResource = context.resources.warehouse
-    with whitebit.exchange(context.log) as exchange:
+    tagged = context.run.tags.get(SIMULATOR_DAY_TAG)
+    day = date.fromisoformat(tagged) if tagged else None
+    with whitebit.exchange(context.log, simulator_day=day) as exchange:
         sources.claim(warehouse.warehouse, account.name, exchange.source)
 
         async def run() -> Any:
@@ -146,13 +148,23 @@ def monthly_asset(
         wh = warehouse.warehouse
         with retry_only_transient():
             _record_landed(context, wh, account, history)
-        paging = history.paging
+        days, gone = _within_reach(history, days)
+        if gone:
+            # Never asked for: the exchange no longer answers them; what the warehouse archived
+            # of them stays as it is.
+            context.log.warning(
+                f"{name} of {account.name}: {gone[0]} .. {gone[-1]} ({len(gone)} day(s)) are "
+                "past the exchange's six months and were not asked for; the warehouse keeps "
+                "what it archived of them (the horizon check names any it never did)"
+            )
+        if not days:
+            return dg.MaterializeResult(
+                metadata={"days_past_the_exchange": len(gone), "rows": 0},
+                check_results=[],
+            )
         context.log.info(f"walking {name} for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
         async def act(client: AsyncWhiteBIT, exchange: Exchange) -> Load:
-            split = None
-            if isinstance(paging, spec.NewestFirst) and paging.split_setting:
-                split = exchange.setting(paging.split_setting)
             return await load_monthly(
                 client,
                 wh,
@@ -161,7 +173,7 @@ def monthly_asset(
                 days=days,
                 extracted_at=datetime.now(UTC),
                 environ=writer_env,
-                split=split,
+                values=exchange.settings(),
                 on_day=lambda day, rows, rejected: report_progress(
                     account.name, name, day, rows, rejected
                 ),
@@ -187,6 +199,15 @@ def monthly_asset(
         )
 
     return asset
+
+
+def _within_reach(history: spec.History, days: Sequence[date]) -> tuple[list[date], list[date]]:
+    """The days the exchange still answers of a history it forgets (all days of another), and
+    those it no longer does."""
+    if not history.forgotten:
+        return list(days), []
+    floor = spec.floor_day(today())
+    return [d for d in days if d >= floor], [d for d in days if d < floor]
 
 
 def _record_landed(
@@ -224,21 +245,34 @@ def _spec(account: Account, history: spec.History) -> dg.AssetSpec:
 async def _fetch(
     client: AsyncWhiteBIT, exchange: Exchange, history: spec.History
 ) -> tuple[Any, WalkReport]:
-    """A snapshot's answer as the exchange gave it, and its walk's (or call's) report."""
-    paging = history.paging
-    if isinstance(paging, spec.OffsetWindow):
-        walk = client.walk(history, on_window_exceeded="report")
-        records: list[Any] = []
+    """A snapshot's answer as the exchange gave it (every page's records of one walked), and
+    its walk's (or call's) report."""
+    values = exchange.settings()
+    if history.paging is not None and not isinstance(history.paging, spec.Fanout):
+        walk = client.walk(history, values=values, on_window_exceeded="report")
+        records: Any = None
         async for page in walk:
-            records.extend(page)
-        return records, walk.report
+            records = _joined(records, page)
+        return (records if records is not None else []), walk.report
     report = WalkReport(history.name)
-    values: Sequence[str] = ()
-    if isinstance(paging, spec.Fanout):
-        values = exchange.setting(paging.setting) or ()
-        if not values:
-            log.warning(f"no {paging.setting} configured: no {history.name} to list")
-    return await client.snapshot(history, values=values, report=report), report
+    fanned = history.paging.setting if isinstance(history.paging, spec.Fanout) else None
+    if fanned is not None and not values.get(fanned):
+        log.warning(f"no {fanned} configured: no {history.name} to list")
+    owners = values.get(fanned, ()) if fanned else ()
+    answer = await client.snapshot(history, values=owners, report=report)
+    return answer, report
+
+
+def _joined(records: Any, page: Any) -> Any:
+    """Pages gathered: lists of records, or records by owner (``{owner: [record, ...]}``)."""
+    if records is None:
+        return page
+    if isinstance(page, dict):
+        for owner, more in page.items():
+            records.setdefault(owner, []).extend(more)
+        return records
+    records.extend(page)
+    return records
 
 
 def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefinition:
@@ -255,16 +289,20 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
         required_resource_keys={account.resource_key, "warehouse"},
     )
     def snapshot(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
-        day = today()
-
         async def act(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[Any, WalkReport]:
             return await _fetch(client, exchange, history)
 
         with retry_only_transient():
             (raw, report), exchange = _exchange_run(context, account, act)
         extracted_at = datetime.now(UTC)
+        observed = report.observed_at
+        # The exchange's day: a snapshot shows the account as the exchange's clock stood.
+        day = observed.astimezone(UTC).date() if observed is not None else today()
         batches = {
-            h.name: normalize.normalize(h, raw, extracted_at=extracted_at, day=day) for h in tables
+            h.name: normalize.normalize(
+                h, raw, extracted_at=extracted_at, day=day, observed_at=observed
+            )
+            for h in tables
         }
         fetched = {h.name: batches[h.name].received for h in tables}
         fetched[history.name] = normalize.records_received(history, raw)

@@ -6,14 +6,17 @@
 - ``nightly``: every API asset of every account. Its schedule (00:30 UTC unless the settings
   move it) asks, for each account, for two runs (`nightly_requests`): the month that holds
   yesterday of every history partitioned by month (every day of the month so far, so that a
-  night that failed is mended by the next), and today's snapshots. An account's runs are its own:
-  one account failing (a bad key, a refusal) fails its runs only, and the alerts name it.
+  night that failed is mended by the next), and today's snapshots; and a run per earlier month
+  the warehouse says must be read again (`warehouse.rereads`: rows that may still change, days
+  the exchange forgets soon that are not archived). An account's runs are its own: one account
+  failing (a bad key, a refusal) fails its runs only, and the alerts name it.
   ``whitebit-etl materialize`` with no asset and no day launches exactly these requests.
 - ``<history>_job`` for each history partitioned by month: every account's, for ``dagster job
   backfill`` over a range of months (one account: select its group in the UI, or
   ``whitebit-etl materialize --account``).
 - ``snapshots_job``: every account's snapshots, today's.
-- ``freshness``: the freshness checks alone (02:30 UTC): did last night's partitions land?
+- ``freshness``: the checks of the warehouse alone (02:30 UTC): did last night's partitions land,
+  and is a day of a history the exchange forgets at stake (`assets.horizon`)?
 
 Resetting a sub-account key is not an asset and is in no job or schedule: only a person does it,
 with ``whitebit-etl reset-key``.
@@ -21,7 +24,7 @@ with ``whitebit-etl reset-key``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Final
@@ -34,6 +37,7 @@ from warehouse.schemas import month_of
 from . import checks
 from .accounts import Account
 from .histories import account_assets
+from .horizon import horizon_check
 from .reporting import ACCOUNT_TAG
 
 FRESHNESS_CRON: Final = "30 2 * * *"
@@ -57,15 +61,18 @@ class AccountAssets:
     account: Account
     monthly: tuple[dg.AssetsDefinition, ...]
     snapshots: tuple[dg.AssetsDefinition, ...]
+    #: The first day of the histories partitioned by month (the settings' start date).
+    first_day: date
 
     @classmethod
     def of(
         cls,
         account: Account,
-        partitions: dg.PartitionsDefinition,
+        partitions: dg.TimeWindowPartitionsDefinition,
         writer_env: Mapping[str, str],
     ) -> AccountAssets:
-        return cls(account, *account_assets(account, partitions, writer_env))
+        monthly, snapshots = account_assets(account, partitions, writer_env)
+        return cls(account, monthly, snapshots, partitions.start.date())
 
     @property
     def assets(self) -> tuple[dg.AssetsDefinition, ...]:
@@ -84,9 +91,13 @@ class AccountAssets:
         """The asset that writes each table, by the table's name."""
         return {key.path[-1]: asset for asset in self.assets for key in asset.keys}
 
-    def freshness_checks(self) -> list[dg.AssetChecksDefinition]:
+    def watch_checks(self) -> list[dg.AssetChecksDefinition]:
+        """The checks of the warehouse alone: last night's partitions landed (freshness), and
+        the days of a history the exchange forgets are archived in time (horizon)."""
         name = self.account.name
+        forgotten = [k for k in self.monthly_keys if spec.HISTORIES[k.path[-1]].forgotten]
         return [
+            *(horizon_check(key, name, self.first_day) for key in forgotten),
             *(
                 checks.freshness_check(
                     key, name, lambda today: today - timedelta(days=1), complete_day=True
@@ -104,15 +115,32 @@ def _tags(account: Account) -> dict[str, str]:
     return {ACCOUNT_TAG: account.name, MAX_RUNTIME_TAG: str(NIGHTLY_MAX_RUNTIME_S)}
 
 
+#: The months (``2026-05``) of an account's history a night reads again (`warehouse.rereads`).
+Rereads = Callable[[Account, spec.History, date], Sequence[str]]
+
+
 def nightly_requests(
-    built: Sequence[AccountAssets], tick: datetime | None
+    built: Sequence[AccountAssets], tick: datetime | None, rereads: Rereads | None = None
 ) -> Iterator[dg.RunRequest]:
     """Each account's runs of a night: the month that holds yesterday of its histories
-    partitioned by month, and its snapshots."""
+    partitioned by month, its snapshots, and a run per earlier month ``rereads`` names."""
     today = (tick or datetime.now(UTC)).astimezone(UTC).date()
     yesterday = today - timedelta(days=1)
     for assets in built:
         account = assets.account
+        again: dict[str, list[dg.AssetKey]] = {}
+        for key in assets.monthly_keys:
+            months = rereads(account, spec.HISTORIES[key.path[-1]], today) if rereads else ()
+            for month in months:
+                if month != month_of(yesterday):
+                    again.setdefault(month, []).append(key)
+        for month, keys in sorted(again.items()):
+            yield dg.RunRequest(
+                run_key=f"{account.name}:again:{month}:{yesterday.isoformat()}",
+                partition_key=month,
+                asset_selection=keys,
+                tags=_tags(account),
+            )
         if assets.monthly:
             # The same month is asked for every night: the run key names the night, one run each.
             yield dg.RunRequest(
@@ -171,7 +199,7 @@ class Jobs:
     freshness: dg.UnresolvedAssetJobDefinition
     nightly_schedule: dg.ScheduleDefinition
     freshness_schedule: dg.ScheduleDefinition
-    freshness_checks: tuple[dg.AssetChecksDefinition, ...]
+    watch_checks: tuple[dg.AssetChecksDefinition, ...]
 
     @property
     def jobs(self) -> list[dg.UnresolvedAssetJobDefinition]:
@@ -182,7 +210,7 @@ class Jobs:
         return [self.nightly_schedule, self.freshness_schedule]
 
 
-def jobs(built: Sequence[AccountAssets], nightly_cron: str) -> Jobs:
+def jobs(built: Sequence[AccountAssets], nightly_cron: str, rereads: Rereads | None = None) -> Jobs:
     names = ", ".join(assets.account.name for assets in built)
     nightly = dg.define_asset_job(
         "nightly",
@@ -217,13 +245,14 @@ def jobs(built: Sequence[AccountAssets], nightly_cron: str) -> Jobs:
         "its histories, and today's snapshots.",
     )
     def nightly_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
-        yield from nightly_requests(built, context.scheduled_execution_time)
+        yield from nightly_requests(built, context.scheduled_execution_time, rereads)
 
-    freshness_checks = tuple(check for assets in built for check in assets.freshness_checks())
+    watch_checks = tuple(check for assets in built for check in assets.watch_checks())
     freshness = dg.define_asset_job(
         "freshness",
-        selection=dg.AssetSelection.checks(*freshness_checks),
-        description="Whether the nightly partitions of every account landed (run at 02:30 UTC).",
+        selection=dg.AssetSelection.checks(*watch_checks),
+        description="Whether the nightly partitions of every account landed, and whether a day "
+        "of a history the exchange forgets is at stake (run at 02:30 UTC).",
     )
     freshness_schedule = dg.ScheduleDefinition(
         job=freshness,
@@ -234,5 +263,5 @@ def jobs(built: Sequence[AccountAssets], nightly_cron: str) -> Jobs:
     )
     return Jobs(
         nightly, histories, snapshot, freshness, nightly_schedule, freshness_schedule,
-        freshness_checks,
+        watch_checks,
     )  # fmt: skip

@@ -66,6 +66,31 @@ class Load:
     written: Written
 
 
+class Chunk:
+    """Pages gathered for the writer: lists of records, or records by owner (a market, a
+    sub-account: ``{owner: [record, ...]}``), as the walk gives them."""
+
+    def __init__(self) -> None:
+        self._held: list[object] | dict[str, list[object]] = []
+        self.records = 0
+
+    def add(self, page: list[object] | dict[str, list[object]]) -> None:
+        if isinstance(page, dict):
+            held = self._held if isinstance(self._held, dict) else {}
+            for owner, records in page.items():
+                held.setdefault(owner, []).extend(records)
+                self.records += len(records)
+            self._held = held
+        else:
+            assert isinstance(self._held, list)  # a walk yields one kind of page
+            self._held.extend(page)
+            self.records += len(page)
+
+    def taken(self) -> list[object] | dict[str, list[object]]:
+        held, self._held, self.records = self._held, [], 0
+        return held
+
+
 async def load_monthly(
     client: AsyncWhiteBIT,
     wh: Warehouse,
@@ -75,7 +100,7 @@ async def load_monthly(
     days: Sequence[date],
     extracted_at: datetime,
     environ: Mapping[str, str],
-    split: Sequence[str] | None = None,
+    values: Mapping[str, Sequence[str]] | None = None,
     on_day: DayWritten | None = None,
     allow_fewer_rows: bool = False,
 ) -> Load:
@@ -90,7 +115,7 @@ async def load_monthly(
     days = sorted(days)
     since = datetime.combine(days[0], time.min, UTC)
     until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
-    walk = client.walk(history, since=since, until=until, split=list(split) if split else None)
+    walk = client.walk(history, since=since, until=until, values=values or {})
     written = Written(history.name, account)
 
     def record(replies: list[Progress]) -> None:
@@ -111,14 +136,13 @@ async def load_monthly(
         allow_fewer_rows=allow_fewer_rows,
     )
     async with writer:
-        chunk: list[object] = []
+        chunk = Chunk()
         async for page in walk:
-            chunk += page
-            if len(chunk) >= CHUNK_RECORDS:
-                record(await writer.take(chunk))
-                chunk = []
-        if chunk:
-            record(await writer.take(chunk))
+            chunk.add(page)
+            if chunk.records >= CHUNK_RECORDS:
+                record(await writer.take(chunk.taken()))
+        if chunk.records:
+            record(await writer.take(chunk.taken()))
         record(await writer.finish())
     return Load(walk.report, written)
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from typing import Final
 
 import dagster as dg
@@ -23,9 +23,9 @@ from warehouse import Warehouse, WarehouseConfig, locks
 
 from .accounts import SIMULATOR_SUBACCOUNTS, names
 
-#: Seconds per day: the embedded simulator's data clock stops at the start of the UTC day, so a
-#: rerun within the day sees the same data.
-_DAY_S: Final = 86_400
+#: The tag of a run whose embedded simulator stands at the start of another day than today
+#: (``2026-11-25``): the demo's snapshots of yesterday. A real exchange ignores it.
+SIMULATOR_DAY_TAG: Final = "whitebit/simulator_day"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,11 @@ class Exchange:
         """An account setting a history's paging names (its markets, its mining accounts)."""
         value: tuple[str, ...] | None = getattr(self, name)
         return value
+
+    def settings(self) -> dict[str, tuple[str, ...]]:
+        """The account settings walks may split by, those that are set."""
+        named = {"markets": self.markets, "mining_accounts": self.mining_accounts}
+        return {name: value for name, value in named.items() if value}
 
     def client(self) -> AsyncWhiteBIT:
         pacing: Pacer | bool = self.paced
@@ -88,8 +93,12 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return not (self.api_key and self.api_secret)
 
     @contextmanager
-    def exchange(self, log: logging.Logger | dg.DagsterLogManager) -> Iterator[Exchange]:
-        """The exchange for one step: the configured account, or a simulator started for it."""
+    def exchange(
+        self, log: logging.Logger | dg.DagsterLogManager, *, simulator_day: date | None = None
+    ) -> Iterator[Exchange]:
+        """The exchange for one step: the configured account, or a simulator started for it,
+        its clock at the start of today (UTC), or of ``simulator_day`` (the demo's yesterday;
+        a real exchange's clock is the exchange's own)."""
         markets = names(self.markets) or None
         retry = RetryPolicy(
             max_retries=self.max_retries, initial_delay_s=self.initial_retry_delay_s
@@ -109,7 +118,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             return
         from pipeline.simulator import SimClock, Simulator
 
-        day_start = int(datetime.now(UTC).timestamp()) // _DAY_S * _DAY_S
+        # Its data clock stands still at a day's start: a rerun within the day sees the same data.
+        day = simulator_day or datetime.now(UTC).date()
+        day_start = int(datetime.combine(day, time.min, UTC).timestamp())
         region = "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
         with Simulator(
             seed=self.simulator_seed,

@@ -277,6 +277,12 @@ class MonthlyLoad:
                 f"{self._history.name} {month}: not written, the load's process is gone"
             )
         partitions.replace_partition(
-            self._wh, self._history.name, (self._account, month), rows, rejects=rejects, covers=days
+            self._wh,
+            self._history.name,
+            (self._account, month),
+            rows,
+            rejects=rejects,
+            covers=days,
+            walked_at=self._extracted_at,
         )
         progress.days += [DayWrite.of(day, *tables[day]) for day in days]

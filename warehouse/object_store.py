@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import struct
 import tempfile
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any, Final, TypeVar
@@ -33,7 +34,7 @@ from upath import UPath
 
 from warehouse import locks
 from warehouse.locks import Held, PreconditionFailed
-from warehouse.store import LOCKS_DIR, LocalStore, Store, StoreError
+from warehouse.store import LOCKS_DIR, LocalStore, Store, StoreError, footer_schema
 
 T = TypeVar("T")
 
@@ -42,6 +43,8 @@ T = TypeVar("T")
 OPTIONS: Final[dict[str, Any]] = {"use_listings_cache": False}
 #: Files `copied` fetches at once: memory holds their bytes, never a whole backfill's.
 FETCHED_AT_ONCE: Final = 64
+#: Bytes read from a file's end for its footer: most footers fit, a larger one is read again.
+FOOTER_READ: Final = 64 * 1024
 #: The longest one request to the store may take, its retries included: a month's file is a
 #: few megabytes, a PUT of it seconds on any link a warehouse is written over.
 REQUEST_TIMEOUT_S: Final = 30.0
@@ -124,6 +127,24 @@ class ObjectStore(Store):
         except FileNotFoundError:
             return None
         return data
+
+    def read_metadata(self, relative: str) -> Mapping[bytes, bytes] | None:
+        key = self.key(relative)
+        # The footer only: a month file may be large, its metadata is a few kilobytes.
+        try:
+            tail: bytes = self._bounded(
+                f"the read of {relative}'s footer",
+                lambda: self.fs._cat_file(key, start=-FOOTER_READ),
+            )
+        except FileNotFoundError:
+            return None
+        (length,) = struct.unpack("<I", tail[-8:-4])
+        if length + 8 > len(tail):  # a larger footer than the first read held
+            tail = self._bounded(
+                f"the read of {relative}'s footer",
+                lambda: self.fs._cat_file(key, start=-(length + 8)),
+            )
+        return dict(footer_schema(tail).metadata or {})
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         key = self.key(relative)

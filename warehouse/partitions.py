@@ -12,14 +12,14 @@ same input gives the same file contents.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse import layout, schemas
+from warehouse import archive, layout, schemas
 from warehouse.layout import PARQUET_DIR, PARTITION_FILE, InvalidPartitionValue, Partition
 from warehouse.normalize import Batch, has_equal_keys, has_equal_neighbours
 from warehouse.root import Warehouse
@@ -51,6 +51,7 @@ def replace_partition(
     *,
     rejects: pa.Table | None = None,
     covers: Iterable[date] | None = None,
+    walked_at: datetime | None = None,
 ) -> PartitionWrite:
     """Replace one partition with ``rows`` (an empty table leaves an empty partition).
 
@@ -60,7 +61,9 @@ def replace_partition(
 
     A month partition (given as ``(account, "2025-03")`` or with any day of the month) replaces
     the days in ``covers`` (default: the whole month): its file keeps the rows of its other
-    days, and the rejects of each covered day are replaced.
+    days, and the rejects of each covered day are replaced. With ``walked_at`` (when the walk
+    that read them began), the file's footer records those days as walked then
+    (`warehouse.archive`), beside the days it recorded before.
     """
     schema = layout.table(table_name)
     values = layout.partition_text(schema, partition)
@@ -72,9 +75,12 @@ def replace_partition(
     # The partition and its rejects are written under one lock: a concurrent writer of the same
     # partition never pairs its data with another's rejects, nor keeps days another replaced.
     with wh.store.lock(schema.name) as still_held:
+        held: Mapping[date, datetime] = {}
         if schema.month_path:
-            rows = _with_kept_days(wh, schema, target, rows, days)
+            rows, held = _with_kept_days(wh, schema, target, rows, days)
         file_rows = _file_rows(schema, values, rows)
+        if walked_at is not None and schema.month_path:
+            file_rows = archive.with_coverage(file_rows, held, days, walked_at)
         still_held()
         wh.store.write_table(target, file_rows)
         if schema.name != REJECTS:
@@ -105,8 +111,9 @@ def _covered_days(
 
 def _with_kept_days(
     wh: Warehouse, schema: TableSchema, target: str, rows: pa.Table, days: list[date]
-) -> pa.Table:
-    """``rows`` of the covered ``days``, and the rows the month's file holds of its other days."""
+) -> tuple[pa.Table, Mapping[date, datetime]]:
+    """``rows`` of the covered ``days``, and the rows the month's file holds of its other days;
+    and the coverage its footer records."""
     column = schema.partition_column
     covered = pa.array(days, schemas.DAY)
     outside = rows[column].filter(pc.invert(pc.is_in(rows[column], value_set=covered)))
@@ -117,12 +124,13 @@ def _with_kept_days(
         )
     first, following = schemas.month_days(schemas.month_of(days[0]))
     if len(days) == following.toordinal() - first.toordinal():
-        return rows
+        return rows, {}
     held = wh.store.read_table(target)
     if held is None:
-        return rows
+        return rows, {}
     kept = held.filter(pc.invert(pc.is_in(held[column], value_set=covered)))
-    return pa.concat_tables([kept, rows.select(kept.column_names).cast(kept.schema)])
+    walked = archive.covered(held.schema.metadata)
+    return pa.concat_tables([kept, rows.select(kept.column_names).cast(kept.schema)]), walked
 
 
 def write_partitions(
@@ -267,6 +275,15 @@ def read_partition(
 ) -> pa.Table | None:
     """The rows a partition holds now (its file's columns), or None when it has no file."""
     return wh.store.read_table(layout.partition_file(table_name, partition), columns)
+
+
+def coverage(store: Store, table_name: str, account: str) -> dict[date, datetime]:
+    """Every day the account's month files of a table record as walked, and when
+    (`warehouse.archive`): read from their footers only."""
+    found: dict[date, datetime] = {}
+    for path in partition_files(store, table_name, account=account):
+        found |= archive.covered(store.read_metadata(path))
+    return found
 
 
 def partition_files(store: Store, table_name: str, *, account: str | None = None) -> list[str]:

@@ -16,9 +16,10 @@ file. Writers take turns under a file lock in ``parquet/.locks``.
 from __future__ import annotations
 
 import os
+import struct
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Final
 
@@ -102,11 +103,34 @@ class Store(ABC):
         chosen = list(columns) if columns is not None else None
         return pq.read_table(pa.BufferReader(data), columns=chosen)
 
+    def read_metadata(self, relative: str) -> Mapping[bytes, bytes] | None:
+        """A Parquet file's key-value metadata (its footer only), or None when it is not
+        there."""
+        data = self.read_bytes(relative)
+        return None if data is None else _metadata(pq.read_schema(pa.BufferReader(data)))
+
     def write_table(self, relative: str, table: pa.Table) -> None:
-        """Replace a Parquet file with ``table``, atomically."""
+        """Replace a Parquet file with ``table`` (its schema's metadata kept in the file),
+        atomically."""
         sink = pa.BufferOutputStream()
         write_parquet(table, sink)
         self.write_bytes(relative, sink.getvalue().to_pybytes())
+
+
+def _metadata(schema: pa.Schema) -> Mapping[bytes, bytes]:
+    return dict(schema.metadata or {})
+
+
+def footer_schema(tail: bytes) -> pa.Schema:
+    """The schema in a Parquet file's footer, from the file's last bytes (at least the footer,
+    its length and the closing magic)."""
+    (length,) = struct.unpack("<I", tail[-8:-4])
+    # The reader wants a file: the footer alone, framed by the magic, is one to it.
+    return pq.read_schema(pa.BufferReader(PARQUET_MAGIC + tail[-(length + 8) :]))
+
+
+#: The four bytes a Parquet file starts and ends with.
+PARQUET_MAGIC: Final = b"PAR1"
 
 
 def write_parquet(table: pa.Table, sink: object) -> None:
@@ -152,6 +176,12 @@ class LocalStore(Store):
         if not os.path.exists(path):
             return None
         return pq.read_table(path, columns=list(columns) if columns is not None else None)
+
+    def read_metadata(self, relative: str) -> Mapping[bytes, bytes] | None:
+        path = self._path(relative)
+        if not os.path.exists(path):
+            return None
+        return _metadata(pq.read_schema(path))
 
     def write_table(self, relative: str, table: pa.Table) -> None:
         self._replace(relative, lambda sink: write_parquet(table, sink))

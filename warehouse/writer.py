@@ -143,8 +143,9 @@ class HistoryWriter:
     async def __aexit__(self, error: type[BaseException] | None, *_: object) -> None:
         await asyncio.to_thread(self._close, abandoned=error is not None)
 
-    async def take(self, records: list[Any]) -> list[Progress]:
-        """Send a chunk of records (JSON values, as the client parsed them) once fewer than
+    async def take(self, records: list[Any] | dict[str, list[Any]]) -> list[Progress]:
+        """Send a chunk of records (JSON values, as the client parsed them: a list, or lists by
+        owner) once fewer than
         `CHUNKS_IN_FLIGHT` are unanswered; the replies that came meanwhile."""
         replies = await self._collect(until=CHUNKS_IN_FLIGHT - 1)
         self._send([_TAKE, records])

@@ -65,6 +65,7 @@ def _requests(
 ) -> list[tuple[str, dg.RunRequest]]:
     """(account, request) of each run: the schedule's at this moment, or those of the tables
     and days asked for."""
+    from assets.definitions import rereads_of
     from assets.jobs import nightly_requests, requests_for
 
     every = sorted({name for a in assets for name in a.tables})
@@ -91,7 +92,8 @@ def _requests(
             continue
         if first is None or last is None:
             wanted = {key for t in kept for key in account_assets.tables[t].keys}
-            for request in nightly_requests([account_assets], datetime.now(UTC)):
+            now = datetime.now(UTC)
+            for request in nightly_requests([account_assets], now, rereads_of(settings())):
                 selection = list(request.asset_selection or ())
                 if wanted:
                     selection = [key for key in selection if key in wanted]
@@ -321,13 +323,15 @@ def _this_command() -> str:
 @click.command()
 def demo() -> None:
     """Fill the warehouse from the embedded simulator's main account and one of its
-    sub-accounts: 30 days of every history, today's snapshots, then a query across the two.
+    sub-accounts: 30 days of every history, yesterday's and today's snapshots, then a query
+    across the two.
 
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows, with a new extracted_at.
     """
     from assets.jobs import requests_for
     from assets.partitions import today
+    from assets.resources import SIMULATOR_DAY_TAG
     from warehouse import catalog, schemas
 
     configured = settings().single_account_set or (
@@ -345,13 +349,20 @@ def demo() -> None:
         f"({', '.join(a.name for a in location.accounts)}), through Dagster"
     )
     now = today()
+    yesterday = now - timedelta(days=1)
     requests = []
     for built in location.built:
         name = built.account.name
         monthly = [key.path[-1] for key in built.monthly_keys]
         snapshots = [key.path[-1] for key in built.snapshot_keys]
-        days = (now - timedelta(days=DEMO_DAYS), now - timedelta(days=1))
+        days = (now - timedelta(days=DEMO_DAYS), yesterday)
         requests += [(name, r) for r in requests_for(built, monthly, *days)]
+        # Yesterday's snapshots too (the simulator's clock set back a day), so that the
+        # statement and the reconciliation have a day between two snapshots to show.
+        requests += [
+            (name, r.with_replaced_attrs(tags={**r.tags, SIMULATOR_DAY_TAG: str(yesterday)}))
+            for r in requests_for(built, snapshots, now, now)
+        ]
         requests += [(name, r) for r in requests_for(built, snapshots, now, now)]
     _launch(location, requests, out)
 

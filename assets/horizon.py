@@ -1,0 +1,83 @@
+"""The horizon check: of a history the exchange answers for six months only (fills, orders,
+conversions), the days the warehouse has not archived, and when they are lost.
+
+A day is archived once a walk covered it after it ended (`warehouse.archive`). The check fails
+as an error when a day not archived falls past the exchange's six months within `WARNING_DAYS`,
+naming the account, the history, the days and the date they are lost; days already past it are
+named as lost, once a night, as a warning (nothing can bring them back but the exchange's web
+export). It reads the month files' footers only, and runs with the nightly runs and, on its own,
+in the daily watch job (`assets.jobs`): it needs the warehouse, not the exchange, so a night whose
+runs all fail still says what is at stake.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Final
+
+import dagster as dg
+
+from warehouse import archive, partitions
+from warehouse.store import Store
+
+from .resources import WarehouseResource
+
+HORIZON: Final = "horizon"
+#: A gap whose first day is lost within this many days is an error.
+WARNING_DAYS: Final = 14
+
+
+def horizon(
+    store: Store, table: str, account: str, first: date, today: date, *, key: dg.AssetKey
+) -> dg.AssetCheckResult:
+    """The days of ``first`` .. yesterday of the account's ``table`` not archived."""
+    walked = partitions.coverage(store, table, account)
+    found = archive.horizon(walked, first, today)
+    due = found.due_within(today, WARNING_DAYS)
+    later = [g for g in found.at_stake if g not in due]
+    said = []
+    if due:
+        said.append(
+            f"{table} of {account}: not archived and soon past the exchange's six months: "
+            + "; ".join(map(str, due))
+            + ". Rerun those months now (whitebit-etl materialize "
+            f"{table} --account {account} --from {due[0].first} --to {due[-1].last})"
+        )
+    if found.lost:
+        days = sum(g.days for g in found.lost)
+        said.append(
+            f"{table} of {account}: {days} day(s) were never archived and are past the "
+            "exchange's six months, lost to the API (the web UI's export has them): "
+            + "; ".join(f"{g.first} .. {g.last}" for g in found.lost)
+        )
+    if later and not due:
+        said.append(f"{table} of {account}: not archived yet: " + "; ".join(map(str, later)))
+    return dg.AssetCheckResult(
+        check_name=HORIZON,
+        asset_key=key,
+        passed=not due and not found.lost,
+        severity=dg.AssetCheckSeverity.ERROR if due else dg.AssetCheckSeverity.WARN,
+        description=" ".join(said) or f"every day of {table} of {account} since {first} archived",
+        metadata={
+            "at_stake": dg.MetadataValue.json([str(g) for g in found.at_stake]),
+            "lost": dg.MetadataValue.json([str(g) for g in found.lost]),
+            "first_day": str(first),
+        },
+    )
+
+
+def horizon_check(key: dg.AssetKey, account: str, first: date) -> dg.AssetChecksDefinition:
+    """The horizon check of the account's table (the asset ``key``), from ``first`` on."""
+    table = key.path[-1]
+
+    @dg.asset_check(
+        asset=key,
+        name=HORIZON,
+        description=f"Every day of {table} of {account} is archived before the exchange's six "
+        f"months pass it (an error {WARNING_DAYS} days before a day is lost)",
+    )
+    def check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        today = datetime.now(UTC).date()
+        return horizon(warehouse.warehouse.store, table, account, first, today, key=key)
+
+    return check
