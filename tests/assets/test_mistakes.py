@@ -1,0 +1,343 @@
+"""A user's usual mistakes, each through the real command: every one ends with its one line
+(``Error: ...``) and its exit status, never a traceback, never a secret it was given, and writes
+nothing it was not asked to. The table runs in this process (the command's own code, as the
+console script calls it); a few run as the child process a user starts, where a traceback would
+show on stderr."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from assets.cli import main
+from tests.support.cli_runs import CLI_TIMEOUT_S
+
+TODAY = datetime.now(UTC).date()
+#: Secrets a case hands the command; none may come out.
+SECRET, KEY_ID = "sekrit-0123456789", "AKIAXXXXEXAMPLE"
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A command with a mistake in it, and how it must end."""
+
+    args: list[str]
+    #: Variables set for the command (on top of a clean environment).
+    env: dict[str, str]
+    status: int
+    #: The one error line, as a regular expression.
+    line: str
+    #: Files the case writes in its directory before the command (name -> bytes).
+    files: dict[str, bytes] = field(default_factory=dict)
+    #: What must not exist afterwards (relative to the case's directory).
+    not_created: tuple[str, ...] = ()
+    #: At most this many seconds.
+    within_s: float = CLI_TIMEOUT_S
+
+
+def _accounts_two_of_one() -> bytes:
+    """An accounts file of two accounts, the second's variables never exported (the README's
+    steps followed for the main account only)."""
+    return (
+        b"accounts:\n"
+        b"  - name: main\n    api_key_env: MAIN_KEY\n    api_secret_env: MAIN_SECRET\n"
+        b"  - name: other\n    api_key_env: OTHER_KEY\n    api_secret_env: OTHER_SECRET\n"
+    )
+
+
+S3_ROOT = f"s3://{KEY_ID}:{SECRET}@team-bucket/x"
+REAL = {"WHITEBIT_BASE_URL": "https://whitebit.com"}
+
+MISTAKES: dict[str, Mistake] = {
+    "a key without its secret": Mistake(
+        ["materialize", "hedge_mode"],
+        {"WHITEBIT_API_KEY": KEY_ID, **REAL},
+        1,
+        r"^Error: WHITEBIT_API_SECRET not set \(with WHITEBIT_API_KEY, WHITEBIT_BASE_URL set\)",
+        not_created=("data",),
+    ),
+    "a secret without its key": Mistake(
+        ["ping"],
+        {"WHITEBIT_API_SECRET": SECRET},
+        1,
+        r"^Error: WHITEBIT_API_KEY not set \(with WHITEBIT_API_SECRET set\)",
+    ),
+    "credentials in an s3 root given": Mistake(
+        ["catalog", "--root", S3_ROOT],
+        {},
+        1,
+        r"^Error: a s3:// root names a bucket only; credentials come from",
+    ),
+    "credentials in WAREHOUSE_ROOT, sql": Mistake(
+        ["sql", "SELECT 1"], {"WAREHOUSE_ROOT": S3_ROOT}, 1, r"^Error: a s3:// root names"
+    ),
+    "credentials in WAREHOUSE_ROOT, materialize": Mistake(
+        ["materialize", "hedge_mode"], {"WAREHOUSE_ROOT": S3_ROOT}, 1, r"^Error: a s3:// root"
+    ),
+    "credentials in WAREHOUSE_ROOT, report": Mistake(
+        ["report"], {"WAREHOUSE_ROOT": S3_ROOT}, 1, r"^Error: a s3:// root names"
+    ),
+    "credentials in the base URL": Mistake(
+        ["ping"],
+        {
+            "WHITEBIT_API_KEY": "k",
+            "WHITEBIT_API_SECRET": SECRET,
+            "WHITEBIT_BASE_URL": f"https://{KEY_ID}:{SECRET}@whitebit.com",
+        },
+        1,
+        r"^Error: WHITEBIT_BASE_URL: https://whitebit.com carries user info before '@'",
+    ),
+    "an accounts file with a variable not exported, ping": Mistake(
+        ["ping"],
+        {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml", "MAIN_KEY": KEY_ID, "MAIN_SECRET": SECRET},
+        1,
+        r"^Error: accounts.yaml, line 6: account 'other': the variable OTHER_KEY \(api_key_env\) "
+        r"is not set$",
+        files={"accounts.yaml": _accounts_two_of_one()},
+    ),
+    "an accounts file with a variable not exported, reset-key": Mistake(
+        ["reset-key", "--account", "main", "--api-key-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"],
+        {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml", "MAIN_KEY": KEY_ID, "MAIN_SECRET": SECRET},
+        1,
+        r"^Error: accounts.yaml, line 6: account 'other': the variable OTHER_KEY",
+        files={"accounts.yaml": _accounts_two_of_one()},
+    ),
+    "an accounts file that is not text": Mistake(
+        ["ping"],
+        {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml"},
+        1,
+        r"^Error: accounts.yaml: not UTF-8 text \(byte 0 is 0xff\)",
+        files={"accounts.yaml": b"\xff\xfe\x00accounts"},
+    ),
+    "a month not begun yet": Mistake(
+        ["materialize", "funding_history", "--partition", str(TODAY + timedelta(days=40))],
+        {},
+        2,
+        rf"^Error: Invalid value for --to/--partition: {TODAY + timedelta(days=40)} is in the "
+        rf"future: the last day the exchange can tell is today \({TODAY}, UTC\)",
+        not_created=("data",),
+    ),
+    "a day of this month still to come": Mistake(
+        ["materialize", "funding_history", "--partition", str(TODAY + timedelta(days=1))],
+        {},
+        2,
+        rf"^Error: Invalid value for --to/--partition: {TODAY + timedelta(days=1)} is in the "
+        "future",
+        not_created=("data",),
+    ),
+    "a snapshot of tomorrow": Mistake(
+        ["materialize", "hedge_mode", "--partition", str(TODAY + timedelta(days=1))],
+        {},
+        2,
+        r"is in the future: the last day the exchange can tell is today",
+        not_created=("data",),
+    ),
+    "a day before the start date": Mistake(
+        ["materialize", "funding_history", "--partition", "2023-06-01"],
+        {},
+        2,
+        r"^Error: Invalid value for --from/--partition: 2023-06-01 is before the first day of "
+        r"history, 2024-01-01 \(WHITEBIT_START_DATE moves it\)$",
+        not_created=("data",),
+    ),
+    "a range reaching before the start date": Mistake(
+        ["materialize", "funding_history", "--from", "2023-01-01", "--to", "2024-01-31"],
+        {},
+        2,
+        r"2023-01-01 is before the first day of history, 2024-01-01 \(WHITEBIT_START_DATE",
+        not_created=("data",),
+    ),
+    "an empty query": Mistake(["sql", ""], {}, 2, r"^Error: QUERY is empty"),
+    "a query where there is no warehouse": Mistake(
+        ["sql", "SELECT 1"],
+        {},
+        1,
+        r"^Error: no warehouse at .*/data: nothing has been extracted there yet",
+        not_created=("data", "warehouse.duckdb", "data/warehouse.duckdb"),
+    ),
+    "a catalog of a root that does not exist": Mistake(
+        ["catalog", "--root", "no/such/dir"],
+        {},
+        1,
+        r"^Error: no warehouse at .*no/such/dir: nothing has been extracted there yet",
+        not_created=("no",),
+    ),
+    "a catalog file that does not exist": Mistake(
+        ["sql", "--catalog", "nocat.duckdb", "SELECT 1"],
+        {},
+        1,
+        r"^Error: no catalog at .*nocat.duckdb: build it with `whitebit-etl catalog",
+        not_created=("nocat.duckdb",),
+    ),
+    "an s3 root with no credentials": Mistake(
+        ["catalog", "--root", "s3://team-bucket/x"],
+        {"AWS_ENDPOINT_URL": "http://127.0.0.1:1"},
+        1,
+        r"^Error: s3://team-bucket/x: the listing of team-bucket/x/parquet failed: "
+        r"NoCredentialsError",
+        within_s=45,
+    ),
+    "an exchange that refuses the connection": Mistake(
+        ["materialize", "hedge_mode"],
+        {
+            "WHITEBIT_API_KEY": "k",
+            "WHITEBIT_API_SECRET": SECRET,
+            "WHITEBIT_BASE_URL": "http://127.0.0.1:1",
+        },
+        1,
+        r"^Error: run [0-9a-f-]+ failed \(details: make ui\)$",
+        within_s=60,
+    ),
+}
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+def _clean_env(**given: str) -> dict[str, str]:
+    """The environment of a user who set only ``given``: none of the product's variables,
+    no AWS credentials."""
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("WHITEBIT_", "WAREHOUSE_", "AWS_", "DAGSTER_"))
+    }
+    return {**kept, "NO_COLOR": "1", "COLUMNS": "200", **given}
+
+
+@dataclass(frozen=True)
+class Ended:
+    status: int
+    text: str
+    #: An exception that left the command (a traceback, for a user).
+    escaped: BaseException | None = None
+
+
+def _invoke(args: list[str], given: dict[str, str], cwd: Path) -> tuple[Ended, float]:
+    """The command in this process, with the environment of a user who set only ``given``."""
+    unset: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("WHITEBIT_", "WAREHOUSE_", "AWS_"))
+    }
+    started = datetime.now(UTC)
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        done = CliRunner().invoke(main, args, env={**unset, "COLUMNS": "200", **given})
+    finally:
+        os.chdir(previous)
+    escaped = done.exception if not isinstance(done.exception, SystemExit) else None
+    took = (datetime.now(UTC) - started).total_seconds()
+    return Ended(done.exit_code, done.output, escaped), took
+
+
+def _run(
+    args: list[str], env: dict[str, str], cwd: Path
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = datetime.now(UTC)
+    done = subprocess.run(
+        [sys.executable, "-m", "assets.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+    )
+    took = (datetime.now(UTC) - started).total_seconds()
+    return Ended(done.returncode, done.stdout + done.stderr), took
+
+
+def _ends_as_said(done: Ended, status: int, line: str) -> None:
+    assert done.escaped is None, repr(done.escaped)
+    assert "Traceback" not in done.text, done.text
+    assert done.status == status, done.text
+    errors = [row for row in done.text.splitlines() if row.startswith("Error:")]
+    assert len(errors) == 1, done.text
+    assert re.search(line, errors[0]), errors[0]
+    assert SECRET not in done.text, done.text
+    assert KEY_ID not in done.text, done.text
+
+
+def _prepared(mistake: Mistake, directory: Path) -> Path:
+    for file, content in mistake.files.items():
+        (directory / file).write_bytes(content)
+    return directory
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_a_mistake_ends_in_its_one_line(name: str, tmp_path: Path) -> None:
+    mistake = MISTAKES[name]
+    done, took = _invoke(mistake.args, mistake.env, _prepared(mistake, tmp_path))
+    _ends_as_said(done, mistake.status, mistake.line)
+    assert took < mistake.within_s
+    for path in mistake.not_created:
+        assert not (tmp_path / path).exists(), path
+
+
+@pytest.mark.parametrize(
+    "name", ["a key without its secret", "an accounts file that is not text", "an empty query"]
+)
+def test_the_started_command_prints_no_traceback_either(name: str, tmp_path: Path) -> None:
+    mistake = MISTAKES[name]
+    done, _ = _run(mistake.args, _clean_env(**mistake.env), _prepared(mistake, tmp_path))
+    _ends_as_said(done, mistake.status, mistake.line)
+
+
+def test_a_busy_port_for_the_simulator(busy_port: int, tmp_path: Path) -> None:
+    done, _ = _run(["simulator", "--port", str(busy_port)], _clean_env(), tmp_path)
+    _ends_as_said(
+        done,
+        1,
+        rf"^Error: cannot listen on 127.0.0.1:{busy_port}: .* --port 0 picks a free one\)$",
+    )
+
+
+EVERY_COMMAND = [
+    ["ping"],
+    ["materialize", "hedge_mode"],
+    ["reset-key", "--api-key-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "--yes"],
+    ["sql", "SELECT 1"],
+    ["tables"],
+    ["catalog"],
+    ["report"],
+    ["demo"],
+]
+
+
+@pytest.mark.parametrize("args", EVERY_COMMAND, ids=lambda args: args[0])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"WAREHOUSE_ROOT": S3_ROOT},
+        {"WAREHOUSE_ROOT": f"s3://{KEY_ID}:{SECRET}@team-bucket/x", **REAL},
+        {
+            "WHITEBIT_API_KEY": "k",
+            "WHITEBIT_API_SECRET": SECRET,
+            "WHITEBIT_BASE_URL": f"https://{KEY_ID}:{SECRET}@whitebit.com",
+        },
+    ],
+    ids=["root", "root-and-url", "url"],
+)
+def test_no_command_prints_credentials_it_was_given(
+    args: list[str], where: dict[str, str], tmp_path: Path
+) -> None:
+    done, _ = _invoke(args, where, tmp_path)
+    assert done.escaped is None, repr(done.escaped)
+    assert "Traceback" not in done.text
+    assert SECRET not in done.text, done.text
+    assert KEY_ID not in done.text, done.text
