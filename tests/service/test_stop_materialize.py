@@ -1,9 +1,11 @@
 """`whitebit-etl materialize`, stopped by SIGTERM (as a service manager stops it) while its step
-waits to be retried, ends within seconds; the run is marked failed with that reason, and the
-warehouse is the one it had before."""
+waits to be retried, or by Ctrl-C (SIGINT to its process group) in the middle of a backfill, ends
+within seconds, non-zero, saying so; the run is marked canceled, never retried, and the warehouse
+is the one it had before or, after a rerun, the one an uninterrupted run makes."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -30,7 +32,7 @@ def _waiting_for_retry(home: Path) -> bool:
         )
 
 
-def test_sigterm_during_a_retry_wait_fails_the_run_within_seconds(tmp_path: Path) -> None:
+def test_sigterm_during_a_retry_wait_cancels_the_run_within_seconds(tmp_path: Path) -> None:
     root, home = tmp_path / "warehouse", tmp_path / "dagster"
     with spawn(seed=7, scale="small", frozen_at=FROZEN_AT) as sim:
         env = cli_env(sim, root, home)
@@ -55,9 +57,66 @@ def test_sigterm_during_a_retry_wait_fails_the_run_within_seconds(tmp_path: Path
     assert code != 0
     with dg.DagsterInstance.from_config(str(home)) as instance:
         last = instance.get_runs(limit=1)[0]
-        assert last.status == dg.DagsterRunStatus.FAILURE, held.output
+        assert last.status == dg.DagsterRunStatus.CANCELED, held.output
         said = [e.message for e in instance.all_logs(last.run_id)]
     assert any("asked to stop (SIGTERM" in m for m in said), said[-5:]
-    assert "Error: run" in held.output
+    assert "Traceback" not in held.output
     assert warehouse_rows(root) == rows
     assert not [p for p in root.rglob("*") if p.name.endswith((".tmp", ".tmp.wal"))]
+
+
+BACKFILL = ["materialize", "funding_history", "--from", "2024-01-01", "--to", "2026-09-20"]
+
+
+def _started(home: Path) -> bool:
+    if not (home / "dagster.yaml").exists():
+        return False
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        return any(r.status == dg.DagsterRunStatus.STARTED for r in instance.get_runs(limit=1))
+
+
+def test_ctrl_c_three_seconds_into_a_backfill_cancels_it_within_five(tmp_path: Path) -> None:
+    root, home = tmp_path / "warehouse", tmp_path / "dagster"
+    with spawn(seed=7, scale="small", frozen_at=FROZEN_AT) as sim:
+        env = cli_env(sim, root, home)
+        before = run_cli(["materialize", "hedge_mode"], env, tmp_path / "before")
+        assert before.process.returncode == 0, before.output
+        rows = warehouse_rows(root)
+        # Its own process group, as a shell gives a command: Ctrl-C signals the whole group.
+        held = Child.start("assets.cli", BACKFILL, env, tmp_path / "held", new_group=True)
+        deadline = time.monotonic() + 60
+        while not _started(home):
+            assert held.process.poll() is None, held.output
+            assert time.monotonic() < deadline, held.output
+            time.sleep(0.2)
+        time.sleep(3)
+        assert held.process.poll() is None, "the backfill ended before it could be interrupted"
+        started = time.monotonic()
+        os.killpg(held.process.pid, signal.SIGINT)
+        code = held.wait()
+        seconds = time.monotonic() - started
+        interrupted = warehouse_rows(root)
+        again = run_cli(BACKFILL, env, tmp_path / "again")
+        assert again.process.returncode == 0, again.output
+        rerun = warehouse_rows(root)
+        whole = tmp_path / "whole"
+        reference = run_cli(BACKFILL, cli_env(sim, whole, tmp_path / "home2"), tmp_path / "ref")
+        assert reference.process.returncode == 0, reference.output
+
+    assert seconds < 5, held.output
+    assert code != 0
+    assert "Traceback" not in held.output
+    assert "canceled" in held.output
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        canceled = [r for r in runs if r.status == dg.DagsterRunStatus.CANCELED]
+        assert len(canceled) == 1, [r.status for r in runs]
+        retried = instance.all_logs(
+            canceled[0].run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY
+        )
+        assert not retried
+    # Each month the interrupted run left is as it was, or as the whole run writes it.
+    whole_rows = warehouse_rows(whole)["funding_history"]
+    assert set(interrupted["funding_history"]) <= set(whole_rows)
+    assert rows["funding_history"] == []
+    assert rerun["funding_history"] == whole_rows

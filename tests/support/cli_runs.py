@@ -202,11 +202,26 @@ class Child:
     log: Path
 
     @classmethod
-    def start(cls, module: str, args: list[str], env: dict[str, str], log: Path) -> Child:
+    def start(
+        cls,
+        module: str,
+        args: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        new_group: bool = False,
+    ) -> Child:
+        """Start it; with ``new_group``, as the leader of its own process group (as a shell
+        starts a command, which Ctrl-C signals with all its children)."""
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.with_suffix(".out").open("wb") as out, log.with_suffix(".err").open("wb") as err:
             process = subprocess.Popen(
-                [sys.executable, "-m", module, *args], cwd=REPO, env=env, stdout=out, stderr=err
+                [sys.executable, "-m", module, *args],
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=err,
+                process_group=0 if new_group else None,
             )
         return cls(process, log)
 
