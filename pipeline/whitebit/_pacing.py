@@ -20,6 +20,14 @@ waiting, then trying again) costs one locked read and write per request however 
 no waiter that another then beats to the slot, and serves the processes in turn; a waiter that is
 cancelled leaves its slot unused, which errs on the safe side.
 
+An operation with a budget of its own besides its group's (`spec.Operation.endpoint_budget`: the
+deposit and withdrawal history, 200 per 10 s inside main-account's 1000) spends both, and the
+exchange refuses it when either is spent. Its request reserves in both cells under one lock, at
+the first moment both allow: ``go = max(now, TAT_group - tau_group, TAT_own - tau_own)``, each
+TAT then ``max(TAT, go) + T``. Each budget's cell so sees exactly the requests that spend it, at
+the moment they go, as one budget's GCRA would; the group's other operations (the main balance)
+keep its room, behind the requests already reserved.
+
 No library fits: pyrate-limiter's SQLite bucket writes (and counts) a row per request, its
 multiprocess bucket needs one parent process to hold it, and `limits` shares state only through a
 server (Redis, Memcached, MongoDB).
@@ -90,6 +98,13 @@ class Pacer:
         if burst < 1:
             raise ValueError(f"pacing burst must be at least 1, not {burst}")
         self._budgets = {op.budget.group: op.budget for op in spec.OPERATIONS}
+        self._budgets.update(
+            {
+                op.endpoint_budget.group: op.endpoint_budget
+                for op in spec.OPERATIONS
+                if op.endpoint_budget
+            }
+        )
         self._budgets.update({b.group: b for b in budgets})
         self.headroom = headroom
         self.burst = burst
@@ -109,53 +124,61 @@ class Pacer:
         self._forks = -1  # `_forks` when the file was opened: a forked child opens its own
         self._look_again_at = 0.0  # when to see whether the file is still the directory's
         self._closer: weakref.finalize[[int], Pacer] | None = None
-        #: Per group, the slots cancelled waiters of this process gave back (a heap of times).
-        self._returned: dict[str, list[float]] = {}
+        #: Per set of groups an operation spends, the moments cancelled waiters of this process
+        #: gave back (a heap of times).
+        self._returned: dict[tuple[str, ...], list[float]] = {}
 
     def budget(self, operation: spec.Operation) -> spec.RateBudget:
-        """The budget this pacer holds the operation to."""
+        """The group's budget this pacer holds the operation to."""
         return self._budgets[operation.budget.group]
 
+    def budgets(self, operation: spec.Operation) -> tuple[spec.RateBudget, ...]:
+        """Every budget the operation spends: its group's, then its own if it has one."""
+        return tuple(self._budgets[group] for group in _groups(operation))
+
     def burst_of(self, operation: spec.Operation) -> int:
-        """The burst, smaller for a small budget: at most half of what the headroom leaves."""
-        return self._burst(self.budget(operation))
+        """The burst, smaller for a small budget: at most half of what the headroom leaves (of
+        the smaller, for an operation that spends two)."""
+        return min(self._burst(b) for b in self.budgets(operation))
 
     def rate(self, operation: spec.Operation) -> float:
         """Requests per second once the burst is spent: the headroom's share of what the burst
         leaves, so that burst + rate * period stays under the budget with room for requests
-        that arrive later than they left."""
-        return self._rate(self.budget(operation))
+        that arrive later than they left (the slower, for an operation that spends two)."""
+        return min(self._rate(b) for b in self.budgets(operation))
 
     async def acquire(self, operation: spec.Operation) -> None:
-        """Wait until the operation's budget group allows one more request.
+        """Wait until every budget the operation spends allows one more request.
 
         A waiter cancelled before its turn (a walk drops the pages it fetched ahead once a
-        slice ends) hands its slot to the process's next waiter of the group, so that prefetching
-        costs no budget: without it, an investments walk used 80% of its budget, not 97%."""
-        group = operation.budget.group
-        cell = self._cells[group]
-        slot = self._given_back(group)
-        if slot is None:
-            slot = self._reserve(cell)
-        wait = slot - cell.tolerance - time.monotonic()
+        slice ends) hands its moment to the process's next waiter of the same budgets, so that
+        prefetching costs no budget: without it, an investments walk used 80% of its budget, not
+        97%."""
+        groups = _groups(operation)
+        cells = [self._cells[group] for group in groups]
+        go = self._given_back(groups, min(cell.tolerance for cell in cells))
+        if go is None:
+            go = self._reserve(cells)
+        wait = go - time.monotonic()
         if wait > 0:
             try:
                 await asyncio.sleep(wait)
             except asyncio.CancelledError:
                 with self._lock:
-                    heapq.heappush(self._returned.setdefault(group, []), slot)
+                    heapq.heappush(self._returned.setdefault(groups, []), go)
                 raise
 
-    def _given_back(self, group: str) -> float | None:
-        """The earliest slot a cancelled waiter gave back that is still ahead; None without one.
-        A slot whose time has passed is dropped: taking it now would crowd the present."""
+    def _given_back(self, groups: tuple[str, ...], tolerance: float) -> float | None:
+        """The earliest moment a cancelled waiter gave back that is still ahead (within the
+        burst's tolerance); None without one. One further past is dropped: taking it now would
+        crowd the present."""
         now = time.monotonic()
         with self._lock:
-            returned = self._returned.get(group)
+            returned = self._returned.get(groups)
             while returned:
-                slot = heapq.heappop(returned)
-                if slot >= now:
-                    return slot
+                go = heapq.heappop(returned)
+                if go + tolerance >= now:
+                    return go
         return None
 
     def __repr__(self) -> str:
@@ -200,26 +223,33 @@ class Pacer:
 
     # --- the shared state --------------------------------------------------------------------
 
-    def _reserve(self, cell: _Cell) -> float:
-        """Take the next slot of the cell's group: its time (``time.monotonic``), which a
-        request may go at from ``tolerance`` before."""
+    def _reserve(self, cells: list[_Cell]) -> float:
+        """Take the next slot of every one of the cells' groups at once: the first moment
+        (``time.monotonic``) all of them allow, at which the request may go."""
         with self._lock:
             fd = self._fd
             if self._forks != _forks or time.monotonic() >= self._look_again_at:
                 fd = self._current_file()
-            # Held for a few microseconds (a read and a write), so a blocking lock is fine even
-            # in async code: the event loop waits no longer than for any other system call.
+            # Held for a few microseconds (a read and a write per cell), so a blocking lock is
+            # fine even in async code: the event loop waits no longer than for any system call.
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 now = time.monotonic()
-                stored = os.pread(fd, _TAT.size, cell.offset)
-                tat = _TAT.unpack(stored)[0] if len(stored) == _TAT.size else now
-                if not now <= tat <= now + cell.stale_after:  # behind, stale, or not a number
-                    tat = now
-                os.pwrite(fd, _TAT.pack(tat + cell.interval), cell.offset)
+                tats = []
+                for cell in cells:
+                    stored = os.pread(fd, _TAT.size, cell.offset)
+                    tat = _TAT.unpack(stored)[0] if len(stored) == _TAT.size else now
+                    if not now <= tat <= now + cell.stale_after:  # behind, stale, or not a number
+                        tat = now
+                    tats.append(tat)
+                go = max(
+                    now, *(tat - cell.tolerance for tat, cell in zip(tats, cells, strict=True))
+                )
+                for tat, cell in zip(tats, cells, strict=True):
+                    os.pwrite(fd, _TAT.pack(max(tat, go) + cell.interval), cell.offset)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-        return tat
+        return go
 
     def _current_file(self) -> int:
         """The file, opened again when this process was forked from the one that opened it (the
@@ -244,6 +274,12 @@ class Pacer:
         self._fd, self._forks = fd, _forks
         self._closer = weakref.finalize(self, os.close, fd)
         return fd
+
+
+def _groups(operation: spec.Operation) -> tuple[str, ...]:
+    """The budget groups a request of the operation spends: its group's, and its own."""
+    own = operation.endpoint_budget
+    return (operation.budget.group,) if own is None else (operation.budget.group, own.group)
 
 
 def pacing_directory(directory: str | os.PathLike[str] | None = None) -> Path:

@@ -27,9 +27,12 @@ time: memory bounded by the largest group of entries of one time (for funding, o
 and position side), never by the length of the walk.
 
 A history read in fixed slices of offsets up to the spec's maximum (`spec.OffsetWindow`: the
-investments) has `OffsetWindow` say which offsets a slice has and whether its answers filled the
-window. Its records are told apart by their identity field (`identities`), and a record without
-a usable one by its content, so it too is passed on once.
+investments, deposits and withdrawals, sub-account transfers) has `OffsetWindow` say which offsets
+a slice has (up to the largest offset, and no page past the operation's ``max_reach``) and whether
+its answers filled the window. Its records are told apart by their identity field (`identities`),
+and a record without a usable one by its content, so it too is passed on once; their times, where
+the history declares one, are read by `record_time` (integers or digit strings) and, where
+unreadable, taken from their neighbours (`borrowed_times`).
 """
 
 from __future__ import annotations
@@ -332,6 +335,17 @@ class OffsetWindow:
     limit: int
     max_offset: int
 
+    @classmethod
+    def of(cls, operation: spec.Operation, limit: int | None = None) -> OffsetWindow:
+        """The operation's window for pages of ``limit`` (its largest, by default): offsets up to
+        its ``offset`` maximum, and none whose page would pass its ``max_reach`` (``offset +
+        limit``), which the exchange refuses."""
+        size = operation.bound("limit") if limit is None else limit
+        last = operation.bound("offset")
+        if operation.max_reach is not None:
+            last = min(last, operation.max_reach - size)
+        return cls(size, max(0, last))
+
     def offsets_from(self, start: int) -> list[int]:
         """The offsets a slice reads from ``start`` on (``start`` too), the maximum last."""
         return [*range(start, self.max_offset, self.limit), self.max_offset]
@@ -374,3 +388,34 @@ def seen_values(records: list[Any], path: tuple[str, ...]) -> set[str]:
         if type(value) is str:
             found.add(value)
     return found
+
+
+def record_time(value: object, now: float) -> int | None:
+    """A record's time the walk can order and bound by: Unix seconds as an integer (a deposit's
+    ``createdAt``) or as digits (see `plausible_time`), within the same plausible years; None
+    for anything else, which the warehouse reads or rejects by its own rules."""
+    if type(value) is int:
+        return value if EARLIEST_TIME <= value <= now + FUTURE_TOLERANCE_S else None
+    return plausible_time(value, now)
+
+
+def borrowed_times(times: list[int | None], before: int | None) -> list[int | None]:
+    """Each record's time, an unreadable one (None) taking its neighbour's: the record before
+    it (``before`` for the first), else the record after it; so a record the walk cannot place
+    keeps its place among the others. None where no record of the list has a time."""
+    if None not in times:
+        return times
+    out = list(times)
+    previous = before
+    for i, t in enumerate(out):
+        if t is None:
+            out[i] = previous
+        else:
+            previous = t
+    following: int | None = None
+    for i in range(len(out) - 1, -1, -1):
+        if out[i] is None:
+            out[i] = following
+        else:
+            following = out[i]
+    return out

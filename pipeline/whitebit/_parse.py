@@ -101,8 +101,13 @@ def parse(
     return doc
 
 
-#: Answers that are pages: ``offset``, ``limit`` and ``records``.
-PAGED: Final = frozenset(op.name for op in spec.OPERATIONS if isinstance(op.answer, spec.Page))
+#: Answers that are pages: ``offset``, ``limit`` and their records, under ``records`` or the
+#: field a `spec.PageEnvelope` names (``data``); by operation name, that field.
+PAGED: Final = {
+    op.name: op.answer.under if isinstance(op.answer, spec.PageEnvelope) else "records"
+    for op in spec.OPERATIONS
+    if isinstance(op.answer, spec.Page | spec.PageEnvelope)
+}
 
 
 def _check_page(operation: spec.Operation, page: Any, params: Mapping[str, Any]) -> None:
@@ -111,6 +116,7 @@ def _check_page(operation: spec.Operation, page: Any, params: Mapping[str, Any])
     which a walk follows); its records at most its limit."""
     offset = params.get("offset", operation.param("offset").default or 0)
     limit = params.get("limit", operation.param("limit").default)
+    records = page[PAGED[operation.name]]
     said = {"offset": page["offset"], "limit": page["limit"]}
     if page["offset"] != offset:
         raise _Mismatch(
@@ -118,12 +124,16 @@ def _check_page(operation: spec.Operation, page: Any, params: Mapping[str, Any])
         )
     if not (1 <= page["limit"] <= (limit or page["limit"])):
         raise _Mismatch("limit", f"asked for limit {limit}, the answer says {page['limit']}", said)
-    if len(page["records"]) > page["limit"]:
+    if len(records) > page["limit"]:
         raise _Mismatch(
-            "records",
-            f"asked for at most {page['limit']} records, the answer has {len(page['records'])}",
+            PAGED[operation.name],
+            f"asked for at most {page['limit']} records, the answer has {len(records)}",
             said,
         )
+    total = page.get("total")
+    if type(total) is int and total < 0:
+        # A walk reads from it how far a slice reaches (`spec.PageEnvelope` with ``total``).
+        raise _Mismatch("total", f"a count of records below zero: {total}", said)
 
 
 def _refuse_repeated_keys(content: bytes) -> None:

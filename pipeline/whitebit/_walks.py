@@ -107,10 +107,11 @@ class _Ahead(Generic[T]):
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _records(page: Any) -> tuple[list[Any], int]:
-    """A page's records and the page size it follows: the one asked for, or the exchange's own
-    when lower (the client has checked the page against the request)."""
-    return page["records"], page["limit"]
+def _records(page: Any, under: str = "records") -> tuple[list[Any], int]:
+    """A page's records (under ``records``, or the field a `spec.PageEnvelope` names) and the
+    page size it follows: the one asked for, or the exchange's own when lower (the client has
+    checked the page against the request)."""
+    return page[under], page["limit"]
 
 
 def _follow_page_size(report: WalkReport, asked: int, size: int) -> None:

@@ -1,45 +1,107 @@
-"""The walk of a history read in slices of its offset window (`spec.OffsetWindow`: the
-investments), split by its declared filters wherever a slice fills the window."""
+"""The walk of a history read in slices of its offset window (`spec.OffsetWindow`: investments,
+deposits and withdrawals, the sub-account list, sub-account transfers), split by its declared
+filters wherever a slice fills the window."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pipeline import spec
 
 from ._errors import OffsetWindowExceeded, ValidationError
-from ._paging import OffsetWindow, identities, seen_values
+from ._paging import (
+    OffsetWindow,
+    borrowed_times,
+    identities,
+    record_time,
+    seen_values,
+)
 from ._report import WalkReport
 from ._walks import Caller, _Ahead, _follow_page_size, _records
+
+#: What the walk yields: a page of records, or, for a history split by its owner (the
+#: sub-account a transfer belongs to), the records under their owner, ``{owner: [record, ...]}``.
+WindowPage = list[Any] | dict[str, list[Any]]
 
 
 @dataclass(slots=True)
 class _Slice:
+    """One slice: the split values that narrow it (sent with the history's own parameters), the
+    owner among them, and what reading it found."""
+
     name: str
     params: dict[str, Any]
+    owner: str | None = None
+    #: Its last reachable page came back full (or its ``total`` exceeds the window), before
+    #: the range's start: it may hold more than the window shows.
     filled: bool = False
+
+    def narrowed(self, split: spec.Split, value: Any, sent: Any) -> _Slice:
+        params = {**self.params, split.param: sent}
+        name = ",".join(
+            f"{k}={v[0] if type(v) is list and len(v) == 1 else v}" for k, v in params.items()
+        )
+        return _Slice(name, params, value if split.owner else self.owner)
+
+
+@dataclass(slots=True)
+class _Read:
+    """Records of one page of a slice, new to the walk, with their times (borrowed where
+    unreadable, see `borrowed_times`) when the history has one."""
+
+    owner: str | None
+    records: list[Any]
+    times: list[int | None] = field(default_factory=list)
 
 
 class OffsetWindowWalk:
     """Every record of a history read in slices of the offset window, each once, in pages.
 
-    A slice is read up to the offset window (the operation's ``limit`` and ``offset`` maxima). The
-    walk reads a slice per value of the declaration's first split (an investment's status); a
-    slice whose last reachable page is full may hold more, so it is split by the next (by
-    ticker: the values seen in the rows read so far, those of the operation the split names
-    (the main balance), and any the caller names). A slice that still fills the window after the
-    last split is `OffsetWindowExceeded`: raised once the walk has yielded all it could
-    (``on_window_exceeded="raise"``), or only listed in the report (``"report"``).
+    A slice is read up to the offset window: the operation's ``limit`` and ``offset`` maxima, and
+    no page past its ``max_reach``. A slice that fills the window may hold more, so it is split by
+    the next of the declaration's splits: a deposit's method, then its ticker, then its status.
+    A split's values are its parameter's choices (a list parameter, such as ``status``, takes one
+    at a time, sent as a one-item list), else the values seen in the records read so far, those
+    of the operation the split names (the main balance's tickers, or the ``listed_at`` field of
+    every record of a paged list such as the sub-account list, paged to its end), and any the
+    caller names in ``values``. A slice that still fills the window after the last split is
+    `OffsetWindowExceeded`: raised once the walk has yielded all it could
+    (``on_window_exceeded="raise"``), or only listed in the report (``"report"``). The
+    history's own ``params`` (the statuses of pending records) go with every request.
 
-    Repeats across slices are dropped by identity, so the walk remembers every identity it
-    yielded: its memory grows with the history's records (tens of thousands), not with pages.
+    Where the first pages are: a history with a time (its records newest first by it, a range
+    asked for), or with fixed parameters, is read unsplit first, and split only where that slice
+    fills the window: a recent range usually ends within the first pages of the whole history,
+    and fixed parameters may not combine with every split value (the pending statuses of both
+    methods are refused beside one method). A snapshot without either (the investments) is read
+    a slice per value of its first split, as it always was. An ``owner`` split (the sub-account
+    of a transfer) is never read unsplit (the operation needs its value): each value is a slice.
+    An answer with a ``total`` tells at its first page whether a slice fits the window: one that
+    does not is split at once when the walk has no range's start to stop at.
 
-    Limitation: the API can filter only by its parameters, and tells no totals. A value held
-    nowhere the split looks, and not named by the caller, cannot be split out: its rows beyond the
-    window of a filled slice stay out of reach.
+    With a time (``paging.time``), ``since`` and ``until`` (Unix seconds) bound the records the
+    walk yields to ``since <= time < until``: each slice reads newest first from offset 0 and
+    stops at the first page that reaches records older than ``since`` (where the archive already
+    holds the records), and a slice fills the window only if it ends there before passing
+    ``since``. Slices are read one after the other, so the walk gathers the range's records and
+    yields them newest first by time once every slice is read (an owner's records together).
+    That holds the range in memory: tens of thousands of records for these histories (deposits
+    and transfers), against a sort that would otherwise need a merge of every slice's stream. A
+    record whose time is unreadable takes its neighbour's in its slice, so it keeps its place
+    and is never dropped (the warehouse rejects it).
+
+    Repeats across slices are dropped by identity, so the walk remembers every identity it read:
+    its memory grows with the records read (tens of thousands), not with pages.
+
+    Limitation: the API can filter only by its parameters. A value held nowhere the split looks,
+    and not named by the caller, cannot be split out: its records beyond the window of a filled
+    slice stay out of reach. A record whose status changes while slices of statuses are read may
+    leave one before it is read there and enter another already read: the nightly rereading of
+    months that hold records not final (`spec.History.unsettled`) reads it again.
     """
 
     def __init__(
@@ -47,8 +109,10 @@ class OffsetWindowWalk:
         client: Caller,
         history: spec.History,
         *,
-        on_window_exceeded: Literal["raise", "report"],
+        since: int | None = None,
+        until: int | None = None,
         values: Mapping[str, Sequence[str]] | None = None,
+        on_window_exceeded: Literal["raise", "report"],
     ) -> None:
         paging = history.paging
         if not isinstance(paging, spec.OffsetWindow):
@@ -57,11 +121,17 @@ class OffsetWindowWalk:
             raise ValueError(
                 f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
             )
+        if paging.time is None and (since is not None or until is not None):
+            raise ValueError(f"{history.name} has no time to bound a walk by")
         self._client = client
         self._history, self._paging = history, paging
+        self.since, self.until = since, until
         self.on_window_exceeded = on_window_exceeded
         op = history.operation
-        self.window = OffsetWindow(op.bound("limit"), op.bound("offset"))
+        self.window = OffsetWindow.of(op)
+        answer = op.answer
+        self._under = answer.under if isinstance(answer, spec.PageEnvelope) else "records"
+        self._counted = isinstance(answer, spec.PageEnvelope) and answer.total
         self.report = WalkReport(op.name)
         # The values of each split known so far: named by the caller, seen, listed.
         self._values = {s.param: set((values or {}).get(s.param, ())) for s in paging.splits}
@@ -69,17 +139,22 @@ class OffsetWindowWalk:
         self._seen: set[str | bytes] = set()
         self._started = False
 
-    def __aiter__(self) -> AsyncIterator[list[Any]]:
+    def __aiter__(self) -> AsyncIterator[WindowPage]:
         if self._started:
             raise RuntimeError("a walk runs once; start another for a second pass")
         self._started = True
         return self._run()
 
-    async def _run(self) -> AsyncIterator[list[Any]]:
+    async def _run(self) -> AsyncIterator[WindowPage]:
         report, started = self.report, time.monotonic()
         try:
-            async for page in self._split({}, 0):
-                yield page
+            if self._paging.time is None:
+                async for read in self._slices():
+                    report.rows += len(read.records)
+                    yield read.records if read.owner is None else {read.owner: read.records}
+            else:
+                async for page in self._newest_first():
+                    yield page
         finally:
             report.elapsed_s = time.monotonic() - started
         if report.incomplete_slices and self.on_window_exceeded == "raise":
@@ -91,87 +166,189 @@ class OffsetWindowWalk:
                 more=len(report.incomplete_slices) - 1,
             )
 
-    async def _split(self, params: dict[str, Any], level: int) -> AsyncIterator[list[Any]]:
-        """The slices of ``params`` narrowed by split ``level``'s values; a filled one is split
+    async def _newest_first(self) -> AsyncIterator[WindowPage]:
+        """The range's records of every slice, newest first by time, an owner's together."""
+        gathered: dict[str | None, list[tuple[float, Any]]] = {}
+        async for read in self._slices():
+            kept = gathered.setdefault(read.owner, [])
+            kept.extend(
+                (-t if t is not None else -math.inf, r)
+                for t, r in zip(read.times, read.records, strict=True)
+            )
+        size = self.window.limit
+        for owner, kept in gathered.items():
+            # Stable: records of one time keep the order they were read in.
+            kept.sort(key=_first)
+            self.report.rows += len(kept)
+            for start in range(0, len(kept), size):
+                page = [r for _, r in kept[start : start + size]]
+                yield page if owner is None else {owner: page}
+
+    async def _slices(self) -> AsyncIterator[_Read]:
+        """Every slice's new records in the order read: the unsplit slice first where the
+        history is read so (see the class), then the slices of each filled one."""
+        splits, root = self._paging.splits, _Slice("all", {})
+        unsplit = not splits or (
+            not splits[0].owner and (self._paging.time is not None or bool(self._history.params))
+        )
+        if not unsplit:
+            async for read in self._split(root, 0):
+                yield read
+            return
+        async for read in self._read(root, last=not splits):
+            yield read
+        if not root.filled:
+            return
+        if not splits:
+            self._out_of_reach(root)
+            return
+        async for read in self._split(root, 0):
+            yield read
+
+    async def _split(self, parent: _Slice, level: int) -> AsyncIterator[_Read]:
+        """The slices of ``parent`` narrowed by split ``level``'s values; a filled one is split
         by the next level, or reported when there is none."""
-        split = self._paging.splits[level]
-        last = level == len(self._paging.splits) - 1
+        splits = self._paging.splits
+        split = splits[level]
+        last = level == len(splits) - 1
+        listed = self._history.operation.param(split.param).kind is list
         filled: list[_Slice] = []
         for value in await self._split_values(split):
-            part = _Slice(
-                _slice_name({**params, split.param: value}), {**params, split.param: value}
-            )
+            part = parent.narrowed(split, value, [value] if listed else value)
+            if not last and splits[level + 1].owner:
+                filled.append(part)  # the next split is its owner's: never read unsplit
+                continue
             try:
-                async for page in self._slice(part):
-                    yield page
+                async for read in self._read(part, last=last):
+                    yield read
             except ValidationError as refused:
                 if split.param not in refused.errors or set(refused.errors) != {split.param}:
                     raise
                 self.report.notes.append(
-                    f"{split.param} {value} is unknown to the exchange: skipped"
+                    f"{split.param} {value} is refused by the exchange ({part.name}): skipped"
                 )
                 continue
             if part.filled:
                 filled.append(part)
         for part in filled:
             if last:
-                self.report.incomplete_slices.append(
-                    OffsetWindowExceeded(self._history.name, part.name, self.window.reachable)
-                )
+                self._out_of_reach(part)
                 continue
-            async for page in self._split(part.params, level + 1):
-                yield page
+            async for read in self._split(part, level + 1):
+                yield read
+
+    def _out_of_reach(self, part: _Slice) -> None:
+        self.report.incomplete_slices.append(
+            OffsetWindowExceeded(self._history.name, part.name, self.window.reachable)
+        )
 
     async def _split_values(self, split: spec.Split) -> list[Any]:
-        """A split's values: its parameter's choices, else those seen, named and listed."""
-        choices = self._history.operation.param(split.param).choices
+        """A split's values: its parameter's choices (a list's: its items'), else those seen,
+        named and listed."""
+        rule = self._history.operation.param(split.param)
+        if rule.kind is list and rule.items is not None:
+            rule = rule.items
+        choices = rule.choices if rule.choices is not None else rule.text_choices
         if choices is not None:
             return list(choices)
-        if split.listed_by is not None and split.listed_by.name not in self._listed:
+        listing = split.listed_by
+        if listing is not None and listing.name not in self._listed:
             # Its own report: the listing's unknown fields are not this history's.
-            own = WalkReport(split.listed_by.name)
-            listed = await self._client.call(split.listed_by, {}, report=own)
+            own = WalkReport(listing.name)
+            self._values[split.param] |= await self._listed_values(listing, split.listed_at, own)
             self.report.retries += own.retries
             self.report.rate_limited += own.rate_limited
-            self._values[split.param] |= set(listed)
-            self._listed.add(split.listed_by.name)
+            self._listed.add(listing.name)
         return sorted(self._values[split.param])
 
-    async def _slice(self, part: _Slice) -> AsyncIterator[list[Any]]:
+    async def _listed_values(
+        self, listing: spec.Operation, at: str, report: WalkReport
+    ) -> set[str]:
+        """The values a listing gives: the keys of an answer keyed by them (the main balance's
+        tickers), or the ``at`` field of each of its records, a paged list read to its end."""
+        answer = listing.answer
+        if not isinstance(answer, spec.Page | spec.PageEnvelope):
+            got = await self._client.call(listing, {}, report=report)
+            if isinstance(answer, spec.Listed):
+                got = got[answer.envelope]
+            return set(got) if type(got) is dict else seen_values(got, (at,))
+        under = answer.under if isinstance(answer, spec.PageEnvelope) else "records"
+        window, offset, found = OffsetWindow.of(listing), 0, set()
+        while True:
+            params = {"limit": window.limit, "offset": offset}
+            records, size = _records(await self._client.call(listing, params, report=report), under)
+            found |= seen_values(records, (at,))
+            if len(records) < size:
+                return found
+            if offset >= window.max_offset:
+                self.report.notes.append(
+                    f"{listing.name} lists more than {window.reachable}: the rest is not split by"
+                )
+                return found
+            offset = min(offset + size, window.max_offset)
+
+    async def _read(self, part: _Slice, *, last: bool) -> AsyncIterator[_Read]:
+        """One slice, newest first from offset 0, as pages of records new to the walk (within
+        the range, for a history with a time). Sets ``part.filled``; ``last``: no split is left
+        to narrow it."""
         client, report, seen = self._client, self.report, self._seen
         op, paging = self._history.operation, self._paging
+        since, until, name = self.since, self.until, paging.time
+        base = {**self._history.params, **part.params}
         report.slices.append(part.name)
 
-        async def fetch(offset: int) -> tuple[list[Any], int]:
-            params = {**part.params, "limit": self.window.limit, "offset": offset}
+        async def fetch(offset: int) -> tuple[list[Any], int, int | None]:
+            params = {**base, "limit": self.window.limit, "offset": offset}
             page = await client.call(op, params, report=report)
             report.pages += 1
-            return _records(page)
+            records, size = _records(page, self._under)
+            return records, size, page.get("total") if self._counted else None
 
         ahead = _Ahead(fetch, client.max_concurrency)
-        offset = 0
+        offset, total = 0, None
+        previous: int | None = None  # the time of the slice's last record read
         try:
             while True:
-                ahead.request(self.window.offsets_from(offset))
-                records, size = await ahead.take(offset)
+                ahead.request(o for o in self.window.offsets_from(offset) if _below(o, total))
+                records, size, total = await ahead.take(offset)
                 if size < self.window.limit:
                     # Pages asked ahead with the larger size would leave gaps: asked again.
                     await ahead.aclose()
                     _follow_page_size(report, self.window.limit, size)
-                    self.window = OffsetWindow(size, self.window.max_offset)
+                    self.window = OffsetWindow.of(op, size)
                 window = self.window
                 found = identities(records, paging.identity)
-                fresh = [r for r, i in zip(records, found, strict=True) if i not in seen]
-                seen.update(found)
+                new = []  # where the records new to the walk are
+                for n, identity in enumerate(found):
+                    if identity not in seen:
+                        seen.add(identity)
+                        new.append(n)
                 for split in paging.splits:
                     if split.seen:
                         self._values[split.param] |= seen_values(records, split.seen)
-                report.duplicates_dropped += len(records) - len(fresh)
+                report.duplicates_dropped += len(records) - len(new)
+                passed, times = False, []
+                if name is not None and records:
+                    own = _times(records, name)
+                    known = [t for t in own if t is not None]
+                    passed = since is not None and bool(known) and min(known) < since
+                    every = borrowed_times(own, previous)
+                    previous = every[-1]
+                    new = [n for n in new if _within(every[n], since, until)]
+                    times = [every[n] for n in new]
+                fresh = [records[n] for n in new]
                 if fresh:
-                    report.rows += len(fresh)
-                    yield fresh
-                if len(records) < window.limit or offset >= window.max_offset:
-                    part.filled = window.filled(offset, len(records))
+                    yield _Read(part.owner, fresh, times)
+                ended = (
+                    len(records) < window.limit
+                    or offset >= window.max_offset
+                    or (total is not None and offset + len(records) >= total)
+                )
+                beyond = total is not None and total > window.reachable
+                if passed or ended or (beyond and since is None and not last):
+                    part.filled = not passed and (
+                        beyond if total is not None else window.filled(offset, len(records))
+                    )
                     return
                 offset = min(offset + window.limit, window.max_offset)
                 ahead.grow()
@@ -179,5 +356,21 @@ class OffsetWindowWalk:
             await ahead.aclose()
 
 
-def _slice_name(params: Mapping[str, Any]) -> str:
-    return ",".join(f"{name}={value}" for name, value in params.items())
+def _times(records: list[Any], name: str) -> list[int | None]:
+    """Each record's own time, None where unreadable (see `record_time`)."""
+    now = time.time()
+    return [record_time(r.get(name) if type(r) is dict else None, now) for r in records]
+
+
+def _first(item: tuple[float, Any]) -> float:
+    return item[0]
+
+
+def _below(offset: int, total: int | None) -> bool:
+    """An offset that may still hold records: below the slice's ``total``, when known."""
+    return total is None or offset < total
+
+
+def _within(t: int | None, since: int | None, until: int | None) -> bool:
+    """In the range ``since <= t < until``; a time no record of the page gives is kept."""
+    return t is None or ((since is None or t >= since) and (until is None or t < until))
