@@ -5,7 +5,8 @@ The exchange answers some histories (fills, orders, conversions) for its last si
 own footer (so that it is replaced with the rows, atomically), which of its days a walk covered
 and when (`COVERED`): a day is *archived* once a walk covered it after it ended. `horizon` tells
 the days that are not, between a first day and yesterday: *at stake* while the exchange still
-answers them, *lost* once it does not.
+answers them, *lost* once it does not; lost days are said once, then recorded as said
+(`record_lost`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from typing import Final
 import pyarrow as pa
 
 from pipeline import spec
+from warehouse.store import Store
 
 #: The footer key of a month file's coverage: ``{"2026-05-01": "<when it was walked>", ...}``.
 COVERED: Final = b"whitebit.covered"
+#: Where the days found lost are recorded once said, per table and account (a dot-named
+#: directory: no view reads it).
+LOST_RECORDS: Final = "parquet/.archive"
 
 
 def covered(metadata: Mapping[bytes, bytes] | None) -> dict[date, datetime]:
@@ -33,10 +38,17 @@ def covered(metadata: Mapping[bytes, bytes] | None) -> dict[date, datetime]:
 
 
 def with_coverage(
-    table: pa.Table, held: Mapping[date, datetime], days: Iterable[date], walked_at: datetime
+    table: pa.Table,
+    held: Mapping[date, datetime],
+    days: Iterable[date],
+    walked_at: datetime | None,
 ) -> pa.Table:
-    """``table`` carrying the coverage ``held`` updated: ``days`` walked at ``walked_at``."""
-    merged = dict(held) | dict.fromkeys(days, walked_at)
+    """``table`` carrying the coverage ``held`` updated: ``days`` walked at ``walked_at``, or
+    (rewritten by no walk) no longer said to be walked."""
+    days = list(days)
+    merged = {d: t for d, t in held.items() if d not in days}
+    if walked_at is not None:
+        merged |= dict.fromkeys(days, walked_at)
     text = json.dumps({d.isoformat(): t.isoformat() for d, t in sorted(merged.items())})
     return table.replace_schema_metadata({**(table.schema.metadata or {}), COVERED: text.encode()})
 
@@ -89,6 +101,28 @@ def horizon(walked: Mapping[date, datetime], first: date, today: date) -> Horizo
     reachable = _gaps([d for d in missing if d >= floor])
     gone = _gaps([d for d in missing if d < floor])
     return Horizon(reachable, gone)
+
+
+def _lost_record(table: str, account: str) -> str:
+    return f"{LOST_RECORDS}/{table}/{account}.json"
+
+
+def reported_lost(store: Store, table: str, account: str) -> set[date]:
+    """The days of the account's table already said to be lost."""
+    data = store.read_bytes(_lost_record(table, account))
+    return {date.fromisoformat(d) for d in json.loads(data)} if data else set()
+
+
+def record_lost(store: Store, table: str, account: str, days: Iterable[date]) -> None:
+    """Record these days as said to be lost, beside those recorded before."""
+    known = reported_lost(store, table, account) | set(days)
+    text = json.dumps(sorted(d.isoformat() for d in known))
+    store.write_bytes(_lost_record(table, account), text.encode())
+
+
+def gaps(days: Iterable[date]) -> tuple[Gap, ...]:
+    """Days in gaps of days in a row."""
+    return _gaps(sorted(days))
 
 
 def _gaps(days: Sequence[date]) -> tuple[Gap, ...]:

@@ -79,7 +79,7 @@ def replace_partition(
         if schema.month_path:
             rows, held = _with_kept_days(wh, schema, target, rows, days)
         file_rows = _file_rows(schema, values, rows)
-        if walked_at is not None and schema.month_path:
+        if schema.month_path:
             file_rows = archive.with_coverage(file_rows, held, days, walked_at)
         still_held()
         wh.store.write_table(target, file_rows)
