@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -179,7 +180,7 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
         assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (0,)
 
 
-def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
+def _warehouse_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
     with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as con:
         return {
             table: con.execute(
