@@ -93,8 +93,10 @@ def test_no_job_or_schedule_resets_keys() -> None:
 
 def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots() -> None:
     def requests(tick: datetime) -> dict[str | None, tuple[str | None, set[dg.AssetKey]]]:
-        context = dg.build_schedule_context(scheduled_execution_time=tick)
-        asked = nightly_schedule(context)  # type: ignore[arg-type, call-overload]
+        context = dg.build_schedule_context(
+            scheduled_execution_time=tick, repository_def=defs.get_repository_def()
+        )
+        asked = nightly_schedule.evaluate_tick(context).run_requests or []
         return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in asked}
 
     snapshots = set(DEFAULT.snapshot_keys)
