@@ -331,6 +331,19 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     assert max(second) > end  # the second demo's range went a day further
 
 
+@pytest.mark.parametrize("command", [["materialize"], ["ping"], ["report"]])
+def test_a_key_without_its_secret_is_refused_in_one_line_naming_the_secret(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Never the embedded simulator in a warehouse meant for a real account."""
+    env = {"WHITEBIT_API_KEY": "a-key", "WAREHOUSE_ROOT": str(tmp_path / "warehouse")}
+    result = CliRunner().invoke(main, command, env=env)
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: WHITEBIT_API_SECRET not set (with WHITEBIT_API_KEY set)")
+    assert not (tmp_path / "warehouse").exists()
+
+
 def test_demo_refuses_to_run_with_real_credentials() -> None:
     result = CliRunner().invoke(
         main, ["demo"], env={"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s"}
