@@ -54,6 +54,7 @@ from tests.support.cli_runs import Rows, failures, warehouse_rows
 from tests.support.dagster_runs import ACCOUNT, funding_run, resources_for, without_step_retries
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, partitions, schemas
+from warehouse.sources import SOURCES_DIR
 
 # --- The warehouse before, and a run -----------------------------------------------------------
 
@@ -98,6 +99,8 @@ def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> 
     assert result.success, failures(result)
     before = base / "before"
     shutil.copytree(clean / "parquet", before / "parquet")
+    # Which exchange filled the account: a run checks it before any request.
+    shutil.copytree(clean / SOURCES_DIR, before / SOURCES_DIR)
     # The new day is not held yet: its month holds nothing of it.
     empty = schemas.TABLES["funding_history"].arrow_schema.empty_table()
     wh = Warehouse.open(before)
