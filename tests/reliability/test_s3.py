@@ -49,6 +49,7 @@ from tests.support.pinned_clock import PINNED_NOW_ENV
 from tests.support.s3 import S3Server
 from warehouse import Warehouse, catalog, layout, schemas
 from warehouse.root import CATALOG_FILE
+from warehouse.sources import SOURCES_DIR
 from warehouse.store import LOCKS_DIR
 
 #: The time every run of this module stamps its rows with (and the day of its snapshots).
@@ -267,10 +268,13 @@ def test_a_backfill_of_months_on_s3_equals_it_on_local_disk(
     local, remote = _both(backfill)
     assert local == backfilled
     assert remote == local
-    # A month a partition, one object each; no lease left behind, no temp object.
+    # A month a partition, one object each; no lease left behind, no temp object: beside the
+    # partitions, only the record of the exchange the account's rows came from.
     assert sorted(_month_keys(store, backfill)) == MONTHS
     keys = store.server.filesystem().find(backfill.bucket)
-    assert [k for k in keys if not k.endswith(f"/{layout.PARTITION_FILE}")] == []
+    assert [k for k in keys if not k.endswith(f"/{layout.PARTITION_FILE}")] == [
+        f"{backfill.bucket}/warehouse/{SOURCES_DIR}/{DEFAULT_ACCOUNT}.json"
+    ]
 
 
 def test_a_rerun_of_the_range_on_s3_equals_it_on_local_disk_and_itself_before(
