@@ -302,7 +302,8 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     assert "make ui" in said
     # The demo ends by writing the report of both accounts, and says where.
     assert "Report of main, sub_1" in said
-    assert 'data-headline="accounts">main, sub_1<' in (warehouse / "report.html").read_text()
+    page = (warehouse / "report.html").read_text()
+    assert 'data-headline="accounts" data-exact="main, sub_1"' in page
     first = _warehouse_rows(warehouse)
     assert len(first["funding_history"]) > 500
     assert all(first[t] for t in schemas.TABLES if t != "_rejects")
