@@ -70,7 +70,7 @@ def _requests(
 
     every = sorted({name for a in assets for name in a.tables})
     nowhere = [name for name in tables if not any(name in a.tables for a in assets)]
-    if nowhere:
+    if nowhere and len(assets) > 1:  # one account's own message names it
         raise click.BadParameter(
             f"unknown asset(s) {', '.join(nowhere)}; assets: {', '.join(every)}",
             param_hint="ASSETS",

@@ -11,11 +11,12 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from assets import build, jobs
-from assets.accounts import AccountsFileError, load
+from assets import accounts as accounts_module
+from assets.accounts import DEFAULT_ACCOUNT, Account, AccountsFileError
 from assets.cli import main
-from assets.definitions import definitions
+from assets.definitions import Location, location
 from assets.jobs import nightly_requests
+from assets.settings import Settings, SettingsError
 from pipeline import spec
 
 ENV = {"MAIN_KEY": "k", "MAIN_SECRET": "s", "EU_KEY": "k2", "EU_SECRET": "s2"}
@@ -42,6 +43,16 @@ def _file(tmp_path: Path, text: str) -> dict[str, str]:
     return {**ENV, "WHITEBIT_ACCOUNTS_FILE": str(path)}
 
 
+def load(env: dict[str, str]) -> tuple[Account, ...]:
+    """The accounts of the settings of ``env``."""
+    return accounts_module.load(Settings.from_env(env))
+
+
+def _location(env: dict[str, str]) -> Location:
+    """The code location of the settings of ``env``."""
+    return location(Settings.from_env(env))
+
+
 def test_a_file_gives_its_accounts_with_variable_names_never_values(tmp_path: Path) -> None:
     main, eu = load(_file(tmp_path, GOOD))
     assert (main.name, main.base_url, main.key_env, main.mining_accounts) == (
@@ -54,16 +65,61 @@ def test_a_file_gives_its_accounts_with_variable_names_never_values(tmp_path: Pa
     assert "s2" not in repr(eu)
 
 
-def test_without_a_file_the_single_account_variables_make_one_unprefixed_account() -> None:
+def test_without_a_file_the_single_account_variables_make_one_account_named_default() -> None:
     (account,) = load({"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s"})
-    assert (account.name, account.key_env, account.prefixed) == (
-        "default",
-        "WHITEBIT_API_KEY",
-        False,
+    assert (account.name, account.key_env, account.secret_env, account.base_url) == (
+        DEFAULT_ACCOUNT, "WHITEBIT_API_KEY", "WHITEBIT_API_SECRET", spec.GLOBAL_BASE_URL
+    )  # fmt: skip
+    assert account.name == "default"
+    assert account.key_prefix == ["default"]  # its keys are prefixed as every account's are
+    assert not account.simulated
+    (given,) = load(
+        {
+            "WHITEBIT_API_KEY": "k",
+            "WHITEBIT_API_SECRET": "s",
+            "WHITEBIT_BASE_URL": "eu",
+            "WHITEBIT_MINING_ACCOUNTS": "pool-a, pool-b",
+            "WHITEBIT_MARKETS": "BTC_PERP",
+        }
     )
-    (simulated,) = load({})
-    assert simulated.simulated
-    assert simulated.simulator_key == "partner"
+    assert (given.base_url, given.mining_accounts, given.markets, given.investments) == (
+        spec.EU_BASE_URL, ("pool-a", "pool-b"), ("BTC_PERP",), True
+    )  # fmt: skip
+
+
+def test_without_any_variable_the_accounts_are_the_simulators_demo_accounts() -> None:
+    main, sub = load({})
+    assert (main.name, main.simulated, main.simulator_key, main.investments) == (
+        "main", True, "partner", True
+    )  # fmt: skip
+    assert (sub.name, sub.simulated, sub.simulator_key, sub.investments) == (
+        "sub_1", True, "sub_1", False
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [
+        ({"WHITEBIT_API_KEY": "k"}, "WHITEBIT_API_SECRET not set"),
+        ({"WHITEBIT_API_SECRET": "s"}, "WHITEBIT_API_KEY not set"),
+        ({"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": ""}, "WHITEBIT_API_SECRET not set"),
+        (
+            {"WHITEBIT_BASE_URL": "eu"},
+            "WHITEBIT_API_KEY and WHITEBIT_API_SECRET not set (with WHITEBIT_BASE_URL set)",
+        ),
+        (
+            {"WHITEBIT_MARKETS": "BTC_PERP"},
+            "WHITEBIT_API_KEY and WHITEBIT_API_SECRET not set (with WHITEBIT_MARKETS set)",
+        ),
+    ],
+)
+def test_a_single_account_variable_without_the_key_and_the_secret_is_refused(
+    env: dict[str, str], missing: str
+) -> None:
+    """Never the embedded simulator in a warehouse meant for a real account."""
+    with pytest.raises(SettingsError) as refused:
+        load(env)
+    assert missing in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -107,8 +163,8 @@ def test_a_missing_or_unreadable_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: Path) -> None:
-    accounts = load(_file(tmp_path, GOOD))
-    built = build(accounts)
+    found = _location(_file(tmp_path, GOOD))
+    built = found.built
     main, eu = (
         {key.to_user_string(): asset for asset in b.assets for key in asset.keys} for b in built
     )
@@ -128,22 +184,22 @@ def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: 
     }  # fmt: skip
     assert funding.backfill_policy == dg.BackfillPolicy.single_run()
     # The code location loads, every account's checks and jobs resolved.
-    defs = definitions(accounts)
+    defs = found.definitions
     assert defs.resolve_job_def("funding_history_job") is not None
     # And one report of them all.
     assert {key.to_user_string() for key in defs.resolve_all_asset_keys()} == {
         *main, *eu, "account_report"
     }  # fmt: skip
-    assert jobs(built).freshness_checks
+    assert found.jobs.freshness_checks
 
 
 def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: Path) -> None:
-    built = build(load(_file(tmp_path, GOOD)))
+    built = _location(_file(tmp_path, GOOD)).built
     asked = list(nightly_requests(built, datetime(2026, 3, 1, 0, 30, tzinfo=UTC)))
     assert [(r.run_key, r.partition_key, r.tags["whitebit/account"]) for r in asked] == [
-        ("main:funding_history:2026-02-28", "2026-02", "main"),
+        ("main:histories:2026-02-28", "2026-02", "main"),
         ("main:snapshots:2026-03-01", None, "main"),
-        ("desk_eu:funding_history:2026-02-28", "2026-02", "desk_eu"),
+        ("desk_eu:histories:2026-02-28", "2026-02", "desk_eu"),
         ("desk_eu:snapshots:2026-03-01", None, "desk_eu"),
     ]
     assert {k.to_user_string() for k in asked[3].asset_selection or ()} == {
@@ -157,9 +213,9 @@ def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: P
 def test_the_example_file_loads_once_its_variables_are_set() -> None:
     example = Path(__file__).resolve().parents[2] / "accounts.example.yaml"
     named = re.findall(r"_env: (\w+)", example.read_text())
-    accounts = load({"WHITEBIT_ACCOUNTS_FILE": str(example), **dict.fromkeys(named, "set")})
-    assert [a.name for a in accounts] == ["main", "hedge_sub", "desk_eu"]
-    assert definitions(accounts).resolve_job_def("nightly") is not None
+    found = _location({"WHITEBIT_ACCOUNTS_FILE": str(example), **dict.fromkeys(named, "set")})
+    assert [a.name for a in found.accounts] == ["main", "hedge_sub", "desk_eu"]
+    assert found.definitions.resolve_job_def("nightly") is not None
 
 
 DEMO_ACCOUNTS = Path(__file__).resolve().parents[2] / "assets" / "accounts.demo.yaml"

@@ -14,18 +14,20 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from assets import SNAPSHOTS, checks
+from assets import checks
+from assets.accounts import DEFAULT_ACCOUNT as ACCOUNT
 from assets.cli import main
 from assets.loading import Written
+from pipeline import spec
 from pipeline.simulator import Scale, SimClock, Simulator
-from tests.support.dagster_runs import resources_for
+from tests.support.dagster_runs import resources_for, snapshots
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog, normalize, parquet
+from warehouse import Warehouse, catalog, layout, normalize, partitions
 from warehouse.monthly import DayWrite
-from warehouse.schemas import DEFAULT_ACCOUNT as ACCOUNT
+from warehouse.store import Store
 
 DAY = date(2026, 9, 1)
-FUNDING = dg.AssetKey("funding_history")
+FUNDING = dg.AssetKey([ACCOUNT, "funding_history"])
 EXTRACTED = datetime(2026, 9, 3, tzinfo=UTC)
 
 
@@ -41,11 +43,18 @@ def _record(market: str, amount: str = "1.5", time: int = 1_788_220_800) -> dict
     }
 
 
+def _store(root: Path | str) -> Store:
+    return Warehouse.open(root).store
+
+
+def _path(root: Path, day: date = DAY) -> Path:
+    """The file of the day's month partition, on local disk."""
+    return root / layout.partition_file("funding_history", (ACCOUNT, day))
+
+
 def _write(root: Path | str, records: list[dict[str, str]], day: date = DAY) -> Written:
-    batch = normalize.normalize_funding_history(
-        records, extracted_at=EXTRACTED, partition_for_rejects=day
-    )
-    parquet.write_batch(root, batch, account=ACCOUNT, replace=[day])
+    batch = normalize.normalize(spec.FUNDING, records, extracted_at=EXTRACTED, day=day)
+    partitions.write_batch(Warehouse.open(root), batch, account=ACCOUNT, replace=[day])
     written = Written("funding_history", ACCOUNT)
     written.took(batch.received, batch.duplicates)
     written.wrote(DayWrite.of(day, batch.rows, batch.rejects))
@@ -54,12 +63,13 @@ def _write(root: Path | str, records: list[dict[str, str]], day: date = DAY) -> 
 
 def test_unique_keys_fails_on_a_file_holding_a_key_twice(root: Path) -> None:
     _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
-    assert checks.unique_keys(root, "funding_history", ACCOUNT, [DAY], key=FUNDING).passed
+    store = _store(root)
+    assert checks.unique_keys(store, "funding_history", ACCOUNT, [DAY], key=FUNDING).passed
     # Break it behind the writer's back, as a faulty tool or a hand edit would.
-    path = parquet.partition_path(root, "funding_history", (ACCOUNT, DAY)).path
+    path = _path(root)
     table = pq.read_table(path)
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), path)
-    result = checks.unique_keys(root, "funding_history", ACCOUNT, [DAY], key=FUNDING)
+    result = checks.unique_keys(store, "funding_history", ACCOUNT, [DAY], key=FUNDING)
     assert not result.passed
     assert "BTC_PERP" in str(result.metadata["duplicated_keys"].value)
     assert "BTC_PERP" in (result.description or "")
@@ -67,9 +77,10 @@ def test_unique_keys_fails_on_a_file_holding_a_key_twice(root: Path) -> None:
 
 def test_no_rejects_fails_when_a_record_was_rejected(root: Path) -> None:
     _write(root, [_record("BTC_PERP")])
-    assert checks.no_rejects(root, "funding_history", ACCOUNT, [DAY], key=FUNDING).passed
+    store = _store(root)
+    assert checks.no_rejects(store, "funding_history", ACCOUNT, [DAY], key=FUNDING).passed
     _write(root, [_record("BTC_PERP"), _record("ETH_PERP", amount="1e-5")])
-    result = checks.no_rejects(root, "funding_history", ACCOUNT, [DAY], key=FUNDING)
+    result = checks.no_rejects(store, "funding_history", ACCOUNT, [DAY], key=FUNDING)
     assert not result.passed
     assert result.metadata["rejected"].value == 1
     assert "not a decimal number" in str(result.metadata["first_reasons"].value)
@@ -80,15 +91,15 @@ def test_no_rejects_says_how_many_where_why_and_the_command_that_lists_them(root
     time = int(datetime.combine(later, datetime.min.time(), UTC).timestamp()) + 60
     _write(root, [_record("BTC_PERP"), _record("ETH_PERP", "NaN"), _record("SOL_PERP", "1,5")])
     _write(root, [_record("BTC_PERP", "x", time=time), _record("ETH_PERP", time=time)], later)
-    catalog.refresh(root)
+    catalog.refresh(Warehouse.open(root))
     result = checks.no_rejects(
-        root, "funding_history", ACCOUNT, [DAY, DAY + timedelta(days=1), later], key=FUNDING
+        _store(root), "funding_history", ACCOUNT, [DAY, DAY + timedelta(days=1), later], key=FUNDING
     )
     assert not result.passed
     assert result.metadata["rejected"].value == 3
     assert result.metadata["partitions"].value == {"2026-09-01": 2, "2026-09-03": 1}
     lines = (result.description or "").splitlines()
-    assert lines[0] == "3 record(s) of funding_history rejected, in 2 partition(s): " + (
+    assert lines[0] == "3 record(s) of default/funding_history rejected, in 2 partition(s): " + (
         "2026-09-01 (2), 2026-09-03 (1)"
     )
     assert lines[1:4] == [
@@ -125,33 +136,36 @@ def test_schema_drift_warns_naming_each_unknown_field_with_its_example() -> None
 
 def test_reconciles_fails_when_counts_or_files_disagree(root: Path) -> None:
     written = _write(root, [_record("BTC_PERP"), _record("ETH_PERP")])
-    assert checks.reconciles(root, written, fetched=2, key=FUNDING).passed
-    missing = checks.reconciles(root, written, fetched=3, key=FUNDING)  # a record went missing
+    store = _store(root)
+    assert checks.reconciles(store, written, fetched=2, key=FUNDING).passed
+    missing = checks.reconciles(store, written, fetched=3, key=FUNDING)  # a record went missing
     assert not missing.passed
     assert (missing.description or "").startswith("fetched 3, the warehouse received 2")
     # The file lost a row after the write.
-    path = parquet.partition_path(root, "funding_history", (ACCOUNT, DAY)).path
+    path = _path(root)
     pq.write_table(pq.read_table(path).slice(0, 1), path)
-    assert not checks.reconciles(root, written, fetched=2, key=FUNDING).passed
+    assert not checks.reconciles(store, written, fetched=2, key=FUNDING).passed
 
 
 def test_freshness_fails_on_a_missing_or_too_early_partition(root: Path) -> None:
     day = EXTRACTED.date() - timedelta(days=1)
+    store = _store(root)
     assert not checks.fresh(
-        root, "funding_history", ACCOUNT, day, complete_day=True, key=FUNDING
+        store, "funding_history", ACCOUNT, day, complete_day=True, key=FUNDING
     ).passed
     time = int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) + 3600
-    batch = normalize.normalize_funding_history(
+    batch = normalize.normalize(
+        spec.FUNDING,
         [_record("BTC_PERP", time=time)],
         extracted_at=datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=5),
-        partition_for_rejects=day,
+        day=day,
     )
-    parquet.write_batch(root, batch, account=ACCOUNT)
-    early = checks.fresh(root, "funding_history", ACCOUNT, day, complete_day=True, key=FUNDING)
+    partitions.write_batch(Warehouse.open(root), batch, account=ACCOUNT)
+    early = checks.fresh(store, "funding_history", ACCOUNT, day, complete_day=True, key=FUNDING)
     assert not early.passed
     assert "before the day ended" in (early.description or "")
     assert checks.fresh(
-        root, "funding_history", ACCOUNT, day, complete_day=False, key=FUNDING
+        store, "funding_history", ACCOUNT, day, complete_day=False, key=FUNDING
     ).passed
 
 
@@ -163,7 +177,7 @@ def test_complete_fails_when_a_slice_is_out_of_reach(
     with Simulator(seed=7, scale=scale, clock=SimClock(FROZEN_AT)) as sim:
         sim.limits.enabled = False
         result = dg.materialize(
-            [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}],
+            [a for a in snapshots() if dg.AssetKey([ACCOUNT, "investments"]) in a.keys],
             resources=resources_for(sim, root),
             instance=instance,
             raise_on_error=False,
@@ -172,7 +186,7 @@ def test_complete_fails_when_a_slice_is_out_of_reach(
         (e.asset_key.to_user_string(), e.check_name): e
         for e in result.get_asset_check_evaluations()
     }
-    complete = evaluations[("investments", "complete")]
+    complete = evaluations[(f"{ACCOUNT}/investments", "complete")]
     assert not complete.passed
     assert "status=1" in (complete.description or "")
     assert "10100" in (complete.description or "").replace(",", "")
@@ -180,12 +194,14 @@ def test_complete_fails_when_a_slice_is_out_of_reach(
 
 def _key_twice(root: Path | str, day: date) -> None:
     """A key held twice in the day's file, written behind the writer's back (a faulty tool)."""
-    path = parquet.partition_path(root, "funding_history", (ACCOUNT, day))
-    with path.open("rb") as source:
-        table = pq.read_table(source)
+    store = _store(root)
+    path = layout.partition_file("funding_history", (ACCOUNT, day))
+    held = store.read_bytes(path)
+    assert held is not None
+    table = pq.read_table(pa.BufferReader(held))
     sink = pa.BufferOutputStream()
     pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), sink)
-    path.write_bytes(sink.getvalue().to_pybytes())
+    store.write_bytes(path, sink.getvalue().to_pybytes())
 
 
 def test_on_s3_the_checks_say_what_they_say_on_local_disk_from_one_get_per_file(
@@ -205,15 +221,16 @@ def test_on_s3_the_checks_say_what_they_say_on_local_disk_from_one_get_per_file(
         written = _write(where, [_record("BTC_PERP"), _record("ETH_PERP", "1,5")])
         written.days[earlier] = 1  # the run wrote both days
         _key_twice(where, DAY)
+        wh = Warehouse.open(where)
         s3_requests.clear()
         results[where] = [
-            checks.unique_keys(where, "funding_history", ACCOUNT, days, key=FUNDING),
-            checks.no_rejects(where, "funding_history", ACCOUNT, days, key=FUNDING),
-            checks.reconciles(where, written, fetched=2, key=FUNDING),
+            checks.unique_keys(wh.store, "funding_history", ACCOUNT, days, key=FUNDING),
+            checks.no_rejects(wh.store, "funding_history", ACCOUNT, days, key=FUNDING),
+            checks.reconciles(wh.store, written, fetched=2, key=FUNDING),
         ]
         requests[where] = dict(s3_requests)
         s3_requests.clear()
-        results[where] += checks.for_written(where, written, 2, {}, key=FUNDING)
+        results[where] += checks.for_written(wh, written, 2, {}, key=FUNDING)
     local, remote = ([(r.passed, r.description, r.metadata) for r in results[w]] for w in results)
     assert remote == local
     assert [passed for passed, _, _ in local] == [False] * 6 + [True]

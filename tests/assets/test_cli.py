@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -16,7 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from assets.cli import main
+from assets.definitions import location
+from assets.jobs import MAX_RUNTIME_TAG, nightly_requests
 from assets.partitions import today
+from assets.reporting import ACCOUNT_TAG
+from assets.settings import Settings
 from pipeline.simulator import Simulator
 from warehouse import schemas
 
@@ -124,8 +129,38 @@ def test_a_past_snapshot_is_refused_before_any_request(
     assert result.exit_code == 1
     text = " ".join(result.output.split())
     assert re.search(rf"can be taken for today \(\d{{4}}-\d\d-\d\d, UTC\) only, not {past}", text)
-    assert "cannot tell what it was on a past day" in text
+    assert "cannot tell what it was on another day" in text
     # Refused at once: not even the ping, and no run.
+    assert sum(own_sim.state.answered.values()) == 0
+    assert not (tmp_path / "warehouse").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["funding_history", "--partition", "TOMORROW"], "TOMORROW is in the future"),
+        (["hedge_mode", "--partition", "TOMORROW"], "TOMORROW is in the future"),
+        (
+            ["--from", "2025-12-31", "--to", "2026-01-02"],
+            "2025-12-31 is before the first day of history, 2026-01-01 (WHITEBIT_START_DATE",
+        ),
+    ],
+    ids=["future-history-day", "future-snapshot-day", "before-the-start-date"],
+)
+def test_a_day_the_exchange_cannot_tell_is_refused_in_one_line_before_any_request(
+    own_sim: Simulator, tmp_path: Path, args: list[str], says: str
+) -> None:
+    tomorrow = (today() + timedelta(days=1)).isoformat()
+    env = {
+        **_exchange_env(own_sim),
+        "WAREHOUSE_ROOT": str(tmp_path / "warehouse"),
+        "WHITEBIT_START_DATE": "2026-01-01",
+    }
+    asked = [arg.replace("TOMORROW", tomorrow) for arg in args]
+    result = CliRunner().invoke(main, ["materialize", *asked], env=env)
+    assert result.exit_code == 2, result.output
+    (error,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert says.replace("TOMORROW", tomorrow) in error
     assert sum(own_sim.state.answered.values()) == 0
     assert not (tmp_path / "warehouse").exists()
 
@@ -136,7 +171,7 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
     before = today()
     result = CliRunner().invoke(main, ["materialize", "hedge_mode", "main_balances"], env=env)
     assert result.exit_code == 0, result.output
-    assert "hedge_mode, main_balances: today" in result.output
+    assert "main_balances, hedge_mode: today" in result.output
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
         for table in ("hedge_mode", "main_balances"):
             query = f"SELECT DISTINCT snapshot_date FROM {table}"  # noqa: S608
@@ -145,7 +180,7 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
         assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (0,)
 
 
-def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
+def _warehouse_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
     with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as con:
         return {
             table: con.execute(
@@ -158,7 +193,8 @@ def _warehouse_rows(root: Path) -> dict[str, list[tuple[object, ...]]]:
 def _faked(at: str, args: list[str], warehouse: Path, *, accounts: Path | None = None) -> str:
     """``whitebit-etl ARGS`` with the wall clock set to ``at`` (UTC) and running on from it:
     the CLI, Dagster and the embedded simulator in it all see that time; with ``accounts``, that
-    accounts file. Returns its output."""
+    accounts file (else no WHITEBIT_ variable: the embedded simulator's demo accounts). Returns
+    its output."""
     faketime = shutil.which("faketime")
     assert faketime, "these tests need Debian's faketime: make test installs it"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
@@ -203,6 +239,53 @@ def _demo_across_midnight(base: Path, midnight: datetime) -> tuple[Path, str]:
     raise AssertionError(f"midnight never fell while the demo's runs went (lead {lead:.1f} s)")
 
 
+def _run_request(run: dg.DagsterRun) -> tuple[object, ...]:
+    """What a run was asked for: its account, partition, assets and run-time limit."""
+    return (
+        run.tags[ACCOUNT_TAG],
+        run.tags.get("dagster/partition"),
+        sorted(key.to_user_string() for key in run.asset_selection or ()),
+        run.tags.get(MAX_RUNTIME_TAG),
+    )
+
+
+def _request(request: dg.RunRequest) -> tuple[object, ...]:
+    return (
+        request.tags[ACCOUNT_TAG],
+        request.partition_key,
+        sorted(key.to_user_string() for key in request.asset_selection or ()),
+        request.tags.get(MAX_RUNTIME_TAG),
+    )
+
+
+@pytest.mark.slow
+def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of_the_moment(
+    tmp_path: Path,
+) -> None:
+    """The bare command at a moment of a day: the runs it launched are the nightly schedule's
+    requests for that moment, one for one and in order (each account's month that holds
+    yesterday of its histories, every day of it so far, and its snapshots of today)."""
+    at = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    warehouse = tmp_path / "warehouse"
+    said = _faked(f"{at:%Y-%m-%d %H:%M:%S}", ["materialize"], warehouse)
+    assert said.count("succeeded") == 4, said
+    scheduled = nightly_requests(location(Settings.from_env({})).built, at)
+    with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
+        records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
+    launched = [_run_request(record.dagster_run) for record in records]
+    assert launched == [_request(request) for request in scheduled]
+    assert [r[:2] for r in launched] == [
+        ("main", "2026-11"), ("main", None), ("sub_1", "2026-11"), ("sub_1", None)
+    ]  # fmt: skip
+    rows = _warehouse_rows(warehouse)
+    for account in ("main", "sub_1"):
+        days = sorted({row[-1] for row in rows["funding_history"] if row[0] == account})
+        # Every day of the month so far, today's funding at its start included.
+        assert days == [date(2026, 11, 1) + timedelta(days=n) for n in range(25)], account
+        taken = {row[-1] for row in rows["hedge_mode"] if row[0] == account}
+        assert taken == {at.date()}, account
+
+
 @pytest.mark.slow
 def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     tmp_path: Path,
@@ -219,7 +302,8 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     assert "make ui" in said
     # The demo ends by writing the report of both accounts, and says where.
     assert "Report of main, sub_1" in said
-    assert 'data-headline="accounts">main, sub_1<' in (warehouse / "report.html").read_text()
+    page = (warehouse / "report.html").read_text()
+    assert 'data-headline="accounts" data-exact="main, sub_1"' in page
     first = _warehouse_rows(warehouse)
     assert len(first["funding_history"]) > 500
     assert all(first[t] for t in schemas.TABLES if t != "_rejects")
@@ -246,6 +330,19 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     second = _funding_by_day(_warehouse_rows(warehouse)["funding_history"])
     assert {day: second[day] for day in first_days} == first_days
     assert max(second) > end  # the second demo's range went a day further
+
+
+@pytest.mark.parametrize("command", [["materialize"], ["ping"], ["report"]])
+def test_a_key_without_its_secret_is_refused_in_one_line_naming_the_secret(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Never the embedded simulator in a warehouse meant for a real account."""
+    env = {"WHITEBIT_API_KEY": "a-key", "WAREHOUSE_ROOT": str(tmp_path / "warehouse")}
+    result = CliRunner().invoke(main, command, env=env)
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: WHITEBIT_API_SECRET not set (with WHITEBIT_API_KEY set)")
+    assert not (tmp_path / "warehouse").exists()
 
 
 def test_demo_refuses_to_run_with_real_credentials() -> None:

@@ -10,49 +10,69 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import ALL_ASSETS, SINGLE, SNAPSHOTS, funding_history, jobs
-from assets.definitions import defs
-from assets.funding import DaysOutsideRun, FundingConfig, run_days
+from assets.definitions import Location, location
+from assets.histories import DaysOutsideRun, HistoryConfig, run_days
 from assets.partitions import today
+from assets.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-nightly_schedule = jobs([SINGLE]).nightly_schedule
+#: The settings of one account's variables: the account ``default``.
+SINGLE_ACCOUNT = {"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s"}
+
+
+def _location(**more: str) -> Location:
+    return location(Settings.from_env(SINGLE_ACCOUNT | more))
+
+
+LOCATION = _location()
+defs = LOCATION.definitions
+(DEFAULT,) = LOCATION.built
+nightly_schedule = LOCATION.jobs.nightly_schedule
+#: The op of each snapshot: a multi-asset named after its account and history.
+SNAPSHOT_OPS = {
+    "default_investments",  # with fixed_plans: one walk
+    "default_main_balances",
+    "default_trading_balances",
+    "default_hedge_mode",
+    "default_watcher_links",
+}
 
 
 def test_every_job_resolves_to_the_assets_it_runs() -> None:
-    snapshots = {"investments", "main_balances", "trading_balances", "hedge_mode", "watcher_links"}
     runs = {
         job.name: {n.name for n in job.graph.node_defs if not n.name.endswith("_fresh")}
         for job in defs.resolve_all_job_defs()
         if not job.name.startswith("__")
     }
     assert runs == {
-        "nightly": {"funding_history", *snapshots},
-        "funding_history_job": {"funding_history"},
-        "snapshots_job": snapshots,
+        "nightly": {"default__funding_history", *SNAPSHOT_OPS},
+        "funding_history_job": {"default__funding_history"},
+        "snapshots_job": SNAPSHOT_OPS,
         "freshness": set(),
         "report": {"account_report"},
     }
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
     assert keys == {
         "account_report",
-        "funding_history",
-        "investments",
-        "fixed_plans",
-        "main_balances",
-        "trading_balances",
-        "hedge_mode",
-        "watcher_links",
+        "default/funding_history",
+        "default/investments",
+        "default/fixed_plans",
+        "default/main_balances",
+        "default/trading_balances",
+        "default/hedge_mode",
+        "default/watcher_links",
     }
+    # The investments and their plans are one multi-asset: one walk writes both.
+    assert DEFAULT.tables["investments"] is DEFAULT.tables["fixed_plans"]
 
 
 def test_every_table_carries_its_checks_and_only_no_rejects_and_complete_block() -> None:
     specs = {
         (spec.asset_key.to_user_string(), spec.name): spec.blocking
-        for asset in ALL_ASSETS
+        for asset in DEFAULT.assets
         for spec in asset.check_specs
     }
-    tables = {key.to_user_string() for asset in ALL_ASSETS for key in asset.keys}
+    tables = {key.to_user_string() for asset in DEFAULT.assets for key in asset.keys}
     assert len(tables) == 7
     for table in tables:
         assert {name for t, name in specs if t == table} >= {
@@ -60,7 +80,7 @@ def test_every_table_carries_its_checks_and_only_no_rejects_and_complete_block()
         }  # fmt: skip
     assert {check for check, blocking in specs.items() if blocking} == {
         *((table, "no_rejects") for table in tables),
-        ("investments", "complete"),
+        ("default/investments", "complete"),
     }
 
 
@@ -73,31 +93,40 @@ def test_no_job_or_schedule_resets_keys() -> None:
 
 def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots() -> None:
     def requests(tick: datetime) -> dict[str | None, tuple[str | None, set[dg.AssetKey]]]:
-        context = dg.build_schedule_context(scheduled_execution_time=tick)
-        asked = nightly_schedule(context)  # type: ignore[arg-type, call-overload]
+        context = dg.build_schedule_context(
+            scheduled_execution_time=tick, repository_def=defs.get_repository_def()
+        )
+        asked = nightly_schedule.evaluate_tick(context).run_requests or []
         return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in asked}
 
-    snapshots = {k for a in SNAPSHOTS for k in a.keys}
+    snapshots = set(DEFAULT.snapshot_keys)
+    histories = {dg.AssetKey(["default", "funding_history"])}
     assert requests(datetime(2026, 11, 22, 0, 30, tzinfo=UTC)) == {
-        "2026-11": ("funding_history:2026-11-21", set(funding_history.keys)),
-        None: ("snapshots:2026-11-22", snapshots),
+        "2026-11": ("default:histories:2026-11-21", histories),
+        None: ("default:snapshots:2026-11-22", snapshots),
     }
     # On the first of a month, yesterday's month is complete: the last night it is asked for.
     assert requests(datetime(2026, 12, 1, 0, 30, tzinfo=UTC)) == {
-        "2026-11": ("funding_history:2026-11-30", set(funding_history.keys)),
-        None: ("snapshots:2026-12-01", snapshots),
+        "2026-11": ("default:histories:2026-11-30", histories),
+        None: ("default:snapshots:2026-12-01", snapshots),
     }
+    assert len(snapshots) == 6
     assert nightly_schedule.cron_schedule == "30 0 * * *"
     assert nightly_schedule.execution_timezone == "UTC"
 
 
 def test_funding_is_partitioned_by_month_and_snapshots_not_at_all() -> None:
-    partitions = funding_history.partitions_def
+    partitions = DEFAULT.tables["funding_history"].partitions_def
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
     keys = partitions.get_partition_keys()
     assert keys[0] == "2024-01"
     assert keys[-1] == today().strftime("%Y-%m")
-    assert all(asset.partitions_def is None for asset in SNAPSHOTS)
+    assert all(asset.partitions_def is None for asset in DEFAULT.snapshots)
+    # The first month is the start date's.
+    (later,) = _location(WHITEBIT_START_DATE="2025-03-14").built
+    moved = later.tables["funding_history"].partitions_def
+    assert moved is not None
+    assert moved.get_partition_keys()[0] == "2025-03"
 
 
 def test_dagster_validates_the_workspace(tmp_path: Path) -> None:
@@ -122,17 +151,17 @@ def test_a_runs_days_are_its_months_up_to_today_narrowed_by_its_config() -> None
         )
 
     march = window("2025-03-01", "2025-04-01")
-    assert len(run_days(march, FundingConfig())) == 31
-    narrowed = run_days(march, FundingConfig(first_day="2025-03-12", last_day="2025-03-16"))
+    assert len(run_days(march, HistoryConfig())) == 31
+    narrowed = run_days(march, HistoryConfig(first_day="2025-03-12", last_day="2025-03-16"))
     assert [d.day for d in narrowed] == [12, 13, 14, 15, 16]
     now = today()
     this_month = window(now.replace(day=1).isoformat(), "2100-01-01")
     # Never a day still to come (the day now, which is a day later once midnight has passed).
-    assert now <= run_days(this_month, FundingConfig())[-1] <= today()
+    assert now <= run_days(this_month, HistoryConfig())[-1] <= today()
     for config, says in [
-        (FundingConfig(first_day="2025-03-16", last_day="2025-03-12"), "is after last_day"),
-        (FundingConfig(first_day="2025-02-28"), "hold 2025-03-01 .. 2025-03-31"),
-        (FundingConfig(last_day="2025-3-1"), "first_day/last_day: Invalid isoformat"),
+        (HistoryConfig(first_day="2025-03-16", last_day="2025-03-12"), "is after last_day"),
+        (HistoryConfig(first_day="2025-02-28"), "hold 2025-03-01 .. 2025-03-31"),
+        (HistoryConfig(last_day="2025-3-1"), "first_day/last_day: Invalid isoformat"),
     ]:
         with pytest.raises(DaysOutsideRun) as refused:
             run_days(march, config)
@@ -140,10 +169,11 @@ def test_a_runs_days_are_its_months_up_to_today_narrowed_by_its_config() -> None
 
 
 def test_a_run_on_local_disk_loads_neither_s3fs_nor_plotly() -> None:
-    """Every run's process imports the definitions: s3fs comes with the first read of an object
+    """Every run's process loads the code location: s3fs comes with the first read of an object
     store, plotly with the first report page drawn, not with every process's start."""
     code = (
         "import sys, assets.definitions, warehouse.writer; "
+        "assets.definitions.defs(); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'s3fs', 'botocore', 'plotly'}))"
     )
     done = subprocess.run(

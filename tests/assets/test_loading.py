@@ -9,19 +9,20 @@ import dagster as dg
 import orjson
 import pytest
 
-from assets import funding_history, loading
+from assets import loading
 from pipeline.simulator import Simulator
-from tests.support.dagster_runs import resources_for
-from warehouse import catalog
+from tests.support.dagster_runs import asset, resources_for
+from warehouse import Warehouse, catalog
 
 DAYS = [date(2026, 9, 12) + timedelta(days=n) for n in range(4)]
 #: A run of the month that holds DAYS, narrowed to them.
 DAYS_CONFIG = {"first_day": DAYS[0].isoformat(), "last_day": DAYS[-1].isoformat()}
 FUNDING_PATH = "/api/v4/collateral-account/funding-history"
+funding_history = asset("funding_history")
 
 
 def _rows(root: Path) -> list[tuple[object, ...]]:
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         return con.execute(
             "SELECT * EXCLUDE (extracted_at) FROM funding_history ORDER BY ALL"
         ).fetchall()
@@ -36,7 +37,7 @@ def _run(
         instance=instance,
         partition_key="2026-09",
         raise_on_error=False,
-        run_config={"ops": {"funding_history": {"config": {**DAYS_CONFIG, **config}}}},
+        run_config={"ops": {funding_history.node_def.name: {"config": {**DAYS_CONFIG, **config}}}},
     )
 
 
@@ -100,7 +101,7 @@ def test_a_record_with_an_unreadable_time_lands_in_rejects_with_its_day(
     assert evaluations == {
         "unique_keys": True, "no_rejects": False, "reconciles": True, "schema_drift": True
     }  # fmt: skip
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         rejects = con.execute('SELECT "table", "partition", reason FROM _rejects').fetchall()
     assert rejects == [
         ("funding_history", "2026-09-12", "fundingTime: not a Unix timestamp (ASCII digits only)")
@@ -124,6 +125,8 @@ def test_a_held_payment_answered_malformed_is_refused_naming_the_reject(
     failed = _run(own_sim, root, instance)
     assert not failed.success
     message = str(next(e for e in failed.all_events if e.is_step_failure).step_failure_data)
-    assert "2026-09-12: the exchange no longer lists 1 payment(s)" in message
+    assert "funding_history of default, 2026-09-12: the exchange no longer lists 1 record(s)" in (
+        message
+    )
     assert "1 record(s) of that day were rejected (first: fundingRate: not a decimal" in message
     assert _rows(root) == before

@@ -12,16 +12,16 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import Account, build
-from assets.accounts import load
-from assets.definitions import definitions
+from assets.accounts import Account, load
+from assets.definitions import Location, location
 from assets.jobs import nightly_requests
 from assets.report import REPORT_KEY, report_requests, run_facts
 from assets.reporting import ACCOUNT_TAG
+from assets.settings import Settings
 from pipeline.simulator import SimClock, Simulator
 from tests.support.cli_runs import account_files, failures, warehouse_rows
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog, display
+from warehouse import Warehouse, catalog, display
 
 #: A night of the simulator's data: the funding month that holds its yesterday (2026-09).
 TICK = datetime.fromtimestamp(FROZEN_AT, UTC).replace(hour=0, minute=30, second=0)
@@ -58,7 +58,13 @@ def _accounts_file(
         ]
     path.write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("WHITEBIT_ACCOUNTS_FILE", str(path))
-    return load()
+    return load(Settings.from_env())
+
+
+def _location(accounts: Sequence[Account]) -> Location:
+    """The code location of these accounts, with the settings of this process's environment
+    (its warehouse root)."""
+    return location(Settings.from_env(), accounts)
 
 
 def _night(
@@ -69,11 +75,12 @@ def _night(
 ) -> dict[str, list[str]]:
     """The nightly schedule's runs for `TICK` (of ``only`` these accounts), each its own run as
     the daemon would launch them; the failures of each account's runs."""
-    defs = definitions(accounts)
-    nightly = defs.resolve_job_def("nightly")
+    found = _location(accounts)
+    nightly = found.definitions.resolve_job_def("nightly")
     chosen = accounts if only is None else only
     failed: dict[str, list[str]] = {account.name: [] for account in chosen}
-    for request in nightly_requests(build(chosen), TICK):
+    built = [found.assets_of(account.name) for account in chosen]
+    for request in nightly_requests(built, TICK):
         result = nightly.execute_in_process(
             instance=instance,
             asset_selection=request.asset_selection,
@@ -84,7 +91,7 @@ def _night(
         # The freshness checks look at today's partitions, not at the replayed night's.
         said = [text for text in failures(result) if "nightly_partition_fresh" not in text]
         failed[request.tags["whitebit/account"]] += said
-    catalog.refresh(root)
+    catalog.refresh(Warehouse.open(root))
     return failed
 
 
@@ -166,7 +173,7 @@ def test_the_report_follows_a_night_once_no_account_run_is_going(
     accounts = _accounts_file(
         exchange, tmp_path / "accounts.yaml", ["partner", "disabled", "sub_1"], monkeypatch
     )
-    built = build(accounts)
+    built = _location(accounts).built
     keys = [key for assets in built for asset in assets.assets for key in asset.keys]
     assert report_requests(instance, keys, "report") == []  # nothing landed yet
     _night(accounts, root, instance)
@@ -182,7 +189,7 @@ def test_the_report_follows_a_night_once_no_account_run_is_going(
     instance.delete_run(going.run_id)
     (request,) = report_requests(instance, keys, "report")
 
-    report_job = definitions(accounts).resolve_job_def("report")
+    report_job = _location(accounts).definitions.resolve_job_def("report")
     result = report_job.execute_in_process(instance=instance, tags=request.tags)
     assert result.success
     assert report_requests(instance, keys, "report") == []  # the report is newer than every table
@@ -190,7 +197,7 @@ def test_the_report_follows_a_night_once_no_account_run_is_going(
     assert event is not None
     assert event.asset_materialization is not None
     metadata = {name: value.value for name, value in event.asset_materialization.metadata.items()}
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         payments, net = con.execute(
             "SELECT count(*), sum(funding_amount) FROM funding_history"
         ).fetchone() or (0, None)

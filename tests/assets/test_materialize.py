@@ -10,29 +10,45 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets import (
-    ALL_ASSETS,
-    SNAPSHOTS,
-    WhiteBITResource,
-    funding_history,
-    hedge_mode,
-    investments,
-)
 from assets.partitions import today
+from assets.resources import WhiteBITResource
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import AsyncWhiteBIT
-from tests.support.dagster_runs import funding_run, resources_for, without_step_retries
-from warehouse import catalog, parquet
+from tests.support.dagster_runs import (
+    ACCOUNT,
+    account_assets,
+    asset,
+    funding_run,
+    resources_for,
+    snapshots,
+    without_step_retries,
+)
+from warehouse import Warehouse, catalog, partitions
 
 # The session simulator's data clock stands at 2026-09-21: its funding history lies before that.
 WEEK = [date(2026, 9, 10) + timedelta(days=n) for n in range(7)]
 MONTH = "2026-09"
 WEEK_CONFIG = funding_run(WEEK[0], WEEK[-1])["run_config"]
+funding_history, hedge_mode = asset("funding_history"), asset("hedge_mode")
+#: The investments and their plans: one multi-asset.
+investments = asset("investments")
+SNAPSHOTS = snapshots()
+ALL_ASSETS = account_assets().assets
+
+
+def _key(table: str) -> dg.AssetKey:
+    return dg.AssetKey([ACCOUNT.name, table])
+
+
+def _materialized(result: dg.ExecuteInProcessResult, table: str) -> list[dg.AssetMaterialization]:
+    """The account's materializations of ``table`` in the run."""
+    node = account_assets().tables[table].node_def.name
+    return [m for m in result.asset_materializations_for_node(node) if m.asset_key == _key(table)]
 
 
 def _funding_rows(root: Path) -> list[tuple[object, ...]]:
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         return con.execute(
             "SELECT market, funding_time, position_side, funding_amount, funding_date "
             "FROM funding_history ORDER BY ALL"
@@ -66,14 +82,17 @@ def test_a_backfill_of_months_is_one_run_one_walk_and_a_file_a_month(
     answered = own_sim.state.answered
     pings = sum(n for (path, _), n in answered.items() if path.endswith("/ping"))
     assert pings == 1
-    materializations = result.asset_materializations_for_node("funding_history")
+    materializations = _materialized(result, "funding_history")
     assert sorted(m.partition for m in materializations) == ["2026-08", MONTH]
     meta = materializations[0].metadata
     all_days = [date(2026, 8, 1) + timedelta(days=n) for n in range(61)]
     assert meta["days_written"].value == 61
     assert meta["dagster/row_count"].value == _truth(own_sim, all_days) > 0
-    files = parquet.partition_files(root, "funding_history")
-    assert [f.parent.name for f in files] == ["funding_month=2026-08", f"funding_month={MONTH}"]
+    files = partitions.partition_files(Warehouse.open(root).store, "funding_history")
+    assert files == [
+        f"parquet/funding_history/account=default/funding_month={month}/data.parquet"
+        for month in ("2026-08", MONTH)
+    ]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
         "unique_keys": True, "no_rejects": True, "reconciles": True, "schema_drift": True
@@ -89,7 +108,7 @@ def test_a_run_narrowed_to_days_replaces_those_days_only(
         partition_key=MONTH, run_config=WEEK_CONFIG,
     )  # fmt: skip
     assert result.success
-    meta = result.asset_materializations_for_node("funding_history")[0].metadata
+    meta = _materialized(result, "funding_history")[0].metadata
     assert meta["days_written"].value == 7
     assert meta["dagster/row_count"].value == _truth(own_sim, WEEK)
     assert {row[4] for row in _funding_rows(root)} == set(WEEK)
@@ -141,10 +160,10 @@ def test_every_snapshot_materializes_today(
     events = result.get_asset_materialization_events()
     materialized = {e.asset_key.to_user_string() for e in events if e.asset_key}
     assert materialized == {
-        "investments", "fixed_plans", "main_balances", "trading_balances", "hedge_mode",
-        "watcher_links",
+        "default/investments", "default/fixed_plans", "default/main_balances",
+        "default/trading_balances", "default/hedge_mode", "default/watcher_links",
     }  # fmt: skip
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         counts = dict(
             con.execute(
                 "SELECT 'investments', count(*) FROM investments UNION ALL "
@@ -177,7 +196,7 @@ def test_the_whole_location_materializes_with_checks(
     ]
     assert snapshot_events
     assert all(e.partition is None for e in snapshot_events)
-    with duckdb.connect(str(catalog.catalog_path(root)), read_only=True) as con:
+    with duckdb.connect(str(Warehouse.open(root).catalog_path), read_only=True) as con:
         views = {
             r[0]
             for r in con.execute(
@@ -192,10 +211,10 @@ def test_investments_metadata_reports_the_walk(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance, status: int
 ) -> None:
     result = dg.materialize(
-        [a for a in SNAPSHOTS if "investments" in {k.to_user_string() for k in a.keys}],
-        resources=resources_for(own_sim, root), instance=instance,
+        [investments], resources=resources_for(own_sim, root), instance=instance,
     )  # fmt: skip
-    meta = result.asset_materializations_for_node("investments")[0].metadata
+    (materialized,) = _materialized(result, "investments")
+    meta = materialized.metadata
     assert meta["pages_fetched"].value >= 1
     assert any(f"status={status}" in s for s in meta["slices"].value)
     assert "preview" in meta
@@ -205,7 +224,7 @@ def test_a_refusal_fails_once_with_the_exchanges_message(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
     resources = resources_for(own_sim, root)
-    resources["whitebit"] = WhiteBITResource(
+    resources[ACCOUNT.resource_key] = WhiteBITResource(
         api_key=own_sim.credentials.api_key, api_secret="wrong", base_url=own_sim.url
     )
     result = dg.materialize(
@@ -265,12 +284,12 @@ def test_unknown_fields_are_named_in_metadata_and_warned_of_by_schema_drift(
                  "trading_balances": "trading_balance"}  # fmt: skip
     for table in tables:
         field = f"{operation.get(table, table)}.newField"
-        (materialized,) = result.asset_materializations_for_node(table)
+        (materialized,) = _materialized(result, table)
         assert materialized.metadata["unknown_fields"].value == {field: '"x"'}
         (drift,) = [
             e
             for e in result.get_asset_check_evaluations()
-            if (e.asset_key.to_user_string(), e.check_name) == (table, "schema_drift")
+            if (e.asset_key, e.check_name) == (_key(table), "schema_drift")
         ]
         assert not drift.passed
         assert drift.severity == dg.AssetCheckSeverity.WARN

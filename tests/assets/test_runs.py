@@ -16,28 +16,37 @@ import dagster as dg
 import pytest
 from rich.console import Console
 
-from assets import SINGLE, outcomes, runs
+from assets import outcomes, runs
 from assets.console import CLIENT_LOGGER, progress_bar, watched
 from assets.instance import CELERY_TASK_TAG, release_dead_runs, runner_tag
-from assets.instance import instance as open_instance
+from assets.instance import instance as settings_instance
 from assets.reporting import PROGRESS_LOGGER
+from assets.settings import Settings
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import RETRY_WAIT_FIELD, AsyncWhiteBIT, RetryPolicy
+from tests.support.dagster_runs import ACCOUNT
 
-API_POOL = SINGLE.account.pool
+API_POOL = ACCOUNT.pool
+
+
+def open_instance() -> dg.DagsterInstance:
+    """The CLI's instance, of the settings of this process's environment (its DAGSTER_HOME)."""
+    return settings_instance(Settings.from_env())
+
 
 # A run like the CLI's: tagged with its process, holding the API pool's slot when it is killed.
 _KILLED_IN_THE_POOL = f"""
 import os, signal, socket
 import dagster as dg
 from assets.instance import instance, runner_tag
+from assets.settings import Settings
 
 @dg.asset(pool={API_POOL!r})
 def doomed() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
-dg.materialize([doomed], instance=instance(), tags=runner_tag())
+dg.materialize([doomed], instance=instance(Settings.from_env()), tags=runner_tag())
 """
 
 
@@ -110,11 +119,13 @@ def test_a_run_whose_process_lives_is_left_alone(
 _OPEN_AT_ONCE = """
 import pathlib, sys, time
 from assets.instance import instance
+from assets.settings import Settings
+settings = Settings.from_env()
 print("ready", flush=True)
 go = pathlib.Path(sys.argv[1])
 while not go.exists():
     time.sleep(0.001)
-instance()
+instance(settings)
 """
 
 
@@ -156,8 +167,8 @@ def _run(
 ) -> dg.ExecuteInProcessResult:
     """The assets in one run, watched as the CLI watches its runs."""
     job = dg.Definitions(
-        assets=list(assets), jobs=[dg.define_asset_job(runs.ASSET_RUN_JOB)]
-    ).resolve_job_def(runs.ASSET_RUN_JOB)
+        assets=list(assets), jobs=[dg.define_asset_job(runs.NIGHTLY_JOB)]
+    ).resolve_job_def(runs.NIGHTLY_JOB)
     run_id = str(uuid.uuid4())
     with watched(instance, run_id, console):
         return job.execute_in_process(

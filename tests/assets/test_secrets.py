@@ -7,9 +7,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import ALL_ASSETS
-from assets.definitions import resources
+from assets.definitions import location
 from assets.partitions import today
+from assets.settings import Settings
 from pipeline.simulator import Simulator
 
 
@@ -34,10 +34,13 @@ def test_the_environments_secret_stays_out_of_dagster_and_the_warehouse(
         "WAREHOUSE_ROOT": str(warehouse),
     }.items():
         monkeypatch.setenv(name, value)
-    configured = resources()
-    assert not configured["whitebit"].simulated  # type: ignore[attr-defined]
+    # The code location as the environment makes it: account default, its key by name.
+    found = location(Settings.from_env())
+    (built,) = found.built
+    configured = found.definitions.resources
+    assert not configured["whitebit_default"].simulated
     result = dg.materialize(
-        list(ALL_ASSETS), resources=configured, instance=instance,
+        list(built.assets), resources=configured, instance=instance,
         partition_key=today().strftime("%Y-%m"),
     )  # fmt: skip
     assert result.success

@@ -13,15 +13,20 @@ from typing import Any
 import dagster as dg
 import orjson
 
-from assets import funding_history, hedge_mode, investments, main_balances, trading_balances
-from assets import watcher_links as watcher_links_asset
 from pipeline import spec
 from pipeline.simulator import Dataset, Scale, SimClock, new_field, repeated_key
 from pipeline.whitebit import RetryPolicy
 from tests.support.cli_runs import Rows
+from tests.support.dagster_runs import asset
 from tests.support.simulated import FROZEN_AT
 
 Tamper = Callable[[dict[str, Any], bytes], bytes]
+
+#: The assets of the account ``default`` that read each answer (the investments and their plans
+#: are one multi-asset).
+funding_history, investments = asset("funding_history"), asset("investments")
+main_balances, trading_balances = asset("main_balances"), asset("trading_balances")
+hedge_mode, watcher_links_asset = asset("hedge_mode"), asset("watcher_links")
 
 HELD = [date(2026, 9, 11), date(2026, 9, 12)]  # funding days the warehouse holds already
 NEW = date(2026, 9, 13)  # the day a nightly run adds
@@ -309,7 +314,7 @@ CASES = [
         "funding-same-page-for-every-offset",
         _every_offset_the_first_page(),
         "100 pages in a row",
-        "the same entries whatever the offset",
+        "the same records whatever the offset",
     ),
     # JSON cut short (another try may get it whole: the whole budget), or a whole answer that is
     # not JSON at all or that the parser refuses before its end (the same page on the next try:

@@ -10,7 +10,8 @@ real CLI runs. No product code knows about it. The points:
   reported its first days written: a month is rewritten by then, the rest still to page.
 - ``parquet-mid-file``: the N-th Parquet file write has put half of its bytes in its temp file
   (on an object store, in the memory buffer its PUT would send).
-- ``parquet-before-rename``: the N-th temp file is complete and synced, not yet renamed over.
+- ``parquet-before-rename``: the N-th partition file's temp file is complete and synced, not yet
+  renamed over (on local disk).
 - ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, still
   without their files; the curated ones not).
 
@@ -43,7 +44,7 @@ import pyarrow.parquet as pq
 
 from assets import cli, loading, workers
 from pipeline.whitebit import _paging
-from warehouse import catalog, parquet, writer
+from warehouse import catalog, layout, store, writer
 
 _WHOLE_JOB = False
 
@@ -96,6 +97,24 @@ def _half_written(table: Any, sink: Any, **options: Any) -> None:
     os.fsync(sink.fileno())
 
 
+def _complete_before_rename(hook: Callable[[], None]) -> None:
+    """Call ``hook`` once a partition file's temp file on local disk is whole and synced, before
+    it is renamed over the partition's file."""
+    replace = store.LocalStore._replace
+
+    def replaced(self: store.LocalStore, relative: str, write: Callable[[Any], object]) -> None:
+        def complete(sink: Any) -> None:
+            write(sink)
+            if relative.endswith(f"/{layout.PARTITION_FILE}"):
+                sink.flush()
+                os.fsync(sink.fileno())
+                hook()
+
+        replace(self, relative, complete)
+
+    store.LocalStore._replace = replaced  # type: ignore[method-assign]
+
+
 def arm(point: str, at: int) -> None:
     if point == "walk":
         kill = _on_call(at)
@@ -105,7 +124,7 @@ def arm(point: str, at: int) -> None:
     elif point == "parquet-mid-file":
         _wrap(pq, "write_table", _on_call(at, _half_written))
     elif point == "parquet-before-rename":
-        _wrap(parquet, "_rename_over", _on_call(at))
+        _complete_before_rename(_on_call(at))
     elif point == "catalog":
         _wrap(catalog, "_create_curated_views", _on_call(at))
     else:

@@ -32,10 +32,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from upath import UPath
 
-from assets import funding_history, hedge_mode, investments, main_balances, trading_balances
-from assets import watcher_links as watcher_links_asset
 from pipeline.simulator import Scale, SimClock, Simulator
 from tests.reliability.bad_input_cases import (
     CASES,
@@ -44,14 +41,20 @@ from tests.reliability.bad_input_cases import (
     Case,
     Fails,
     Keeps,
+    funding_history,
+    hedge_mode,
+    investments,
+    main_balances,
     same,
+    trading_balances,
     untouched,
+    watcher_links_asset,
 )
 from tests.support.cli_runs import Rows, failures, warehouse_rows
-from tests.support.dagster_runs import funding_run, resources_for, without_step_retries
+from tests.support.dagster_runs import ACCOUNT, funding_run, resources_for, without_step_retries
 from tests.support.simulated import FROZEN_AT
-from warehouse import catalog, parquet, schemas
-from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse import Warehouse, catalog, partitions, schemas
+from warehouse.sources import SOURCES_DIR
 
 # --- The warehouse before, and a run -----------------------------------------------------------
 
@@ -96,12 +99,13 @@ def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> 
     assert result.success, failures(result)
     before = base / "before"
     shutil.copytree(clean / "parquet", before / "parquet")
+    # Which exchange filled the account: a run checks it before any request.
+    shutil.copytree(clean / SOURCES_DIR, before / SOURCES_DIR)
     # The new day is not held yet: its month holds nothing of it.
-    empty = schemas.FUNDING_HISTORY.arrow_schema.empty_table()
-    parquet.replace_partition(
-        before, "funding_history", (DEFAULT_ACCOUNT, NEW), empty, covers=[NEW]
-    )
-    catalog.refresh(before)
+    empty = schemas.TABLES["funding_history"].arrow_schema.empty_table()
+    wh = Warehouse.open(before)
+    partitions.replace_partition(wh, "funding_history", (ACCOUNT.name, NEW), empty, covers=[NEW])
+    catalog.refresh(wh)
     return Warehouses(before, warehouse_rows(before), warehouse_rows(clean))
 
 
@@ -123,7 +127,8 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
 ) -> None:
     root = tmp_path / "warehouse"
     shutil.copytree(warehouses.before, root)
-    catalog.refresh(root)
+    wh = Warehouse.open(root)
+    catalog.refresh(wh)
     before = _fingerprint(root)
     baseline = warehouses.clean_rows if case.asset is funding_history else warehouses.before_rows
     if case.days == tuple(HELD):
@@ -155,8 +160,8 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
     assert hostile.credentials.api_secret not in said
     # Whatever the answer named, every file stayed where the warehouse puts its own.
     assert [p.name for p in tmp_path.iterdir()] == ["warehouse"]
-    placed = {p for table in schemas.TABLES for p in parquet.partition_files(root, table)}
-    assert {UPath(p) for p in root.rglob("*.parquet")} == placed
+    placed = {p for table in schemas.TABLES for p in partitions.partition_files(wh.store, table)}
+    assert {str(p.relative_to(root)) for p in root.rglob("*.parquet")} == placed
 
     outcome = case.outcome
     if isinstance(outcome, Fails):
@@ -175,7 +180,7 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
         return
 
     assert not result.success  # the blocking check stops what would read the partition
-    checks = {(e.asset_key.to_user_string(), e.check_name): e.passed
+    checks = {(e.asset_key.path[-1], e.check_name): e.passed
               for e in result.get_asset_check_evaluations()}  # fmt: skip
     assert checks[(outcome.table, "no_rejects")] is False
     rejected = rows.pop("_rejects")

@@ -24,6 +24,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from assets.accounts import DEFAULT_ACCOUNT
 from assets.reporting import ACCOUNT_TAG
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import (
@@ -40,8 +41,7 @@ from tests.support.cli_runs import (
     two_accounts_env,
     warehouse_rows,
 )
-from warehouse import catalog
-from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse import Warehouse, catalog
 
 ONE_DAY = FUNDING_DAYS[2]
 FUNDING_RANGE = ["materialize", "funding_history", "--from", FIRST, "--to", LAST]
@@ -131,7 +131,7 @@ def _expected(single_run: Rows, case: Case) -> Rows:
 
 def _catalog_answers(root: Path) -> None:
     """The catalog opens, and answers every view."""
-    with catalog.connect(root) as con:
+    with catalog.connect(Warehouse.open(root)) as con:
         views = [
             row[0]
             for row in con.execute(
@@ -141,7 +141,7 @@ def _catalog_answers(root: Path) -> None:
         for view in views:
             con.execute(f'SELECT count(*) FROM "{view}"').fetchall()  # noqa: S608
     assert {"funding_history", "_rejects", "daily_funding_by_market"} <= set(views)
-    with duckdb.connect(str(root / catalog.CATALOG_FILE), read_only=True) as con:
+    with duckdb.connect(str(Warehouse.open(root).catalog_path), read_only=True) as con:
         assert con.execute("PRAGMA database_size").fetchall()  # the file itself is whole
 
 

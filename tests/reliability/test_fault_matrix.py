@@ -30,9 +30,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets import AccountAssets, build
-from assets.accounts import load
-from assets.definitions import resources
+from assets.definitions import location
+from assets.jobs import AccountAssets
+from assets.settings import Settings
 from pipeline import spec
 from pipeline.simulator import Fault, Scale, SimClock, Simulator
 from tests.support.cli_runs import (
@@ -49,7 +49,6 @@ from tests.support.cli_runs import (
 )
 from tests.support.simulated import FROZEN_AT
 from warehouse.schemas import month_of
-from warehouse.settings import ROOT_ENV
 
 #: Share of requests faulted in the single-kind cases: often enough that nearly every walk meets
 #: its fault, rarely enough that the client's 8 retries never run out (0.3**9: 2 in 100,000).
@@ -132,7 +131,7 @@ def test_records_altered_are_rejected_then_a_clean_rerun_is_the_fault_free_wareh
     for table, kept in rows.items():
         assert all(row in fault_free[table] for row in kept), table  # none changed or made up
     blocked = {
-        e.asset_key.to_user_string()
+        e.asset_key.path[-1]
         for result in results
         for e in result.get_asset_check_evaluations()
         if e.check_name == "no_rejects" and not e.passed
@@ -152,12 +151,13 @@ def _nightly_of(
     then its snapshots of today."""
     assert month_of(FUNDING_DAYS[0]) == month_of(FUNDING_DAYS[-1])
     days = {"first_day": FIRST, "last_day": LAST}
+    funding_history = assets.tables["funding_history"]
     funding = dg.materialize(
-        [assets.funding],
+        [funding_history],
         resources=resources,
         raise_on_error=False,
         partition_key=month_of(FUNDING_DAYS[0]),
-        run_config={"ops": {assets.funding.node_def.name: {"config": days}}},
+        run_config={"ops": {funding_history.node_def.name: {"config": days}}},
     )
     snapshots = dg.materialize(list(assets.snapshots), resources=resources, raise_on_error=False)
     return [funding, snapshots]
@@ -177,17 +177,18 @@ def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
 ) -> None:
     root = tmp_path / "warehouse"
     env = two_accounts_env(own_sim, root, tmp_path / "dagster", tmp_path / "accounts.yaml")
-    accounts = load(env)
-    assert [account.name for account in accounts] == list(TWO_ACCOUNTS)
+    # The code location of the settings of that environment: the accounts file's accounts, the
+    # warehouse at ``root``.
+    found = location(Settings.from_env(env))
+    assert [account.name for account in found.accounts] == list(TWO_ACCOUNTS)
     # The runs read the keys from the variables the file names, as a deployment's do.
-    for account in accounts:
+    for account in found.accounts:
         for variable in (account.key_env, account.secret_env):
             assert variable is not None
             monkeypatch.setenv(variable, env[variable])
-    monkeypatch.setenv(ROOT_ENV, str(root))
+    resources = found.definitions.resources
     night: dict[str, Callable[[], list[dg.ExecuteInProcessResult]]] = {
-        assets.account.name: partial(_nightly_of, assets, resources(accounts))
-        for assets in build(accounts)
+        assets.account.name: partial(_nightly_of, assets, resources) for assets in found.built
     }
     for name in TWO_ACCOUNTS:
         for result in night[name]():

@@ -32,6 +32,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
+from assets.accounts import DEFAULT_ACCOUNT
 from assets.reporting import ACCOUNT_TAG
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import (
@@ -44,8 +45,9 @@ from tests.support.cli_runs import (
     two_accounts_env,
     warehouse_rows,
 )
-from warehouse import catalog, parquet
-from warehouse.schemas import DEFAULT_ACCOUNT, month_of
+from warehouse import Warehouse, catalog, partitions
+from warehouse.root import CATALOG_FILE
+from warehouse.schemas import month_of
 
 #: The backfill: parts of three months, so the walk pages on while the first months are already
 #: rewritten.
@@ -127,10 +129,11 @@ class Reader(threading.Thread):
 
     def _read_files(self, account: str) -> None:
         months = self.months[account]
-        for path in parquet.partition_files(self.root, "funding_history", account=account):
-            month = path.parent.name.removeprefix("funding_month=")
+        store = Warehouse.open(self.root).store
+        for path in partitions.partition_files(store, "funding_history", account=account):
+            month = path.split("/")[-2].removeprefix("funding_month=")
             try:
-                found = pq.read_table(path.path).num_rows
+                found = pq.read_table(self.root / path).num_rows
             except Exception as error:  # the test asserts there was none
                 self.problems.append(f"{path}: {type(error).__name__}: {error}")
                 continue
@@ -140,7 +143,7 @@ class Reader(threading.Thread):
 
     def _read_catalog(self) -> None:
         try:
-            with catalog.connect(self.root) as con:
+            with catalog.connect(Warehouse.open(self.root)) as con:
                 rows = con.execute(
                     "SELECT account, funding_date, count(*) FROM funding_history GROUP BY ALL"
                 ).fetchall()
@@ -159,11 +162,15 @@ class Reader(threading.Thread):
         self.join(timeout=60)
 
 
+def _files(root: Path, account: str | None = None) -> list[str]:
+    """The funding partition files the warehouse lists (of one account, or of all)."""
+    store = Warehouse.open(root).store
+    return partitions.partition_files(store, "funding_history", account=account)
+
+
 def _inodes(root: Path, account: str = DEFAULT_ACCOUNT) -> dict[str, int]:
-    return {
-        p.parent.name: Path(p.path).stat().st_ino
-        for p in parquet.partition_files(root, "funding_history", account=account)
-    }
+    """Each month's file's inode: a file rewritten is a new one."""
+    return {p.split("/")[-2]: (root / p).stat().st_ino for p in _files(root, account)}
 
 
 def _leftovers(root: Path) -> list[Path]:
@@ -197,9 +204,9 @@ def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
 ) -> None:
     root, home = tmp_path / "warehouse", tmp_path / "dagster"
     shutil.copytree(reference.root / "parquet", root / "parquet")
-    catalog.refresh(root)
+    catalog.refresh(Warehouse.open(root))
     before = _inodes(root)
-    catalog_before = (root / catalog.CATALOG_FILE).stat().st_ino
+    catalog_before = (root / CATALOG_FILE).stat().st_ino
     env = cli_env(exchange, root, home)
 
     reader = Reader(root, {DEFAULT_ACCOUNT: reference})
@@ -228,12 +235,10 @@ def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
             assert len(rewritten) == len(before)
             # The half-built catalog (and its write-ahead log) beside the old one.
             assert leftovers
-            assert all(p.name.startswith(f".{catalog.CATALOG_FILE}.") for p in leftovers)
-            assert (root / catalog.CATALOG_FILE).stat().st_ino == catalog_before
+            assert all(p.name.startswith(f".{CATALOG_FILE}.") for p in leftovers)
+            assert (root / CATALOG_FILE).stat().st_ino == catalog_before
         # Temp files are dot-named beside the partition: no reader's glob or view sees them.
-        assert not any(
-            p.name.startswith(".") for p in parquet.partition_files(root, "funding_history")
-        )
+        assert not any(p.split("/")[-1].startswith(".") for p in _files(root))
 
         again = run_cli(RANGE, env, tmp_path / "again")
         assert again.process.returncode == 0, again.output
@@ -268,12 +273,12 @@ def test_one_account_killed_and_run_again_leaves_the_other_account_untouched(
 ) -> None:
     root, home = tmp_path / "warehouse", tmp_path / "dagster"
     shutil.copytree(two_accounts["main"].root / "parquet", root / "parquet")
-    catalog.refresh(root)
+    catalog.refresh(Warehouse.open(root))
     env = two_accounts_env(exchange, root, home, tmp_path / "accounts.yaml")
     untouched = account_files(root, "sub_1")
     assert untouched
     before = _inodes(root, "main")
-    catalog_before = (root / catalog.CATALOG_FILE).stat().st_ino
+    catalog_before = (root / CATALOG_FILE).stat().st_ino
     one_account = [*RANGE, "--account", "main"]
 
     reader = Reader(root, two_accounts, pause=0.05)  # twice the files a round: a longer breath
@@ -303,8 +308,8 @@ def test_one_account_killed_and_run_again_leaves_the_other_account_untouched(
         else:
             assert len(rewritten) == len(before)
             assert leftovers
-            assert all(p.name.startswith(f".{catalog.CATALOG_FILE}.") for p in leftovers)
-            assert (root / catalog.CATALOG_FILE).stat().st_ino == catalog_before
+            assert all(p.name.startswith(f".{CATALOG_FILE}.") for p in leftovers)
+            assert (root / CATALOG_FILE).stat().st_ino == catalog_before
         assert account_files(root, "sub_1") == untouched
 
         again = run_cli(one_account, env, tmp_path / "again")

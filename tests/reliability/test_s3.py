@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from assets.accounts import DEFAULT_ACCOUNT
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import (
     REPO,
@@ -46,8 +47,10 @@ from tests.support.cli_runs import (
 )
 from tests.support.pinned_clock import PINNED_NOW_ENV
 from tests.support.s3 import S3Server
-from warehouse import catalog, parquet, schemas
-from warehouse.schemas import DEFAULT_ACCOUNT
+from warehouse import Warehouse, catalog, layout, schemas
+from warehouse.root import CATALOG_FILE
+from warehouse.sources import SOURCES_DIR
+from warehouse.store import LOCKS_DIR
 
 #: The time every run of this module stamps its rows with (and the day of its snapshots).
 PINNED = datetime.now(UTC).replace(microsecond=0)
@@ -113,9 +116,9 @@ class Pair:
         """The catalog a run of ``root`` refreshes: in a local root; for an ``s3://`` root, in
         the state directory (``$XDG_STATE_HOME/whitebit-etl/s3/<bucket>/<prefix>``)."""
         if isinstance(root, Path):
-            return root / catalog.CATALOG_FILE
+            return root / CATALOG_FILE
         where = root.removeprefix("s3://")
-        return self.state / "whitebit-etl" / "s3" / where / catalog.CATALOG_FILE
+        return self.state / "whitebit-etl" / "s3" / where / CATALOG_FILE
 
     @property
     def roots(self) -> tuple[Path, str]:
@@ -173,8 +176,9 @@ def _run_both(
 
 
 def rows_of(catalog_file: Path) -> Rows:
-    """Every table through the catalog's views, every column, in a fixed order."""
-    with catalog.connect(path=catalog_file) as con:
+    """Every table through the catalog's views, every column, in a fixed order (the catalog
+    names the root its views read, as `whitebit-etl sql --catalog` opens one)."""
+    with catalog.connect(Warehouse.open(catalog_file.parent), path=catalog_file) as con:
         return {
             table: con.execute(f'SELECT * FROM "{table}" ORDER BY ALL').fetchall()  # noqa: S608
             for table in schemas.TABLES
@@ -201,12 +205,12 @@ def _month_keys(store: Store, pair: Pair, account: str = DEFAULT_ACCOUNT) -> dic
     return {
         key.split("funding_month=")[1].split("/")[0]: key
         for key in fs.find(prefix)
-        if key.endswith(f"/{parquet.PARTITION_FILE}")
+        if key.endswith(f"/{layout.PARTITION_FILE}")
     }
 
 
 def _lease_key(pair: Pair) -> str:
-    return f"{pair.bucket}/warehouse/{parquet.PARQUET_DIR}/{parquet.LOCKS_DIR}/funding_history.lock"
+    return f"{pair.bucket}/warehouse/{LOCKS_DIR}/funding_history.lock"
 
 
 # --- The nightly job --------------------------------------------------------------------------
@@ -264,10 +268,13 @@ def test_a_backfill_of_months_on_s3_equals_it_on_local_disk(
     local, remote = _both(backfill)
     assert local == backfilled
     assert remote == local
-    # A month a partition, one object each; no lease left behind, no temp object.
+    # A month a partition, one object each; no lease left behind, no temp object: beside the
+    # partitions, only the record of the exchange the account's rows came from.
     assert sorted(_month_keys(store, backfill)) == MONTHS
     keys = store.server.filesystem().find(backfill.bucket)
-    assert [k for k in keys if not k.endswith(f"/{parquet.PARTITION_FILE}")] == []
+    assert [k for k in keys if not k.endswith(f"/{layout.PARTITION_FILE}")] == [
+        f"{backfill.bucket}/warehouse/{SOURCES_DIR}/{DEFAULT_ACCOUNT}.json"
+    ]
 
 
 def test_a_rerun_of_the_range_on_s3_equals_it_on_local_disk_and_itself_before(

@@ -56,9 +56,10 @@ RANGE = ["materialize", "funding_history", "--from", FIRST.isoformat(), "--to", 
 LOW_RETRIES = """
 import os, sys
 import dagster as dg
-from assets import WhiteBITResource, definitions
+from assets import definitions
 from assets.cli import main
-definitions.whitebit_resource = lambda account: WhiteBITResource(
+from assets.resources import WhiteBITResource
+definitions.whitebit_resource = lambda account, settings: WhiteBITResource(
     api_key=dg.EnvVar("WHITEBIT_API_KEY"),
     api_secret=dg.EnvVar("WHITEBIT_API_SECRET"),
     base_url=os.environ["WHITEBIT_BASE_URL"],
@@ -168,9 +169,9 @@ def test_a_rejected_record_is_said_with_its_count_partition_reason_and_the_sql_t
     assert ran.code == 1, ran.output
     assert _timed("a rejected record", home, ran) <= RUN_LIMIT_S
     lines = [line.strip() for line in ran.stdout.splitlines()]
-    check = lines.index("failed check funding_history.no_rejects:")
+    check = lines.index("failed check default/funding_history.no_rejects:")
     assert lines[check + 1] == (
-        "1 record(s) of funding_history rejected, in 1 partition(s): 2026-09-13 (1)"
+        "1 record(s) of default/funding_history rejected, in 1 partition(s): 2026-09-13 (1)"
     )
     assert lines[check + 2] == "first reasons:"
     assert re.fullmatch(
@@ -178,7 +179,7 @@ def test_a_rejected_record_is_said_with_its_count_partition_reason_and_the_sql_t
     )
     command = lines[check + 4].removeprefix("list them: ")
     assert command.startswith('whitebit-etl sql "SELECT ')
-    assert "failed step funding_history:" in lines  # the step the blocking check stopped
+    assert "failed step default__funding_history:" in lines  # the step the check stopped
     assert "tries it again" not in ran.output  # a reject is no reason to retry
     assert ran.stderr.strip().splitlines()[-1].endswith("failed (details: make ui)")
     assert exchange.credentials.api_secret not in ran.output
@@ -205,7 +206,7 @@ def test_a_refusal_is_said_at_once_with_the_exchanges_message_and_not_retried(
     assert ran.code == 1, ran.output
     assert _timed("a refusal", home, ran) <= RUN_LIMIT_S
     lines = [line.strip() for line in ran.stdout.splitlines()]
-    step = lines.index("failed step funding_history:")
+    step = lines.index("failed step default__funding_history:")
     assert lines[step + 1] == (
         "funding_history /api/v4/collateral-account/funding-history: "
         "HTTP 401 code 10: Unauthorized request."
@@ -241,11 +242,14 @@ def test_a_step_dagster_retries_is_said_while_it_waits_with_the_wait_and_why(
         child.kill()
         child.wait()
     (waiting,) = [line for line in said if "waiting for the exchange" in line]
-    assert waiting.startswith("funding_history: waiting for the exchange: ping: attempt 1 of 2")
+    assert waiting.startswith(
+        "default__funding_history: waiting for the exchange: ping: attempt 1 of 2"
+    )
     assert "HTTP 503" in waiting
     (retry,) = [line for line in said if "tries it again" in line]
     found = re.fullmatch(
-        r"funding_history failed; Dagster tries it again in (\d+\.\d) s\. Why: ServerError: "
+        r"default__funding_history failed; Dagster tries it again in (\d+\.\d) s\. Why: "
+        r"ServerError: "
         r"ping /api/v4/public/ping: HTTP 503: .* \(after 2 attempts\)",
         retry,
     )
@@ -281,7 +285,7 @@ def test_an_answer_breaking_the_contract_fails_at_once_saying_where(
     assert ran.code == 1, ran.output
     assert _timed("a broken contract", home, ran) <= RUN_LIMIT_S
     lines = [line.strip() for line in ran.stdout.splitlines()]
-    step = lines.index("failed step funding_history:")
+    step = lines.index("failed step default__funding_history:")
     assert "at records: expected an array, got null" in lines[step + 1]
     assert "tries it again" not in ran.output
     assert _events(home, _run_id(ran), dg.DagsterEventType.STEP_UP_FOR_RETRY) == []
@@ -308,10 +312,12 @@ def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     assert _timed("a new field", home, ran) <= RUN_LIMIT_S
     assert warehouse_rows(tmp_path / "warehouse") == warehouse_rows(tmp_path / "clean")
     lines = [line.strip() for line in ran.stdout.splitlines()]
-    drift = lines.index("warning: check funding_history.schema_drift:")
+    drift = lines.index("warning: check default/funding_history.schema_drift:")
     assert 'records[].newField (e.g. "x")' in lines[drift + 1]
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        latest = instance.get_latest_materialization_event(dg.AssetKey("funding_history"))
+        latest = instance.get_latest_materialization_event(
+            dg.AssetKey(["default", "funding_history"])
+        )
     assert latest is not None
     assert latest.asset_materialization is not None
     metadata = latest.asset_materialization.metadata
@@ -372,7 +378,7 @@ CASES = {
         _tamper(FUNDING, _spoil(lambda r: r.pop("settlementPrice"))),
         RANGE,
         1,
-        ("failed check funding_history.no_rejects:", "settlementPrice: missing"),
+        ("failed check default/funding_history.no_rejects:", "settlementPrice: missing"),
         rejected=1,
     ),
     "a number where a string belongs": Case(
@@ -380,7 +386,7 @@ CASES = {
         RANGE,
         1,
         (
-            "failed check funding_history.no_rejects:",
+            "failed check default/funding_history.no_rejects:",
             "fundingAmount: number where a decimal string belongs",
         ),
         rejected=1,
@@ -389,28 +395,28 @@ CASES = {
         _tamper(FUNDING, _spoil(lambda r: r.update(fundingRate="1,5"))),
         RANGE,
         1,
-        ("failed check funding_history.no_rejects:", "fundingRate: not a decimal number"),
+        ("failed check default/funding_history.no_rejects:", "fundingRate: not a decimal number"),
         rejected=1,
     ),
     "a path-escaping market": Case(
         _tamper(FUNDING, _spoil(lambda r: r.update(market="../../etc"))),
         RANGE,
         1,
-        ("failed check funding_history.no_rejects:", "market:"),
+        ("failed check default/funding_history.no_rejects:", "market:"),
         rejected=1,
     ),
     "records an object": Case(
         _tamper(FUNDING, lambda p, body: orjson.dumps(orjson.loads(body) | {"records": {}})),
         RANGE,
         1,
-        ("failed step funding_history:", "at records: expected an array, got an object"),
+        ("failed step default__funding_history:", "at records: expected an array, got an object"),
         failed=("funding_history",),
     ),
     "an HTML page with a success status": Case(
         _tamper(FUNDING, lambda p, body: b"<html><body>Maintenance</body></html>"),
         RANGE,
         1,
-        ("failed step funding_history:", "not JSON at all"),
+        ("failed step default__funding_history:", "not JSON at all"),
         failed=("funding_history",),
     ),
     # Whole answers the JSON parser refuses: no network fault makes them, so they fail at once.
@@ -419,7 +425,7 @@ CASES = {
         RANGE,
         1,
         (
-            "failed step funding_history:",
+            "failed step default__funding_history:",
             "the JSON parser refuses: not valid UTF-8 (invalid start byte)",
         ),
         failed=("funding_history",),
@@ -429,7 +435,7 @@ CASES = {
         SNAPSHOTS,
         1,
         (
-            "failed step hedge_mode:",
+            "failed step default_hedge_mode:",
             "at byte 1025 of 200000: a whole answer the JSON parser refuses: depth limit exceeded",
         ),
         failed=("hedge_mode",),
@@ -439,31 +445,31 @@ CASES = {
         _tamper(FUNDING, new_field("cursor", "abc", "top")),
         RANGE,
         0,
-        ("warning: check funding_history.schema_drift:", 'cursor (e.g. "abc")'),
+        ("warning: check default/funding_history.schema_drift:", 'cursor (e.g. "abc")'),
     ),
     "a new field in every investment": Case(
         _tamper(spec.INVESTMENTS_HISTORY.path, new_field("bonus", "0.1", "records")),
         SNAPSHOTS,
         0,
-        ("warning: check investments.schema_drift:", 'records[].bonus (e.g. "0.1")'),
+        ("warning: check default/investments.schema_drift:", 'records[].bonus (e.g. "0.1")'),
     ),
     "a new field in each main balance": Case(
         _tamper(spec.MAIN_BALANCE.path, new_field("locked", "0", "values")),
         SNAPSHOTS,
         0,
-        ("warning: check main_balances.schema_drift:", '.locked (e.g. "0")'),
+        ("warning: check default/main_balances.schema_drift:", '.locked (e.g. "0")'),
     ),
     "a new field in the hedge-mode answer": Case(
         _tamper(spec.HEDGE_MODE.path, new_field("since", 1789286400, "top")),
         SNAPSHOTS,
         0,
-        ("warning: check hedge_mode.schema_drift:", "since (e.g. 1789286400)"),
+        ("warning: check default/hedge_mode.schema_drift:", "since (e.g. 1789286400)"),
     ),
     "a ticker listed twice": Case(
         _tamper(spec.MAIN_BALANCE.path, repeated_key({"main_balance": "1"})),
         SNAPSHOTS,
         1,
-        ("failed step main_balances:", "a ticker listed more than once"),
+        ("failed step default_main_balances:", "a ticker listed more than once"),
         failed=("main_balances",),
     ),
 }
