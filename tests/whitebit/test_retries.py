@@ -32,7 +32,7 @@ from pipeline.whitebit import (
     ValidationError,
     WalkReport,
 )
-from pipeline.whitebit._shapes import parse
+from pipeline.whitebit._parse import parse
 from tests.support.client import FAST_RETRIES, Watching, client, raises
 
 FUNDING = spec.FUNDING_HISTORY.path
