@@ -6,12 +6,17 @@ exactly the spec's fields of the spec's JSON types; a record that is not passes 
 warehouse judges it), and the survey (`_Record.unknown_in`) only notes the fields the spec does
 not name, at their path. An array of records (`_records`) is an envelope's: not being an array
 breaks the contract (`_Mismatch`).
+
+A time with a fraction (`spec.FieldType.TIMESTAMP_FRACTIONAL`) is a `Decimal`: its answer was
+parsed exactly (`_exact`). A field the spec marks ``optional`` may be absent (a spot order has no
+position side); an array of objects (a conversion's path) is checked item by item.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Final
@@ -34,6 +39,8 @@ _SCALARS: Final[Mapping[spec.FieldType, type]] = {
     spec.FieldType.TIMESTAMP_STRING: str,
     spec.FieldType.INTEGER: int,
     spec.FieldType.TIMESTAMP: int,
+    # Parsed exactly (`_exact.EXACT`): a number with a fraction is a Decimal, never a float.
+    spec.FieldType.TIMESTAMP_FRACTIONAL: Decimal,
     spec.FieldType.BOOLEAN: bool,
 }
 _JSON_NAMES: Final[Mapping[type, str]] = {
@@ -42,6 +49,8 @@ _JSON_NAMES: Final[Mapping[type, str]] = {
     bool: "a boolean",
     list: "an array",
     dict: "an object",
+    Decimal: "a number",
+    float: "a number",
 }
 
 
@@ -101,12 +110,17 @@ def _strings() -> Shape:
     return Shape(ok, _record_level)
 
 
-def _exact(fields: Mapping[str, Shape]) -> tuple[Callable[[Any], bool], Callable[..., bool] | None]:
-    """``ok`` of an object with exactly these fields, and ``all_ok`` when they are all scalars."""
+def _exact(
+    fields: Mapping[str, Shape], optional: frozenset[str] = frozenset()
+) -> tuple[Callable[[Any], bool], Callable[..., bool] | None]:
+    """``ok`` of an object with exactly these fields (those ``optional`` may be absent), and
+    ``all_ok`` when they are all scalars and none is optional."""
     names = frozenset(fields)
+    required = names - optional
     # Plain scalars are checked inline; only nested values cost a call.
-    scalars = tuple((name, shape.kind) for name, shape in fields.items() if shape.kind)
-    nested = tuple((name, shape.ok) for name, shape in fields.items() if not shape.kind)
+    scalars = tuple((n, s.kind) for n, s in fields.items() if s.kind and n in required)
+    nested = tuple((n, s.ok) for n, s in fields.items() if not s.kind and n in required)
+    maybe = tuple((n, s.ok) for n, s in fields.items() if n in optional)
 
     def ok(value: Any) -> bool:
         if type(value) is not dict or value.keys() != names:
@@ -116,6 +130,22 @@ def _exact(fields: Mapping[str, Shape]) -> tuple[Callable[[Any], bool], Callable
                 return False
         return all(check(value[name]) for name, check in nested)
 
+    def ok_without(value: Any) -> bool:
+        """``ok``, an optional field absent or of its type (a spot order has no position side)."""
+        if type(value) is not dict:
+            return False
+        keys = value.keys()
+        if not (keys >= required and keys <= names):
+            return False
+        for name, kind in scalars:
+            if type(value[name]) is not kind:
+                return False
+        return all(check(value[name]) for name, check in nested) and all(
+            check(value[name]) for name, check in maybe if name in value
+        )
+
+    if optional:
+        return ok_without, None
     return ok, (None if nested or not scalars else _all_ok(scalars))
 
 
@@ -155,8 +185,9 @@ class _Record:
     ok: Callable[[Any], bool]
     all_ok: Callable[[list[Any]], bool]
     names: frozenset[str]
-    #: Fields that are objects of their own (an investment's plan): surveyed in turn.
-    nested: tuple[tuple[str, _Record], ...]
+    #: Fields that are objects of their own (an investment's plan), or arrays of them (a
+    #: conversion's path: ``listed``), surveyed in turn.
+    nested: tuple[tuple[str, _Record, bool], ...]
 
     def unknown_in(self, records: list[Any], path: str, unknown: Unknown) -> None:
         """Note the unknown fields of these records (those that are objects), at ``path``."""
@@ -165,15 +196,27 @@ class _Record:
             return
         for name in sorted(set().union(*objects) - self.names):
             _note(unknown, _join(path, name), next(o[name] for o in objects if name in o))
-        for name, record in self.nested:
-            record.unknown_in([o.get(name) for o in objects], _join(path, name), unknown)
+        for name, record, listed in self.nested:
+            values = [o.get(name) for o in objects]
+            if listed:
+                items = [item for value in values if type(value) is list for item in value]
+                record.unknown_in(items, _join(path, name) + "[]", unknown)
+            else:
+                record.unknown_in(values, _join(path, name), unknown)
+
+
+_OBJECTS: Final = (spec.FieldType.OBJECT, spec.FieldType.OBJECT_LIST)
 
 
 def _record(fields: Iterable[spec.Field]) -> _Record:
     fields = tuple(fields)
     shapes = {f.name: _field(f) for f in fields}
-    ok, all_ok = _exact(shapes)
-    nested = tuple((f.name, _record(f.fields)) for f in fields if f.type is spec.FieldType.OBJECT)
+    ok, all_ok = _exact(shapes, frozenset(f.name for f in fields if f.optional))
+    nested = tuple(
+        (f.name, _record(f.fields), f.type is spec.FieldType.OBJECT_LIST)
+        for f in fields
+        if f.type in _OBJECTS
+    )
     return _Record(
         ok,
         all_ok or (lambda items: all(map(ok, items))),
@@ -188,6 +231,8 @@ def _field(field: spec.Field) -> Shape:
         shape = _scalar(_SCALARS[field.type])
     elif field.type is spec.FieldType.STRING_LIST:
         shape = _strings()
+    elif field.type is spec.FieldType.OBJECT_LIST:
+        shape = Shape(_records(_record(field.fields)).ok, _record_level)
     else:
         shape = Shape(_record(field.fields).ok, _record_level)
     return _nullable(shape) if field.nullable else shape

@@ -11,8 +11,10 @@ An answer has two levels, checked differently:
 
 A field the spec does not name, in a record or in an envelope, is tolerated (exchanges add
 fields without notice) and noted in ``unknown``: its path (``records[].newField``,
-``BTC.newField``, ``newField``) and one example value as JSON text. Values are returned exactly
-as sent, unknown fields included: decimals stay text, and the warehouse reads only its own fields.
+``BTC.newField``, ``*[].newField`` in records grouped by market, ``path[].newField`` in an array
+of objects, ``newField``) and one example value as JSON text. Values are returned exactly as sent,
+unknown fields included: decimals stay text, numbers with a fraction are `Decimal` (`_exact`),
+and the warehouse reads only its own fields. The words records are checked in are `_fields`'.
 
 Hand-compiled rather than pydantic-core, because this check runs on every page of every walk and
 orjson plus these checks costs less CPU than pydantic-core's one-pass ``validate_json``. A fast,
@@ -23,6 +25,8 @@ is surveyed again, record by record, for what breaks the contract and what is un
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from itertools import chain
 from typing import Any, Final
 
 from pipeline import spec
@@ -109,6 +113,51 @@ def _pong() -> Shape:
     return Shape(ok, survey)
 
 
+def _grouped(record: _Record) -> Shape:
+    """Records grouped by market (executed and order history): an object whose every value is
+    an array of records, or a plain array of them (a request naming a market); nothing is ``{}``
+    or ``[]``. Each group being an array is the envelope's; the records are data. An unknown
+    field is noted once, as ``*[].newField`` whichever market's records have it."""
+    array = _records(record)
+    all_ok = record.all_ok
+
+    def ok(value: Any) -> bool:
+        if type(value) is list:
+            return all_ok(value)
+        return type(value) is dict and all(type(g) is list and all_ok(g) for g in value.values())
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is list:
+            array.survey(value, path, unknown)
+            return
+        if type(value) is not dict:
+            why = f"expected an object of arrays by market, got {_json_type(value)}"
+            raise _Mismatch(path, why, value)
+        for market, group in value.items():
+            if type(group) is not list:
+                why = f"expected an array of records, got {_json_type(group)}"
+                raise _Mismatch(_join(path, market), why, group)
+        record.unknown_in(list(chain.from_iterable(value.values())), _join(path, "*[]"), unknown)
+
+    return Shape(ok, survey)
+
+
+def _keyed_numbers() -> Shape:
+    """An object keyed by ticker whose values are JSON numbers (the collateral balance), read
+    exactly: an `int`, or a `Decimal` of the digits sent. The object is the envelope; a value of
+    another type is data, passed as received."""
+    numbers = {int, Decimal}
+
+    def ok(value: Any) -> bool:
+        return type(value) is dict and set(map(type, value.values())) <= numbers
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not dict:
+            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
+
+    return Shape(ok, survey)
+
+
 _OFFSET_OR_LIMIT = _scalar(int, survey=True)
 
 
@@ -141,21 +190,10 @@ def _shape(answer: spec.Answer) -> Shape:
         return _envelope({**page, "total": _OFFSET_OR_LIMIT} if answer.total else page)
     if isinstance(answer, spec.Array):
         return _records(_record(answer.records))
-    if isinstance(answer, spec.Grouped):  # an array, or an object of arrays keyed by market
-        array = _records(_record(answer.records))
-        by_market = _keyed(_record(()))
-        return Shape(
-            lambda v: array.ok(v) or (type(v) is dict and all(map(array.ok, v.values()))),
-            lambda v, path, unknown: (array if type(v) is list else by_market).survey(
-                v, path, unknown
-            ),
-        )
-    if isinstance(answer, spec.KeyedNumbers):  # an object keyed by ticker of JSON numbers
-        numbers = _keyed(_record(()))
-        return Shape(
-            lambda v: type(v) is dict and all(type(n) in (int, float) for n in v.values()),
-            numbers.survey,
-        )
+    if isinstance(answer, spec.Grouped):
+        return _grouped(_record(answer.records))
+    if isinstance(answer, spec.KeyedNumbers):
+        return _keyed_numbers()
     return _envelope({})
 
 
