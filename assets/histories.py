@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -146,13 +146,9 @@ def monthly_asset(
         wh = warehouse.warehouse
         with retry_only_transient():
             _record_landed(context, wh, account, history)
-        paging = history.paging
         context.log.info(f"walking {name} for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
         async def act(client: AsyncWhiteBIT, exchange: Exchange) -> Load:
-            split = None
-            if isinstance(paging, spec.NewestFirst) and paging.split_setting:
-                split = exchange.setting(paging.split_setting)
             return await load_monthly(
                 client,
                 wh,
@@ -161,7 +157,7 @@ def monthly_asset(
                 days=days,
                 extracted_at=datetime.now(UTC),
                 environ=writer_env,
-                split=split,
+                values=settings(exchange),
                 on_day=lambda day, rows, rejected: report_progress(
                     account.name, name, day, rows, rejected
                 ),
@@ -221,23 +217,30 @@ def _spec(account: Account, history: spec.History) -> dg.AssetSpec:
     )
 
 
+#: The account's settings a history's paging may name (`spec.NewestFirst.split_setting`,
+#: `spec.Fanout.setting`): every walk and snapshot is given them all, and takes what it names.
+SETTINGS: Final = ("markets", "mining_accounts")
+
+
+def settings(exchange: Exchange) -> dict[str, Sequence[str]]:
+    """The account's settings that are set, by name."""
+    return {name: value for name in SETTINGS if (value := exchange.setting(name))}
+
+
 async def _fetch(
     client: AsyncWhiteBIT, exchange: Exchange, history: spec.History
 ) -> tuple[Any, WalkReport]:
     """A snapshot's answer as the exchange gave it, and its walk's (or call's) report."""
-    paging = history.paging
+    paging, values = history.paging, settings(exchange)
     if isinstance(paging, spec.OffsetWindow):
-        walk = client.walk(history, on_window_exceeded="report")
+        walk = client.walk(history, values=values, on_window_exceeded="report")
         records: list[Any] = []
         async for page in walk:
             records.extend(page)
         return records, walk.report
+    if isinstance(paging, spec.Fanout) and not values.get(paging.setting):
+        log.warning(f"no {paging.setting} configured: no {history.name} to list")
     report = WalkReport(history.name)
-    values: Sequence[str] = ()
-    if isinstance(paging, spec.Fanout):
-        values = exchange.setting(paging.setting) or ()
-        if not values:
-            log.warning(f"no {paging.setting} configured: no {history.name} to list")
     return await client.snapshot(history, values=values, report=report), report
 
 
