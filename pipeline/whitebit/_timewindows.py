@@ -234,17 +234,20 @@ class TimeWindowsWalk:
 
     async def _walk(self, window: Window) -> AsyncIterator[Records]:
         """One window: split into halves while its last reachable page is full; walked."""
-        reach = self._history.operation.max_reach
-        if reach is not None and await self._beyond_reach(window, reach):
-            if window.end - window.start > 1:
-                for half in window.halves():
-                    async for records in self._walk(half):
-                        yield records
-                return
-            self.report.incomplete_slices.append(
-                OffsetWindowExceeded(self._history.name, window.name, reach)
-            )
-        async for records in self._pages(window, reach):
+        reach, first = self._history.operation.max_reach, None
+        if reach is not None:
+            # A short first page settles it; a full one, the last reachable page.
+            first = await self._fetch(self._params(window), 0)
+            if first.count >= self._size and await self._beyond_reach(window, reach):
+                if window.end - window.start > 1:
+                    for half in window.halves():
+                        async for records in self._walk(half):
+                            yield records
+                    return
+                self.report.incomplete_slices.append(
+                    OffsetWindowExceeded(self._history.name, window.name, reach)
+                )
+        async for records in self._pages(window, reach, first):
             yield records
 
     def _params(self, window: Window) -> dict[str, Any]:
@@ -276,8 +279,10 @@ class TimeWindowsWalk:
         last = reach - self._size
         return [*range(start, last, self._size), last] if start <= last else []
 
-    async def _pages(self, window: Window, reach: int | None) -> AsyncIterator[Records]:
-        """Every page of one window, each record once."""
+    async def _pages(
+        self, window: Window, reach: int | None, first: _Got | None
+    ) -> AsyncIterator[Records]:
+        """Every page of one window, each record once (``first``: its first page, if read)."""
         report, params = self.report, self._params(window)
         report.slices.append(window.name)
         seen: set[Hashable] = set()
@@ -289,8 +294,12 @@ class TimeWindowsWalk:
         offset = 0
         try:
             while True:
-                ahead.request(self._offsets(offset, reach))
-                got = await ahead.take(offset)
+                if offset == 0 and first is not None:
+                    ahead.request(self._offsets(self._size, reach))
+                    got = first
+                else:
+                    ahead.request(self._offsets(offset, reach))
+                    got = await ahead.take(offset)
                 if got.size < self._size:
                     # Pages asked ahead with the larger size would leave gaps: asked again.
                     await ahead.aclose()
