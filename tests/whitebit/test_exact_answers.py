@@ -80,6 +80,7 @@ ENVELOPES = [
     (spec.POSITIONS_HISTORY, b'{"records":[]}', "(the whole answer)", "expected an array, got"),
     (spec.CONVERT_HISTORY, b'{"records":[],"limit":1,"offset":0}', "total", "a field the spec"),
     (spec.COLLATERAL_BALANCE, b"[1.5]", "(the whole answer)", "expected an object, got an arr"),
+    (spec.COLLATERAL_BALANCE, b'{"USDT":1.5,"BTC":0,"USDT":2}', "USDT", "a ticker listed more"),
 ]
 
 
