@@ -46,11 +46,12 @@ class ExchangeClock:
     """The exchange's present: the given clock, else the latest ``Date`` seen plus the time
     since it arrived (on this machine's monotonic clock), else this machine's wall clock."""
 
-    __slots__ = ("_at", "_given", "_header", "_seen")
+    __slots__ = ("_at", "_given", "_header", "_moment", "_seen")
 
     def __init__(self, given: Callable[[], float] | None = None) -> None:
         self._given = given
         self._header: str | None = None
+        self._moment: datetime | None = None
         self._seen: float | None = None
         self._at = 0.0
 
@@ -61,13 +62,16 @@ class ExchangeClock:
 
     def observe(self, header: str | None) -> datetime | None:
         """Take an answer's ``Date`` header; the time it says, if it says one."""
-        moment = http_date(header)
-        if moment is not None:
-            if header != self._header:  # a new second: parsed, and kept
-                self._header, self._seen = header, moment.timestamp()
-            # The same second again is a later arrival of it: the time since counts from here.
-            self._at = time.monotonic()
-        return moment
+        if header is None:
+            return None
+        if header != self._header:  # a new second: parsed once, and kept
+            moment = http_date(header)
+            if moment is None:
+                return None
+            self._header, self._moment, self._seen = header, moment, moment.timestamp()
+        # The same second again is a later arrival of it: the time since counts from here.
+        self._at = time.monotonic()
+        return self._moment
 
     def now(self) -> float:
         """Unix seconds. From a ``Date`` it runs up to a second behind the exchange (the

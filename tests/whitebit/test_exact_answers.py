@@ -19,6 +19,7 @@ import pytest
 from pipeline import spec
 from pipeline.simulator import EPOCH, Simulator
 from pipeline.whitebit import ContractError, TimeWindowsWalk, WalkReport
+from pipeline.whitebit._clock import ExchangeClock
 from pipeline.whitebit._parse import parse
 from pipeline.whitebit._shapes import SHAPES
 from tests.support.client import client
@@ -231,3 +232,19 @@ def test_a_client_given_a_clock_goes_by_it(own_sim: Simulator) -> None:
             assert walk.report.slices[0].endswith("..2026-09-20T14:13:19Z")
 
     asyncio.run(main())
+
+
+def test_the_clock_takes_each_dates_second_once_and_ignores_what_is_no_date() -> None:
+    clock = ExchangeClock()
+    assert not clock.known
+    first = "Mon, 21 Sep 2026 14:13:20 GMT"
+    assert clock.observe(first) == datetime.fromtimestamp(EPOCH, UTC)
+    assert clock.observe(first) == datetime.fromtimestamp(EPOCH, UTC)
+    assert clock.known
+    assert EPOCH <= clock.now() < EPOCH + 1
+    assert clock.observe("soon") is None
+    assert clock.observe(None) is None
+    assert EPOCH <= clock.now() < EPOCH + 1, "what is no date changes nothing"
+    assert clock.observe("Mon, 21 Sep 2026 14:13:25 GMT") == datetime.fromtimestamp(EPOCH + 5, UTC)
+    assert EPOCH + 5 <= clock.now() < EPOCH + 6
+    assert ExchangeClock(lambda: 12.5).now() == 12.5
