@@ -46,10 +46,13 @@ class ExchangeClock:
     """The exchange's present: the given clock, else the latest ``Date`` seen plus the time
     since it arrived (on this machine's monotonic clock), else this machine's wall clock."""
 
-    __slots__ = ("_at", "_given", "_header", "_moment", "_seen")
+    __slots__ = ("_at", "_given", "_header", "_moment", "_seen", "asked")
 
     def __init__(self, given: Callable[[], float] | None = None) -> None:
         self._given = given
+        #: The exchange was asked for its time once (a ping): one that sends no ``Date`` is not
+        #: asked again before each window.
+        self.asked = False
         self._header: str | None = None
         self._moment: datetime | None = None
         self._seen: float | None = None

@@ -107,7 +107,8 @@ class Histories:
         """The exchange's present, in Unix seconds: the client's ``clock`` if it was given one,
         else the latest answer's ``Date`` plus the time since (a ping first, when no answer has
         come yet), else this machine's clock (an exchange that sends no ``Date``)."""
-        if not self._clock.known:
+        if not self._clock.known and not self._clock.asked:
+            self._clock.asked = True
             await self.ping()
         return self._clock.now()
 
@@ -120,8 +121,9 @@ def _seconds(moment: datetime | None, name: str) -> int | None:
     return math.floor(moment.timestamp())
 
 
-#: Whether the offset-window walk takes a range yet (the work on it adds ``since`` and ``until``):
-#: until it does, it walks every record, as it always has.
+#: Whether the offset-window walk takes a range yet: the work on it (branch ``walks-offset``)
+#: adds ``since`` and ``until`` to it, and this passes them on as soon as it does; until then it
+#: walks every record, as it always has. Once that work is in, the call passes them plainly.
 _WINDOW_TAKES_RANGE = "since" in inspect.signature(OffsetWindowWalk).parameters
 
 

@@ -28,6 +28,7 @@ from tests.whitebit.ledger_truth import (
     series,
     truth,
 )
+from warehouse.writer import decode, encode
 
 DAY = 86_400
 ROUND_S = 8 * 3600
@@ -284,3 +285,6 @@ def test_the_collateral_balance_arrives_exact(sim: Simulator) -> None:
     answer = asyncio.run(main())
     assert answer == {t: Decimal(v) for t, v in held.items()}
     assert {t: str(v) for t, v in answer.items()} == held
+    # Down the writer's pipe and back, the same digits.
+    _, back = decode(encode(["take", answer]), exact=True)
+    assert {t: str(v) for t, v in back.items()} == held
