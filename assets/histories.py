@@ -247,20 +247,17 @@ async def _fetch(
 ) -> tuple[Any, WalkReport]:
     """A snapshot's answer as the exchange gave it (every page's records of one walked), and
     its walk's (or call's) report."""
-    values = exchange.settings()
-    if history.paging is not None and not isinstance(history.paging, spec.Fanout):
+    paging, values = history.paging, exchange.settings()
+    if isinstance(paging, spec.OffsetWindow):
         walk = client.walk(history, values=values, on_window_exceeded="report")
         records: Any = None
         async for page in walk:
             records = _joined(records, page)
         return (records if records is not None else []), walk.report
+    if isinstance(paging, spec.Fanout) and not values.get(paging.setting):
+        log.warning(f"no {paging.setting} configured: no {history.name} to list")
     report = WalkReport(history.name)
-    fanned = history.paging.setting if isinstance(history.paging, spec.Fanout) else None
-    if fanned is not None and not values.get(fanned):
-        log.warning(f"no {fanned} configured: no {history.name} to list")
-    owners = values.get(fanned, ()) if fanned else ()
-    answer = await client.snapshot(history, values=owners, report=report)
-    return answer, report
+    return await client.snapshot(history, values=values, report=report), report
 
 
 def _joined(records: Any, page: Any) -> Any:

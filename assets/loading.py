@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Final
+from typing import Any, Final
 
 import pyarrow.compute as pc
 
@@ -58,37 +58,37 @@ class Written:
         )
 
 
+class Chunk:
+    """Pages gathered for the writer: lists of records, or records by owner (a walk of records
+    grouped by market yields ``{market: [record, ...]}``), kept in the form they came in."""
+
+    def __init__(self) -> None:
+        self._listed: list[Any] = []
+        self._owned: dict[str, list[Any]] = {}
+        self._count = 0
+
+    def add(self, page: list[Any] | dict[str, list[Any]]) -> None:
+        if isinstance(page, dict):
+            for owner, records in page.items():
+                self._owned.setdefault(owner, []).extend(records)
+                self._count += len(records)
+        else:
+            self._listed.extend(page)
+            self._count += len(page)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def records(self) -> list[Any] | dict[str, list[Any]]:
+        return self._owned if self._owned else self._listed
+
+
 @dataclass(slots=True)
 class Load:
     """A walk written into the warehouse: the walk's report and what was written."""
 
     report: WalkReport
     written: Written
-
-
-class Chunk:
-    """Pages gathered for the writer: lists of records, or records by owner (a market, a
-    sub-account: ``{owner: [record, ...]}``), as the walk gives them."""
-
-    def __init__(self) -> None:
-        self._held: list[object] | dict[str, list[object]] = []
-        self.records = 0
-
-    def add(self, page: list[object] | dict[str, list[object]]) -> None:
-        if isinstance(page, dict):
-            held = self._held if isinstance(self._held, dict) else {}
-            for owner, records in page.items():
-                held.setdefault(owner, []).extend(records)
-                self.records += len(records)
-            self._held = held
-        else:
-            assert isinstance(self._held, list)  # a walk yields one kind of page
-            self._held.extend(page)
-            self.records += len(page)
-
-    def taken(self) -> list[object] | dict[str, list[object]]:
-        held, self._held, self.records = self._held, [], 0
-        return held
 
 
 async def load_monthly(
@@ -105,7 +105,8 @@ async def load_monthly(
     allow_fewer_rows: bool = False,
 ) -> Load:
     """Walk a history partitioned by month over ``days`` and replace each day in its partition
-    (the writer process gets ``environ``, which holds no credential).
+    (the writer process gets ``environ``, which holds no credential). ``values`` are the
+    account's settings by name, for the walk to take those its history's paging names.
 
     Every day of ``days`` is replaced, emptied when the exchange holds nothing for it (unless
     the warehouse held records there: see `FewerRowsRefused`).
@@ -115,7 +116,7 @@ async def load_monthly(
     days = sorted(days)
     since = datetime.combine(days[0], time.min, UTC)
     until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
-    walk = client.walk(history, since=since, until=until, values=values or {})
+    walk = client.walk(history, since=since, until=until, values=values)
     written = Written(history.name, account)
 
     def record(replies: list[Progress]) -> None:
@@ -139,10 +140,11 @@ async def load_monthly(
         chunk = Chunk()
         async for page in walk:
             chunk.add(page)
-            if chunk.records >= CHUNK_RECORDS:
-                record(await writer.take(chunk.taken()))
-        if chunk.records:
-            record(await writer.take(chunk.taken()))
+            if len(chunk) >= CHUNK_RECORDS:
+                record(await writer.take(chunk.records()))
+                chunk = Chunk()
+        if len(chunk):
+            record(await writer.take(chunk.records()))
         record(await writer.finish())
     return Load(walk.report, written)
 

@@ -49,7 +49,9 @@ class Exchange:
         return value
 
     def settings(self) -> dict[str, tuple[str, ...]]:
-        """The account settings walks may split by, those that are set."""
+        """The account's settings a history's paging may name (`spec.NewestFirst.split_setting`,
+        `spec.Fanout.setting`), those that are set: every walk and snapshot is given them all,
+        and takes what it names."""
         named = {"markets": self.markets, "mining_accounts": self.mining_accounts}
         return {name: value for name, value in named.items() if value}
 

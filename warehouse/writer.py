@@ -8,7 +8,10 @@ instead of sharing one GIL with it:
   records, never a credential.
 - Parent and child talk over two one-way pipes, each end a `multiprocessing.connection.Connection`:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
-  with a `Progress`, or with the error the writer raised (pickled, with its note).
+  with a `Progress`, or with the error the writer raised (pickled, with its note). A number the
+  client read exactly (a `Decimal`: a time to the microsecond) goes down as its own digits and is
+  read back as the same `Decimal` in a history whose records hold such numbers (`exact_numbers`),
+  never through a float (`encode`, `decode`).
 - The walk waits only when `CHUNKS_IN_FLIGHT` chunks are unanswered.
 
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
@@ -22,15 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import pickle
 import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
+from decimal import Decimal
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any, Final
@@ -52,6 +57,35 @@ WRITER_EXIT_TIMEOUT_S: Final = 120.0
 ABANDONED_EXIT_STATUS: Final = 3
 #: Messages down the pipe, each a JSON array ``[kind, body]``.
 _START, _TAKE, _FINISH = "start", "take", "finish"
+
+
+def _fractional(fields: Iterable[spec.Field]) -> bool:
+    return any(
+        f.type is spec.FieldType.TIMESTAMP_FRACTIONAL or _fractional(f.fields) for f in fields
+    )
+
+
+def exact_numbers(history: spec.History) -> bool:
+    """Whether the history's records hold JSON numbers with a fraction, which the client reads
+    as exact `Decimal`s (times to the microsecond): the writer reads its chunks back so."""
+    return _fractional(history.record)
+
+
+def _digits(value: Any) -> orjson.Fragment:
+    if isinstance(value, Decimal) and value.is_finite():
+        return orjson.Fragment(str(value))
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def encode(message: object) -> bytes:
+    """A message down the pipe, as JSON; a `Decimal` as the JSON number of its own digits."""
+    return orjson.dumps(message, default=_digits)
+
+
+def decode(payload: bytes, *, exact: bool) -> Any:
+    """A message from the pipe; with ``exact``, every number with a fraction a `Decimal` of the
+    digits sent (the standard parser: orjson reads them as floats)."""
+    return json.loads(payload, parse_float=Decimal) if exact else orjson.loads(payload)
 
 
 class WriterDied(RuntimeError):
@@ -145,8 +179,8 @@ class HistoryWriter:
 
     async def take(self, records: list[Any] | dict[str, list[Any]]) -> list[Progress]:
         """Send a chunk of records (JSON values, as the client parsed them: a list, or lists by
-        owner) once fewer than
-        `CHUNKS_IN_FLIGHT` are unanswered; the replies that came meanwhile."""
+        owner) once fewer than `CHUNKS_IN_FLIGHT` are unanswered; the replies that came
+        meanwhile."""
         replies = await self._collect(until=CHUNKS_IN_FLIGHT - 1)
         self._send([_TAKE, records])
         self._in_flight += 1
@@ -161,7 +195,7 @@ class HistoryWriter:
 
     def _send(self, message: list[object]) -> None:
         """Queue one message; the sender thread writes it into the pipe, in order."""
-        self._sender.submit(self._deliver, orjson.dumps(message))
+        self._sender.submit(self._deliver, encode(message))
 
     def _deliver(self, payload: bytes) -> None:
         assert self._down is not None
@@ -264,9 +298,10 @@ def serve(down: Connection, up: Connection) -> None:
     abandoned, or its process died): the write in progress finishes, no other begins.
     """
     writer: MonthlyLoad | None = None
+    exact = False  # the start message holds no number with a fraction
     while True:
         try:
-            kind, body = orjson.loads(down.recv_bytes())
+            kind, body = decode(down.recv_bytes(), exact=exact)
         except EOFError:
             raise LoadAbandoned(
                 "the load ended before its finish: no partition more was written"
@@ -274,6 +309,7 @@ def serve(down: Connection, up: Connection) -> None:
         try:
             if kind == _START:
                 writer = _started(body)
+                exact = exact_numbers(spec.HISTORIES[body["history"]])
                 continue
             assert writer is not None, "the writer got a chunk before it was started"
             progress = writer.finish() if kind == _FINISH else writer.take(body)

@@ -4,6 +4,8 @@ Checks run in the order a request meets them at the real service: the gateway's 
 its faults first, then the API key, the signature over the Base64 payload, the payload against
 the body, ``request`` against the path, the nonce, the key's permissions, and the parameters.
 Parameters are checked against, and answers drawn from, the account of the key that signed.
+Every answer carries a ``Date`` header from the simulator's data clock (`SimClock`), as the real
+service's carries its own time: a frozen clock answers with a frozen date.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import email.utils
 import hashlib
 import hmac
 import logging
@@ -21,16 +24,19 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline import spec
 
 from . import _answers as answers
 from ._accounts import Account, Accounts
 from ._answers import Answer
+from ._clock import SimClock
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
 from ._keys import ApiKey, KeyStore, NonceRejected
@@ -381,6 +387,27 @@ def _ping_endpoint(state: SimulatorState) -> Callable[[Request], Any]:
     return endpoint
 
 
+class ExchangeDate:
+    """ASGI middleware: every answer's ``Date`` is the data clock's second (the server's own
+    date, from the wall clock, is switched off in `_server`)."""
+
+    def __init__(self, app: ASGIApp, clock: SimClock) -> None:
+        self.app, self.clock = app, clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def dated(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["date"] = email.utils.formatdate(self.clock.now(), usegmt=True)
+            await send(message)
+
+        await self.app(scope, receive, dated)
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     return Response(b"", 404)
 
@@ -397,4 +424,5 @@ def build_app(state: SimulatorState, control: list[Route] | None = None) -> Star
     return Starlette(
         routes=routes + (control or []),
         exception_handlers={404: _not_found, 405: _not_found},
+        middleware=[Middleware(ExchangeDate, clock=state.accounts.clock)],
     )

@@ -219,6 +219,8 @@ class Simulator:
             loop="uvloop",
             backlog=1024,
             timeout_keep_alive=30,
+            # The app dates every answer by its data clock (`_app.ExchangeDate`): one Date only.
+            date_header=False,
         )
         logging.getLogger("uvicorn.error").addFilter(_HideDroppedConnections())
         self._server = uvicorn.Server(config)

@@ -1,9 +1,11 @@
 """The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB.
 
 `AsyncWhiteBIT` has one typed method per operation of `spec`, a walk of any history the spec
-declares that fetches everything there is or says why it could not (`walk`), and a snapshot's
-fetch (`snapshot`). Failures are the tree in
-`_errors`.
+declares that fetches everything there is or says why it could not (`walk`: newest first, by
+offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a fraction
+arrive as exact `Decimal`s; each walk's `WalkReport` says when the exchange answered
+(``observed_at``) and where the exchange's six-month floor cut its range (``cut_before``).
+Failures are the tree in `_errors`.
 """
 
 from ._auth import Credentials
@@ -33,6 +35,7 @@ from ._errors import (
 from ._pacing import Pacer
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
+from ._timewindows import TimeWindowsWalk
 from ._types import (
     FixedPlan,
     FundingEntry,
@@ -77,6 +80,7 @@ __all__ = [
     "ResponseFormatError",
     "RetryPolicy",
     "ServerError",
+    "TimeWindowsWalk",
     "TradingBalance",
     "TransportError",
     "TransportTimeout",

@@ -2,20 +2,21 @@
 
 Every call is signed with a fresh nonce, paced to its rate budget, retried per `RetryPolicy`, and
 its envelope checked against the spec's shape before it is returned (records pass as received:
-the warehouse judges them). Fields the spec does not name go into the ``report`` a call is given,
-or to the log. Walks over many pages live in `_walks`.
+the warehouse judges them; numbers with a fraction arrive as exact `Decimal`s, `_exact`). Fields
+the spec does not name go into the ``report`` a call is given, or to the log, and so does the
+exchange's time of the answer (its ``Date``: ``report.observed_at``). The exchange's clock, as
+its answers tell it, is the client's (`_clock`). Walks over many pages live in `_walks`,
+`_window` and `_timewindows`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self, cast
+from typing import Any, Self, cast
 
 import httpx
 import orjson
@@ -25,8 +26,10 @@ from tenacity import AsyncRetrying, RetryCallState
 from pipeline import spec
 
 from ._auth import Credentials, Signer, nonce_source, redacted
+from ._clock import ExchangeClock
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
 from ._errors import APIError, ContractError, error_for_answer, is_error_body, transport_error
+from ._histories import Histories
 from ._pacing import Pacer
 from ._params import check_params, checked_base_url
 from ._parse import parse
@@ -40,8 +43,6 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import NewestFirstWalk
-from ._window import OffsetWindowWalk
 
 log = logging.getLogger("pipeline.whitebit")
 #: The attribute of a retry's log record that holds its wait in seconds (a float), for a
@@ -53,15 +54,7 @@ def _present(**params: Any) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-def _seconds(moment: datetime | None, name: str) -> int | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        raise ValueError(f"{name} must be timezone-aware (UTC), not a naive datetime")
-    return math.floor(moment.timestamp())
-
-
-class AsyncWhiteBIT:
+class AsyncWhiteBIT(Histories):
     """The exchange's private REST API v4, asynchronously.
 
     ``async with AsyncWhiteBIT(Credentials(key, secret)) as client: await client.main_balance()``
@@ -74,6 +67,8 @@ class AsyncWhiteBIT:
       to the same address; pass a `Pacer` to share another or override budgets, or ``False``.
     - ``transport`` replaces the aiohttp transport; every request goes through it the same way
       (tests pass ``httpx.MockTransport``, or one that wraps aiohttp's to watch or alter traffic).
+    - ``clock`` (Unix seconds) is what the walks take for the exchange's present: by default the
+      exchange's own, as its answers' ``Date`` headers tell it (`exchange_time`).
     """
 
     def __init__(
@@ -87,6 +82,7 @@ class AsyncWhiteBIT:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         nonce_window: bool = True,
         transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -101,6 +97,7 @@ class AsyncWhiteBIT:
         self._in_order = None if nonce_window else asyncio.Lock()
         self._slots = asyncio.Semaphore(max_concurrency)
         self._pacing = pacing
+        self._clock = ExchangeClock(clock)
         if transport is None:
             limits = httpx.Limits(
                 max_connections=max_concurrency, max_keepalive_connections=max_concurrency
@@ -211,58 +208,6 @@ class AsyncWhiteBIT:
     ) -> list[WatcherLink]:
         answer = await self.call(spec.WATCHER_LINKS, {"account": account}, report=report)
         return cast("list[WatcherLink]", answer["data"])
-
-    # --- histories ---------------------------------------------------------------------
-
-    def walk(
-        self,
-        history: spec.History,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        split: Sequence[str] | None = None,
-        values: Mapping[str, Sequence[str]] | None = None,
-        on_window_exceeded: Literal["raise", "report"] = "raise",
-    ) -> NewestFirstWalk | OffsetWindowWalk:
-        """Every record of a history, in pages, as its paging declares.
-
-        A newest-first history (`NewestFirstWalk`) gives those with ``since <= time < until``,
-        newest first; with ``split`` values (the account's markets) each is walked on its own,
-        concurrently, and merged. A history read by offset window (`OffsetWindowWalk`) gives
-        every record, each once, its splits taking ``values`` too (tickers to split by).
-        """
-        paging = history.paging
-        if isinstance(paging, spec.NewestFirst):
-            return NewestFirstWalk(
-                self,
-                history,
-                since=_seconds(since, "since"),
-                until=_seconds(until, "until"),
-                split=split,
-            )
-        if isinstance(paging, spec.OffsetWindow):
-            return OffsetWindowWalk(
-                self, history, on_window_exceeded=on_window_exceeded, values=values
-            )
-        raise TypeError(f"{history.name} is not walked: it is a snapshot (see `snapshot`)")
-
-    async def snapshot(
-        self,
-        history: spec.History,
-        *,
-        values: Sequence[str] = (),
-        report: WalkReport | None = None,
-    ) -> Any:
-        """A snapshot's answer as the exchange gave it; for one fanned out over ``values`` (a
-        mining account each), each value's records by value."""
-        op = history.operation
-        if not isinstance(history.paging, spec.Fanout):
-            return await self.call(op, {}, report=report)
-        param = history.paging.param
-        answers = await asyncio.gather(
-            *(self.call(op, {param: value}, report=report) for value in values)
-        )
-        return {value: _listed(op, answer) for value, answer in zip(values, answers, strict=True)}
 
     # --- one call: sign, pace, send, check, retry ---------------------------------------
 
@@ -387,6 +332,7 @@ class AsyncWhiteBIT:
     ) -> Any:
         status, content = response.status_code, response.content
         log.debug("%s answered %d (%d bytes)", operation.path, status, len(content))
+        answered_at = self._clock.observe(response.headers.get("date"))
         if 200 <= status < 300:
             unknown = report.unknown_fields if report is not None else {}
             known = len(unknown)
@@ -402,16 +348,12 @@ class AsyncWhiteBIT:
                         operation.name,
                         ", ".join(f"{p} (e.g. {unknown[p]})" for p in list(unknown)[known:]),
                     )
+                if report is not None and report.observed_at is None:
+                    report.observed_at = answered_at
                 return doc
         elif status == 429 and report is not None:
             report.rate_limited += 1
         raise error_for_answer(operation, status, response.headers, content)
-
-
-def _listed(operation: spec.Operation, answer: Any) -> Any:
-    """The records of an answer that lists them under an envelope field."""
-    shape = operation.answer
-    return answer[shape.envelope] if isinstance(shape, spec.Listed) else answer
 
 
 def _failure(state: RetryCallState) -> BaseException | None:

@@ -54,6 +54,12 @@ MAX_REFETCHES: Final = 3
 #: same records for every offset would otherwise keep a walk paging forever.
 MAX_PAGES_WITHOUT_NEWS: Final = 100
 
+#: Seconds ahead of the exchange's present at which a walk reckons the six-month floor of a
+#: history: a request sent that much later (paced, retried) still starts at or after the
+#: exchange's floor, which moves at 00:00 UTC. Within that minute before midnight the walk gives
+#: up the oldest day a little early, and reports the cut.
+FLOOR_MARGIN_S: Final = 60.0
+
 #: Characters of an answer quoted in an error.
 EXCERPT_CHARS: Final = 160
 

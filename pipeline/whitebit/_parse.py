@@ -1,6 +1,7 @@
-"""A successful answer taken in: its JSON parsed, its shape checked (`_shapes`), and what a walk
-relies on beyond the shape: a page is the one asked for, a ticker is listed once. What breaks the
-contract is a `ContractError`; JSON cut short is an `UnreadableResponseError`.
+"""A successful answer taken in: its JSON parsed (exactly, where it holds numbers with a fraction:
+`_exact`), its shape checked (`_shapes`), and what a walk relies on beyond the shape: a page is
+the one asked for, a ticker is listed once. What breaks the contract is a `ContractError`; JSON
+cut short is an `UnreadableResponseError`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from ._errors import (
     excerpt,
     is_error_body,
 )
+from ._exact import EXACT, NotExactJSON, loads_exact
 from ._shapes import SHAPES, Unknown, _Mismatch, _quote
 
 #: Answers keyed by ticker: small, so parsed a second time to see a key listed twice, which a
 #: JSON parser otherwise resolves silently by keeping the last value.
-KEYED: Final = frozenset(op.name for op in spec.OPERATIONS if isinstance(op.answer, spec.Keyed))
+KEYED: Final = frozenset(
+    op.name for op in spec.OPERATIONS if isinstance(op.answer, spec.Keyed | spec.KeyedNumbers)
+)
 
 
 def _unparsed(
@@ -78,9 +82,16 @@ def parse(
     ``params``); unknown fields are noted in ``unknown``. Raises `UnreadableResponseError` (not
     JSON) or `ContractError`."""
     try:
-        doc = orjson.loads(content)
+        doc = loads_exact(content) if operation.name in EXACT else orjson.loads(content)
     except orjson.JSONDecodeError as exc:
         raise _unparsed(operation, content, exc) from None
+    except NotExactJSON as refused:
+        raise ContractError(
+            operation=operation,
+            field="(the whole answer)",
+            reason=f"JSON that cannot be read with its numbers exact: {refused}",
+            body_excerpt=excerpt(content),
+        ) from None
     shape = SHAPES[operation.name]
     try:
         if not shape.ok(doc):

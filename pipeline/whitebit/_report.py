@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ._errors import OffsetWindowExceeded
 
@@ -36,6 +37,12 @@ class WalkReport:
     unknown_fields: dict[str, str] = field(default_factory=dict)
     #: Anything else worth knowing (for example tickers the exchange did not recognise).
     notes: list[str] = field(default_factory=list)
+    #: The exchange's time of the first answer (its ``Date`` header, to the second): when the
+    #: account was seen as the rows show it. None: no answer carried a date.
+    observed_at: datetime | None = None
+    #: A history the exchange keeps for `spec.HISTORY_MONTHS` only: the floor the walk's range
+    #: was cut at (nothing older was asked for, and a note says so). None: nothing was cut.
+    cut_before: datetime | None = None
 
     @property
     def complete(self) -> bool:

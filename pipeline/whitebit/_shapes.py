@@ -11,8 +11,10 @@ An answer has two levels, checked differently:
 
 A field the spec does not name, in a record or in an envelope, is tolerated (exchanges add
 fields without notice) and noted in ``unknown``: its path (``records[].newField``,
-``BTC.newField``, ``newField``) and one example value as JSON text. Values are returned exactly
-as sent, unknown fields included: decimals stay text, and the warehouse reads only its own fields.
+``BTC.newField``, ``*[].newField`` in records grouped by market, ``path[].newField`` in an array
+of objects, ``newField``) and one example value as JSON text. Values are returned exactly as sent,
+unknown fields included: decimals stay text, numbers with a fraction are `Decimal` (`_exact`),
+and the warehouse reads only its own fields. The words records are checked in are `_fields`'.
 
 Hand-compiled rather than pydantic-core, because this check runs on every page of every walk and
 orjson plus these checks costs less CPU than pydantic-core's one-pass ``validate_json``. A fast,
@@ -22,205 +24,32 @@ is surveyed again, record by record, for what breaks the contract and what is un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from itertools import chain
-from operator import itemgetter
 from typing import Any, Final
-
-import orjson
 
 from pipeline import spec
 
-from ._errors import (
-    excerpt,
+from ._fields import (
+    Shape,
+    Unknown,
+    _exact,
+    _join,
+    _json_type,
+    _Mismatch,
+    _note,
+    _quote,
+    _Record,
+    _record,
+    _records,
+    _scalar,
 )
 
-#: Fields the spec does not name, seen in answers: path -> one example value as JSON text.
-Unknown = dict[str, str]
-
-#: Python types of the spec's JSON types; `type(value) is kind` keeps booleans out of integers.
-_SCALARS: Final[Mapping[spec.FieldType, type]] = {
-    spec.FieldType.STRING: str,
-    spec.FieldType.DECIMAL: str,
-    spec.FieldType.TIMESTAMP_STRING: str,
-    spec.FieldType.INTEGER: int,
-    spec.FieldType.TIMESTAMP: int,
-    spec.FieldType.BOOLEAN: bool,
-}
-_JSON_NAMES: Final[Mapping[type, str]] = {
-    str: "a string",
-    int: "an integer",
-    bool: "a boolean",
-    list: "an array",
-    dict: "an object",
-}
-
-
-class _Mismatch(Exception):
-    def __init__(self, path: str, reason: str, value: Any) -> None:
-        super().__init__(reason)
-        self.path, self.reason, self.value = path, reason, value
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """A JSON value's expected shape: ``ok`` answers fast and strictly; ``survey`` raises
-    `_Mismatch` where the contract breaks, and notes unknown fields."""
-
-    ok: Callable[[Any], bool]
-    survey: Callable[[Any, str, Unknown], None]
-    #: A plain scalar's exact Python type, so that an object checks it inline, without a call.
-    kind: type | None = None
-    #: For an object of plain scalars: ``ok`` of a whole list of them at once, at C speed.
-    all_ok: Callable[[list[Any]], bool] | None = None
-
-
-def _note(unknown: Unknown, path: str, value: Any) -> None:
-    if path not in unknown:
-        unknown[path] = _quote(value)
-
-
-def _record_level(value: Any, path: str, unknown: Unknown) -> None:
-    """A record's field value is the warehouse's to judge: nothing to survey."""
-
-
-def _scalar(kind: type, survey: bool = False) -> Shape:
-    """A value of one JSON type; ``survey`` makes another type break the contract (an
-    envelope's field), else it is for the warehouse (a record's field)."""
-
-    def ok(value: Any) -> bool:
-        return type(value) is kind
-
-    def mismatch(value: Any, path: str, unknown: Unknown) -> None:
-        if type(value) is not kind:
-            raise _Mismatch(path, f"expected {_JSON_NAMES[kind]}, got {_json_type(value)}", value)
-
-    return Shape(ok, mismatch if survey else _record_level, kind)
-
-
-def _nullable(inner: Shape) -> Shape:
-    def ok(value: Any) -> bool:
-        return value is None or inner.ok(value)
-
-    return Shape(ok, _record_level)
-
-
-def _strings() -> Shape:
-    def ok(value: Any) -> bool:
-        return type(value) is list and all(type(item) is str for item in value)
-
-    return Shape(ok, _record_level)
-
-
-def _exact(fields: Mapping[str, Shape]) -> tuple[Callable[[Any], bool], Callable[..., bool] | None]:
-    """``ok`` of an object with exactly these fields, and ``all_ok`` when they are all scalars."""
-    names = frozenset(fields)
-    # Plain scalars are checked inline; only nested values cost a call.
-    scalars = tuple((name, shape.kind) for name, shape in fields.items() if shape.kind)
-    nested = tuple((name, shape.ok) for name, shape in fields.items() if not shape.kind)
-
-    def ok(value: Any) -> bool:
-        if type(value) is not dict or value.keys() != names:
-            return False
-        for name, kind in scalars:
-            if type(value[name]) is not kind:
-                return False
-        return all(check(value[name]) for name, check in nested)
-
-    return ok, (None if nested or not scalars else _all_ok(scalars))
-
-
-def _all_ok(scalars: tuple[tuple[str, type], ...]) -> Callable[[list[Any]], bool]:
-    """Objects with exactly these scalar fields, checked a whole list at a time: every item a
-    dict, of as many fields as named, holding every name (so no other), each value of its
-    field's type. `map` and `itemgetter` do the loops in C, so a whole page costs less than
-    the record-by-record check."""
-    count = len(scalars)
-    by_kind = []  # (the getter of every field of one type, that type, how many fields)
-    for kind in {kind for _, kind in scalars}:
-        names = tuple(name for name, k in scalars if k is kind)
-        by_kind.append((itemgetter(*names), kind, len(names)))
-
-    def all_ok(items: list[Any]) -> bool:
-        if not items:
-            return True
-        if set(map(type, items)) != {dict} or set(map(len, items)) != {count}:
-            return False
-        try:
-            for get, kind, many in by_kind:
-                values = chain.from_iterable(map(get, items)) if many > 1 else map(get, items)
-                if set(map(type, values)) != {kind}:
-                    return False
-        except KeyError:
-            return False
-        return True
-
-    return all_ok
-
-
-@dataclass(frozen=True, slots=True)
-class _Record:
-    """A record: strict ``ok`` (and ``all_ok``) for the fast pass; `unknown_in` for the survey,
-    which notes the fields the spec does not name and leaves every value to the warehouse."""
-
-    ok: Callable[[Any], bool]
-    all_ok: Callable[[list[Any]], bool]
-    names: frozenset[str]
-    #: Fields that are objects of their own (an investment's plan): surveyed in turn.
-    nested: tuple[tuple[str, _Record], ...]
-
-    def unknown_in(self, records: list[Any], path: str, unknown: Unknown) -> None:
-        """Note the unknown fields of these records (those that are objects), at ``path``."""
-        objects = [r for r in records if type(r) is dict]
-        if not objects:
-            return
-        for name in sorted(set().union(*objects) - self.names):
-            _note(unknown, _join(path, name), next(o[name] for o in objects if name in o))
-        for name, record in self.nested:
-            record.unknown_in([o.get(name) for o in objects], _join(path, name), unknown)
-
-
-def _record(fields: Iterable[spec.Field]) -> _Record:
-    fields = tuple(fields)
-    shapes = {f.name: _field(f) for f in fields}
-    ok, all_ok = _exact(shapes)
-    nested = tuple((f.name, _record(f.fields)) for f in fields if f.type is spec.FieldType.OBJECT)
-    return _Record(
-        ok,
-        all_ok or (lambda items: all(map(ok, items))),
-        frozenset(shapes),
-        nested,
-    )
-
-
-def _field(field: spec.Field) -> Shape:
-    shape: Shape
-    if field.type in _SCALARS:
-        shape = _scalar(_SCALARS[field.type])
-    elif field.type is spec.FieldType.STRING_LIST:
-        shape = _strings()
-    else:
-        shape = Shape(_record(field.fields).ok, _record_level)
-    return _nullable(shape) if field.nullable else shape
+__all__ = ["SHAPES", "Shape", "Unknown", "_Mismatch", "_quote"]
 
 
 # --- Envelopes: what a walk relies on ----------------------------------------------------------
-
-
-def _records(record: _Record) -> Shape:
-    """An array of records; only its being an array is the envelope's."""
-    all_ok = record.all_ok
-
-    def ok(value: Any) -> bool:
-        return type(value) is list and all_ok(value)
-
-    def survey(value: Any, path: str, unknown: Unknown) -> None:
-        if type(value) is not list:
-            raise _Mismatch(path, f"expected an array, got {_json_type(value)}", value)
-        record.unknown_in(value, f"{path}[]", unknown)
-
-    return Shape(ok, survey)
 
 
 def _envelope(fields: Mapping[str, Shape]) -> Shape:
@@ -284,6 +113,51 @@ def _pong() -> Shape:
     return Shape(ok, survey)
 
 
+def _grouped(record: _Record) -> Shape:
+    """Records grouped by market (executed and order history): an object whose every value is
+    an array of records, or a plain array of them (a request naming a market); nothing is ``{}``
+    or ``[]``. Each group being an array is the envelope's; the records are data. An unknown
+    field is noted once, as ``*[].newField`` whichever market's records have it."""
+    array = _records(record)
+    all_ok = record.all_ok
+
+    def ok(value: Any) -> bool:
+        if type(value) is list:
+            return all_ok(value)
+        return type(value) is dict and all(type(g) is list and all_ok(g) for g in value.values())
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is list:
+            array.survey(value, path, unknown)
+            return
+        if type(value) is not dict:
+            why = f"expected an object of arrays by market, got {_json_type(value)}"
+            raise _Mismatch(path, why, value)
+        for market, group in value.items():
+            if type(group) is not list:
+                why = f"expected an array of records, got {_json_type(group)}"
+                raise _Mismatch(_join(path, market), why, group)
+        record.unknown_in(list(chain.from_iterable(value.values())), _join(path, "*[]"), unknown)
+
+    return Shape(ok, survey)
+
+
+def _keyed_numbers() -> Shape:
+    """An object keyed by ticker whose values are JSON numbers (the collateral balance), read
+    exactly: an `int`, or a `Decimal` of the digits sent. The object is the envelope; a value of
+    another type is data, passed as received."""
+    numbers = {int, Decimal}
+
+    def ok(value: Any) -> bool:
+        return type(value) is dict and set(map(type, value.values())) <= numbers
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not dict:
+            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
+
+    return Shape(ok, survey)
+
+
 _OFFSET_OR_LIMIT = _scalar(int, survey=True)
 
 
@@ -316,40 +190,12 @@ def _shape(answer: spec.Answer) -> Shape:
         return _envelope({**page, "total": _OFFSET_OR_LIMIT} if answer.total else page)
     if isinstance(answer, spec.Array):
         return _records(_record(answer.records))
-    if isinstance(answer, spec.Grouped):  # an array, or an object of arrays keyed by market
-        array = _records(_record(answer.records))
-        by_market = _keyed(_record(()))
-        return Shape(
-            lambda v: array.ok(v) or (type(v) is dict and all(map(array.ok, v.values()))),
-            lambda v, path, unknown: (array if type(v) is list else by_market).survey(
-                v, path, unknown
-            ),
-        )
-    if isinstance(answer, spec.KeyedNumbers):  # an object keyed by ticker of JSON numbers
-        numbers = _keyed(_record(()))
-        return Shape(
-            lambda v: type(v) is dict and all(type(n) in (int, float) for n in v.values()),
-            numbers.survey,
-        )
+    if isinstance(answer, spec.Grouped):
+        return _grouped(_record(answer.records))
+    if isinstance(answer, spec.KeyedNumbers):
+        return _keyed_numbers()
     return _envelope({})
 
 
 #: The answer of each operation, by operation name; every operation of the spec has one.
 SHAPES: Final[Mapping[str, Shape]] = {op.name: _shape(op.answer) for op in spec.OPERATIONS}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return _JSON_NAMES.get(type(value), "a number" if isinstance(value, float) else "a value")
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
-def _quote(value: Any) -> str:
-    try:
-        return excerpt(orjson.dumps(value))
-    except TypeError:
-        return excerpt(repr(value))

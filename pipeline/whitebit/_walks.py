@@ -1,9 +1,10 @@
 """Walks: every page of a history, fetched concurrently, yielded in order, never short.
 
 Each kind of `spec.Paging` has its walk: `NewestFirstWalk` here (a history whose head grows while
-it is read), and `_window.OffsetWindowWalk` (a history split by its filters wherever a slice fills
-the offset window); the client's ``walk`` picks the one a history declares. What they share is
-here too: the pages asked ahead (`_Ahead`) and the page size an exchange may lower.
+it is read), `_window.OffsetWindowWalk` (a history split by its filters wherever a slice fills
+the offset window) and `_timewindows.TimeWindowsWalk` (a history asked for a time window at a
+time); the client's ``walk`` picks the one a history declares, from the declaration alone. What
+they share is here too: the pages asked ahead (`_Ahead`) and the page size an exchange may lower.
 
 A walk is an async iterator of pages (lists of raw records, in the exchange's order) with a
 `WalkReport` that says what it did. Pages are requested ahead of the one being read, up to the
@@ -138,8 +139,10 @@ class NewestFirstWalk:
     pages were answered in. Records newer than ``until`` are paged through but not yielded; the
     walk stops at the first short page or once a page reaches records older than ``since``, and
     raises `HistoryOrderError` when page after page brings nothing new (`MAX_PAGES_WITHOUT_NEWS`).
-    With ``split`` values (the account's markets), each is walked on its own, concurrently, and
-    the walks merged newest first; records of the same second come in the order of the values.
+    Given values of the declaration's ``split_setting`` (in ``values``, the account's settings by
+    name: its markets), each is walked on its own, concurrently, and the walks merged newest
+    first; records of the same second come in the order of the values. None, or none given: one
+    walk of the whole history.
     """
 
     def __init__(
@@ -149,7 +152,7 @@ class NewestFirstWalk:
         *,
         since: int | None,
         until: int | None,
-        split: Sequence[str] | None,
+        values: Mapping[str, Sequence[str]],
     ) -> None:
         paging = history.paging
         if not isinstance(paging, spec.NewestFirst):
@@ -158,7 +161,8 @@ class NewestFirstWalk:
         self._history, self._paging = history, paging
         self._keys = RecordKeys(paging)
         self.since, self.until = since, until
-        self.split = list(split) if split is not None else None
+        split = values.get(paging.split_setting) if paging.split_setting else None
+        self.split = list(split) if split else None
         op = history.operation
         self.page_size = op.bound("limit")
         self.report = WalkReport(op.name)

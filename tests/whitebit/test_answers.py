@@ -427,7 +427,7 @@ def test_a_capped_funding_history_is_walked_whole_per_market(own_sim: Simulator)
 
     async def main() -> None:
         async with client(own_sim) as c:
-            walk = c.walk(spec.FUNDING, split=markets)
+            walk = c.walk(spec.FUNDING, values={"markets": markets})
             rows = await collect(walk)
         assert rows == [r for r in truth if r["market"] in markets]
         assert len(walk.report.notes) == 1

@@ -87,7 +87,7 @@ def test_per_market_walks_merge_newest_first(sim: Simulator, with_window: bool) 
         async with client(sim) as c:
             walk = c.walk(
                 spec.FUNDING,
-                split=markets,
+                values={"markets": markets},
                 since=_at(since) if since else None,
                 until=_at(until) if until else None,
             )
@@ -124,7 +124,7 @@ def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(
             assert as_meant(await collect(walk)) == truth
             assert walk.report.retries > 0
             markets = sorted(s.dataset.funding.market_names)[:5]
-            per_market = await collect(c.walk(spec.FUNDING, split=markets))
+            per_market = await collect(c.walk(spec.FUNDING, values={"markets": markets}))
             assert as_meant(per_market) == [r for r in truth if r["market"] in markets]
 
     asyncio.run(main())
@@ -189,7 +189,7 @@ def test_per_market_walks_hold_while_entries_arrive(own_sim: Simulator) -> None:
 
     async def main() -> None:
         async with client(own_sim, transport=Watching(on_response=on_answer)) as c:
-            assert await collect(c.walk(spec.FUNDING, split=markets)) == truth
+            assert await collect(c.walk(spec.FUNDING, values={"markets": markets})) == truth
 
     asyncio.run(main())
 

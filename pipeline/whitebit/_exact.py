@@ -1,0 +1,68 @@
+"""Exact numbers: a JSON number with a fraction never passes through a float.
+
+Most answers carry their amounts as decimal strings and are parsed with orjson, the fastest. A few
+carry JSON numbers with a fraction: times to the microsecond (``1593342324.613711``, a fill's, an
+order's, a position's) and the collateral balance (up to 18 decimals). A float holds neither
+exactly (a time of today has 16 significant digits, a float 15 to 17), so those answers are parsed
+with the standard library's parser, each such number read as a `decimal.Decimal` of the very
+digits sent (``parse_float=Decimal``), which orjson cannot do. An integer stays an `int`.
+
+`EXACT` names the operations parsed so: those whose records hold a `spec.FieldType.
+TIMESTAMP_FRACTIONAL` field, at any depth, and those whose answer is `spec.KeyedNumbers`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any, Final
+
+import orjson
+
+from pipeline import spec
+
+
+def _fractional(fields: Iterable[spec.Field]) -> bool:
+    return any(
+        f.type is spec.FieldType.TIMESTAMP_FRACTIONAL or _fractional(f.fields) for f in fields
+    )
+
+
+def exact_numbers(operation: spec.Operation) -> bool:
+    """Whether the operation's answer holds JSON numbers with a fraction."""
+    return isinstance(operation.answer, spec.KeyedNumbers) or _fractional(operation.record)
+
+
+#: Operations whose answers are parsed with every fractional number a `Decimal`.
+EXACT: Final = frozenset(op.name for op in spec.OPERATIONS if exact_numbers(op))
+
+
+class NotExactJSON(ValueError):
+    """What the standard parser refused, where orjson took the answer (a nesting deeper than
+    the interpreter's recursion allows, say): the answer cannot be read exactly."""
+
+
+def _constant(name: str) -> Any:
+    # NaN and Infinity are no JSON: orjson refuses them, and so does this parser.
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_exact(content: bytes) -> Any:
+    """The answer's JSON with every number that has a fraction (or an exponent) a `Decimal`.
+
+    Raises `orjson.JSONDecodeError` where orjson would (so an answer is judged alike whichever
+    parser reads it: cut short, invalid UTF-8, not JSON), and `NotExactJSON` in the rare case
+    where only the standard parser refuses it."""
+    try:
+        return json.loads(content.decode("utf-8"), parse_float=Decimal, parse_constant=_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as refused:
+        orjson.loads(content)  # raises its own error for anything not JSON
+        raise NotExactJSON(f"{type(refused).__name__}: {refused}") from None
+
+
+def decimal_text(value: Any) -> orjson.Fragment:
+    """For ``orjson.dumps(default=...)``: a `Decimal` as the JSON number of its own digits."""
+    if isinstance(value, Decimal) and value.is_finite():
+        return orjson.Fragment(str(value))
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

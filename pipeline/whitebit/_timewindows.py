@@ -1,0 +1,388 @@
+"""The walk of a history read in time windows (`spec.TimeWindows`: fills, orders, conversions,
+position events, closed positions), from its declaration alone.
+
+The range ``[since, until)`` is cut into windows (`windows`): whole UTC days, never across a
+calendar month (the warehouse writes a month at a time, newest first), each at most the
+operation's longest span (`spec.TimeWindow.max_span_s`: 31 days holds any month, 30 days takes
+two windows for a 31-day month), walked newest window first. A window is sent as its first and
+its last second, both included, as the exchange reads them (docs/api.md, section 10.9).
+
+- **Now.** The walk goes by the exchange's present (`_clock`): a range reaching past it ends at
+  the current second, the window's end one second before it, since position histories refuse an
+  end after now + 1 s. A window that ends in the past holds what it will always hold: records
+  arrive at the head of a history, after it.
+- **The floor.** A history the exchange keeps for `spec.HISTORY_MONTHS` (its window has a
+  ``floor``) is never asked for before it: 00:00 UTC of the day six calendar months back
+  (`_clock.history_floor`), reckoned from the exchange's present before each window (a walk may
+  cross midnight) and `FLOOR_MARGIN_S` ahead of it, so that a request sent a little later is not
+  refused. A range reaching past it is cut there, and the cut is reported (``cut_before``, and a
+  note); the warehouse keeps what it read before.
+- **Pages.** Inside a window, offset pages of the operation's largest ``limit``, newest first,
+  requested ahead (`_walks._Ahead`), until a short page. Pages shift if a record is still arriving
+  in the window as it is read: each record is told by its declared ``identity`` fields (a record
+  without usable ones, by its content) and yielded once; windows are disjoint in time, so the
+  walk remembers one window's identities at a time.
+- **Reach.** An operation with a ``max_reach`` (``offset + limit`` at most 10,000: closed
+  positions) answers no page past it. Before a window is walked, its last reachable page is read:
+  full, the window may hold more than can be reached, so it is split into two halves (by
+  seconds), each walked the same way, the newer first. A window of one second that still fills
+  the reach is walked as far as it reaches and reported (`OffsetWindowExceeded`: raised once the
+  walk has yielded all it could, or listed in the report), never cut silently. Windows are not
+  split by market instead: without the complete list of the account's markets such a split
+  could not be proved to cover every record, and shorter windows can.
+- **Answers.** Records grouped by market (`spec.Grouped`) are yielded as ``{market: [record,
+  ...]}``, a plain array asked for one market (a fixed parameter) turned into that form; an array
+  (`spec.Array`) or a page's records (`spec.PageEnvelope`, `spec.Page`) as a list. Within a page
+  the markets come in any order; across pages and windows the records come newest first. Numbers
+  with a fraction are exact `Decimal`s (`_exact`).
+
+The history's fixed parameters (`spec.History.params`) are sent with every request.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from itertools import count
+from typing import Any, Final, Literal, Protocol
+
+import orjson
+
+from pipeline import spec
+
+from ._clock import history_floor
+from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
+from ._errors import ContractError, OffsetWindowExceeded, excerpt
+from ._exact import decimal_text
+from ._report import WalkReport
+from ._walks import Caller, _Ahead, _follow_page_size
+
+DAY_S: Final = 86_400
+
+#: What a walk yields: records by market (`spec.Grouped`), or a list of records.
+Records = list[Any] | dict[str, list[Any]]
+
+
+class ClockedCaller(Caller, Protocol):
+    """What the walk needs of a client beside its calls: the exchange's present (`AsyncWhiteBIT`
+    has it)."""
+
+    async def exchange_time(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Seconds ``start`` (included) to ``end`` (excluded); sent as ``start`` and ``end - 1``."""
+
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        first, last = _utc(self.start), _utc(self.end - 1)
+        return f"{first:%Y-%m-%dT%H:%M:%S}Z..{last:%Y-%m-%dT%H:%M:%S}Z"
+
+    def halves(self) -> tuple[Window, Window]:
+        """The newer half, then the older."""
+        middle = self.start + (self.end - self.start) // 2
+        return Window(middle, self.end), Window(self.start, middle)
+
+
+def _utc(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _month_start(seconds: int) -> int:
+    day = _utc(seconds)
+    return int(datetime(day.year, day.month, 1, tzinfo=UTC).timestamp())
+
+
+def window_days(max_span_s: int | None) -> int | None:
+    """Whole days a window may hold under this span (end minus start, both included); None:
+    no limit but the month."""
+    if max_span_s is None:
+        return None
+    if max_span_s < DAY_S - 1:
+        raise ValueError(f"a span of {max_span_s} s holds no whole day")
+    return (max_span_s + 1) // DAY_S
+
+
+def next_window(low: int, end: int, days: int | None) -> Window:
+    """The newest window of ``[low, end)``: it ends at ``end`` and starts at 00:00 UTC of a day
+    (or at ``low``), never before the month of its last second, at most ``days`` days long."""
+    last = end - 1
+    start = _month_start(last)
+    if days is not None:
+        start = max(start, last - last % DAY_S - (days - 1) * DAY_S)
+    return Window(max(start, low), end)
+
+
+def windows(low: int, high: int, max_span_s: int | None) -> list[Window]:
+    """``[low, high)`` cut into windows, newest first (`next_window`)."""
+    days, out, end = window_days(max_span_s), [], high
+    while end > low:
+        out.append(next_window(low, end, days))
+        end = out[-1].start
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Got:
+    """One answered page: its records by owner (None: not grouped), how many, and the page size
+    it follows (the one asked, or the exchange's own when it says a lower one)."""
+
+    groups: list[tuple[str | None, list[Any]]]
+    count: int
+    size: int
+
+
+_IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
+
+
+class TimeWindowsWalk:
+    """A history's records with ``since <= time < until``, a time window at a time, newest first.
+
+    See the module's text for the windows, the floor, the pages, the reach and the answers.
+    ``since`` None: from the floor, or for a history without one from `EARLIEST_TIME`; ``until``
+    None: up to the exchange's present.
+    """
+
+    def __init__(
+        self,
+        client: ClockedCaller,
+        history: spec.History,
+        *,
+        since: int | None,
+        until: int | None,
+        on_window_exceeded: Literal["raise", "report"] = "raise",
+    ) -> None:
+        paging, window = history.paging, history.operation.window
+        if not isinstance(paging, spec.TimeWindows) or window is None:
+            raise TypeError(f"{history.name} is not read in time windows")
+        if on_window_exceeded not in ("raise", "report"):
+            raise ValueError(
+                f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
+            )
+        self._client = client
+        self._history, self._paging, self._window = history, paging, window
+        self.since, self.until = since, until
+        self.on_window_exceeded = on_window_exceeded
+        op = history.operation
+        self._size = op.bound("limit")
+        self._days = window_days(window.max_span_s)
+        self.report = WalkReport(op.name)
+        self._started = False
+
+    def __aiter__(self) -> AsyncIterator[Records]:
+        if self._started:
+            raise RuntimeError("a walk runs once; start another for a second pass")
+        self._started = True
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[Records]:
+        report, started = self.report, time.monotonic()
+        try:
+            now = math.floor(await self._client.exchange_time())
+            # The window's end is sent as its last second: one before the present at the latest.
+            end = now if self.until is None else min(self.until, now)
+            low = self.since
+            if low is None:
+                low = self._floor(now) if self._window.floor else EARLIEST_TIME
+            while True:
+                bottom = low
+                if self._window.floor is not None:
+                    # Reckoned again before each window: the floor moves at 00:00 UTC.
+                    floor = self._floor(await self._client.exchange_time())
+                    if floor > low:
+                        self._cut(floor, low)
+                        bottom = floor
+                if end <= bottom:
+                    break
+                window = next_window(bottom, end, self._days)
+                async for records in self._walk(window):
+                    yield records
+                end = window.start
+        finally:
+            report.elapsed_s = time.monotonic() - started
+        if report.incomplete_slices and self.on_window_exceeded == "raise":
+            first = report.incomplete_slices[0]
+            raise OffsetWindowExceeded(
+                self._history.name,
+                first.slice,
+                first.reachable,
+                more=len(report.incomplete_slices) - 1,
+            )
+
+    @staticmethod
+    def _floor(now: float) -> int:
+        return history_floor(now + FLOOR_MARGIN_S)
+
+    def _cut(self, floor: int, low: int) -> None:
+        report = self.report
+        report.cut_before = _utc(floor)
+        note = (
+            f"{self._history.name} is kept by the exchange for {spec.HISTORY_MONTHS} months, "
+            f"back to {_utc(floor):%Y-%m-%d %H:%M} UTC: the range from {_utc(low):%Y-%m-%d %H:%M} "
+            "UTC was cut there, and nothing older was asked for"
+        )
+        if note not in report.notes:
+            report.notes.append(note)
+
+    async def _walk(self, window: Window) -> AsyncIterator[Records]:
+        """One window: split into halves while its last reachable page is full; walked."""
+        reach, first = self._history.operation.max_reach, None
+        if reach is not None:
+            # A short first page settles it; a full one, the last reachable page.
+            first = await self._fetch(self._params(window), 0)
+            if first.count >= self._size and await self._beyond_reach(window, reach):
+                if window.end - window.start > 1:
+                    for half in window.halves():
+                        async for records in self._walk(half):
+                            yield records
+                    return
+                self.report.incomplete_slices.append(
+                    OffsetWindowExceeded(self._history.name, window.name, reach)
+                )
+        async for records in self._pages(window, reach, first):
+            yield records
+
+    def _params(self, window: Window) -> dict[str, Any]:
+        return {
+            **self._history.params,
+            self._window.start: window.start,
+            self._window.end: window.end - 1,
+        }
+
+    async def _fetch(self, params: Mapping[str, Any], offset: int) -> _Got:
+        page = await self._client.call(
+            self._history.operation,
+            {**params, "limit": self._size, "offset": offset},
+            report=self.report,
+        )
+        self.report.pages += 1
+        return self._read(page, params)
+
+    async def _beyond_reach(self, window: Window, reach: int) -> bool:
+        """Whether the window's last reachable page is full: more may lie beyond it."""
+        got = await self._fetch(self._params(window), reach - self._size)
+        return got.count >= self._size
+
+    def _offsets(self, start: int, reach: int | None) -> Iterable[int]:
+        """Offsets from ``start`` on, a page apart; with a reach, up to the last page it allows
+        (that page too, where the page size does not divide it)."""
+        if reach is None:
+            return count(start, self._size)
+        last = reach - self._size
+        return [*range(start, last, self._size), last] if start <= last else []
+
+    async def _pages(
+        self, window: Window, reach: int | None, first: _Got | None
+    ) -> AsyncIterator[Records]:
+        """Every page of one window, each record once (``first``: its first page, if read)."""
+        report, params = self.report, self._params(window)
+        report.slices.append(window.name)
+        seen: set[Hashable] = set()
+
+        async def fetch(offset: int) -> _Got:
+            return await self._fetch(params, offset)
+
+        ahead = _Ahead(fetch, self._client.max_concurrency)
+        offset = 0
+        try:
+            while True:
+                if offset == 0 and first is not None:
+                    ahead.request(self._offsets(self._size, reach))
+                    got = first
+                else:
+                    ahead.request(self._offsets(offset, reach))
+                    got = await ahead.take(offset)
+                if got.size < self._size:
+                    # Pages asked ahead with the larger size would leave gaps: asked again.
+                    await ahead.aclose()
+                    _follow_page_size(report, self._size, got.size)
+                    self._size = got.size
+                fresh = self._fresh(got, seen)
+                if fresh:
+                    yield fresh
+                if got.count < self._size:
+                    return
+                following = offset + self._size
+                if reach is not None:
+                    if offset + self._size >= reach:
+                        return  # the last reachable page (a window out of reach is reported)
+                    following = min(following, reach - self._size)
+                offset = following
+                ahead.grow()
+        finally:
+            await ahead.aclose()
+
+    def _read(self, page: Any, params: Mapping[str, Any]) -> _Got:
+        """A checked answer's records by owner, how many, and the page size it says."""
+        answer, size = self._history.operation.answer, self._size
+        groups: list[tuple[str | None, list[Any]]]
+        if isinstance(answer, spec.Grouped):
+            if type(page) is dict:
+                groups = list(page.items())
+            elif answer.flat_when is not None and answer.flat_when in params:
+                groups = [(str(params[answer.flat_when]), page)]
+            elif not page:
+                groups = []  # nothing is {} or [] alike
+            else:
+                raise ContractError(
+                    operation=self._history.operation,
+                    field="(the whole answer)",
+                    reason="a plain array where records grouped by market were asked for: "
+                    "their market is unknown",
+                    body_excerpt=excerpt(orjson.dumps(page[:2], default=decimal_text)),
+                )
+        elif isinstance(answer, spec.PageEnvelope | spec.Page):
+            under = answer.under if isinstance(answer, spec.PageEnvelope) else "records"
+            groups = [(None, page[under])]
+            said = page["limit"]
+            if type(said) is int and 1 <= said < size:
+                size = said
+        else:
+            groups = [(None, page)]
+        return _Got(groups, sum(len(records) for _, records in groups), size)
+
+    def _fresh(self, got: _Got, seen: set[Hashable]) -> Records | None:
+        """The page's records the window has not yielded yet, in the form the walk yields."""
+        identity, report = self._paging.identity, self.report
+        kept: dict[str | None, list[Any]] = {}
+        for owner, records in got.groups:
+            new = []
+            for record in records:
+                key = _identity(record, identity, owner)
+                if key in seen:
+                    report.duplicates_dropped += 1
+                    continue
+                seen.add(key)
+                new.append(record)
+            if new:
+                kept.setdefault(owner, []).extend(new)
+        if not kept:
+            return None
+        report.rows += sum(len(records) for records in kept.values())
+        if isinstance(self._history.operation.answer, spec.Grouped):
+            return {str(owner): records for owner, records in kept.items()}
+        return kept[None]
+
+
+def _identity(record: Any, fields: tuple[str, ...], owner: str | None) -> Hashable:
+    """What tells a record apart: its identity fields' values; for a record without usable
+    ones (which the warehouse rejects), its owner and content, so it is yielded once, never
+    dropped for another's."""
+    if type(record) is dict:
+        try:
+            key = tuple(record[name] for name in fields)
+        except KeyError:
+            pass
+        else:
+            if all(type(value) in _IDENTITY_TYPES for value in key):
+                return key
+    content = orjson.dumps(record, default=decimal_text, option=orjson.OPT_SORT_KEYS)
+    return ("", owner, content)
