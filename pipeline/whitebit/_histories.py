@@ -57,10 +57,11 @@ class Histories:
 
         A newest-first history (`NewestFirstWalk`) is walked newest first; given the values of
         its ``split_setting`` (the account's markets), each is walked on its own, concurrently,
-        and merged. A history read by offset window (`OffsetWindowWalk`) gives every record of the
-        range (all of a snapshot), each once, its splits taking ``values`` too. A history read in time windows
-        (`TimeWindowsWalk`) is walked a window at a time, newest first; a window out of the
-        offset's reach is reported as ``on_window_exceeded`` says, like an offset window's slice.
+        and merged. A history read by offset window (`OffsetWindowWalk`) gives every record of
+        the range (all of a snapshot), each once, its splits taking ``values`` too. A history read
+        in time windows (`TimeWindowsWalk`) is walked a window at a time, newest first; a window
+        out of the offset's reach is reported as ``on_window_exceeded`` says, like an offset
+        window's slice.
         """
         paging, settings = history.paging, values or {}
         first, end = _seconds(since, "since"), _seconds(until, "until")
