@@ -40,6 +40,12 @@ SCHEMA_DRIFT: Final = "schema_drift"
 FIRST_REASONS: Final = 5
 
 
+def reached(history: spec.History) -> bool:
+    """Whether a walk of the history may find records out of the offset's reach (a slice of an
+    offset window, a time window of one second): its ``complete`` check says."""
+    return isinstance(history.paging, spec.OffsetWindow | spec.TimeWindows)
+
+
 def specs(asset: dg.AssetKey, history: spec.History) -> list[dg.AssetCheckSpec]:
     """The checks every table asset carries; a history read by offset window also whether every
     record was within the window's reach (blocking)."""
@@ -62,7 +68,7 @@ def specs(asset: dg.AssetKey, history: spec.History) -> list[dg.AssetCheckSpec]:
             description="The exchange's answers held only fields the spec names (warns)",
         ),
     ]
-    if isinstance(history.paging, spec.OffsetWindow):
+    if reached(history):
         out.append(
             dg.AssetCheckSpec(
                 COMPLETE,
@@ -281,7 +287,7 @@ def complete(key: dg.AssetKey, incomplete: Sequence[str]) -> dg.AssetCheckResult
         passed=not incomplete,
         description=None
         if not incomplete
-        else "Some records were beyond the API's offset window: " + "; ".join(incomplete),
+        else "Some records were beyond the API's offset reach: " + "; ".join(incomplete),
         metadata={"slices_out_of_reach": list(incomplete)},
     )
 
@@ -311,20 +317,27 @@ def for_written(
     unknown_fields: Mapping[str, str],
     *,
     key: dg.AssetKey,
+    out_of_reach: Sequence[str] = (),
 ) -> list[dg.AssetCheckResult]:
+    """The checks of what a run wrote of a table; of a history a walk may find out of reach,
+    whether nothing was (``out_of_reach``: the slices or windows that were)."""
     days = list(written.days)
+    history = schemas.TABLES[written.table].history
     # The checks of an object store's partitions read local copies (`Store.copied`), fetched
     # once for all of them: the written partitions and their rejects.
     store = wh.store
     files = _files(store, written.table, _days(written.account, days))
     files += _files(store, schemas.REJECTS, _rejects_of(written.table, written.account, days))
     with store.copied(files) as (here, _):
-        return [
+        found = [
             unique_keys(here, written.table, written.account, days, key=key),
             no_rejects(here, written.table, written.account, days, key=key),
             reconciles(here, written, fetched, key=key),
             schema_drift(key, unknown_fields),
         ]
+    if history is not None and reached(history):
+        found.append(complete(key, out_of_reach))
+    return found
 
 
 def fresh(

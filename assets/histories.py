@@ -194,7 +194,12 @@ def monthly_asset(
                 "preview": preview(wh, name, account.name, list(written.days)),
             },
             check_results=checks.for_written(
-                wh, written, load.report.rows, load.report.unknown_fields, key=key
+                wh,
+                written,
+                load.report.rows,
+                load.report.unknown_fields,
+                key=key,
+                out_of_reach=[str(exceeded) for exceeded in load.report.incomplete_slices],
             ),
         )
 
@@ -316,25 +321,20 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
         for h in tables:
             batch = batches[h.name]
             report_progress(account.name, h.name, day, batch.normalized, batch.rejected)
-            extra = []
-            if isinstance(h.paging, spec.OffsetWindow):
-                extra.append(checks.complete(keys[h.name], out_of_reach))
             yield dg.MaterializeResult(
                 asset_key=keys[h.name],
                 metadata={
                     **walk_metadata(report, written[h.name], simulated=exchange.simulated),
                     "preview": preview(wh, h.name, account.name, list(written[h.name].days)),
                 },
-                check_results=[
-                    *checks.for_written(
-                        wh,
-                        written[h.name],
-                        fetched[h.name],
-                        report.unknown_fields,
-                        key=keys[h.name],
-                    ),
-                    *extra,
-                ],
+                check_results=checks.for_written(
+                    wh,
+                    written[h.name],
+                    fetched[h.name],
+                    report.unknown_fields,
+                    key=keys[h.name],
+                    out_of_reach=out_of_reach,
+                ),
             )
 
     return snapshot

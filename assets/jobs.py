@@ -37,7 +37,7 @@ from warehouse.schemas import month_of
 from . import checks
 from .accounts import Account
 from .histories import account_assets
-from .horizon import horizon_check
+from .horizon import HORIZON, horizon_check
 from .reporting import ACCOUNT_TAG
 
 FRESHNESS_CRON: Final = "30 2 * * *"
@@ -91,6 +91,24 @@ class AccountAssets:
         """The asset that writes each table, by the table's name."""
         return {key.path[-1]: asset for asset in self.assets for key in asset.keys}
 
+    def run_checks(self, keys: Sequence[dg.AssetKey]) -> list[dg.AssetCheckKey]:
+        """The checks a run of these assets evaluates: their own, and the horizon of a history
+        the exchange forgets; not the freshness checks, which the watch job runs when their
+        partitions are due (a run of yesterday's snapshots would fail them)."""
+        chosen = set(keys)
+        own = [
+            check
+            for asset in self.assets
+            for check in asset.check_keys
+            if check.asset_key in chosen
+        ]
+        horizons = [
+            dg.AssetCheckKey(key, HORIZON)
+            for key in keys
+            if key in self.monthly_keys and spec.HISTORIES[key.path[-1]].forgotten
+        ]
+        return [*own, *horizons]
+
     def watch_checks(self) -> list[dg.AssetChecksDefinition]:
         """The checks of the warehouse alone: last night's partitions landed (freshness), and
         the days of a history the exchange forgets are archived in time (horizon)."""
@@ -139,6 +157,7 @@ def nightly_requests(
                 run_key=f"{account.name}:again:{month}:{yesterday.isoformat()}",
                 partition_key=month,
                 asset_selection=keys,
+                asset_check_keys=assets.run_checks(keys),
                 tags=_tags(account),
             )
         if assets.monthly:
@@ -147,12 +166,14 @@ def nightly_requests(
                 run_key=f"{account.name}:histories:{yesterday.isoformat()}",
                 partition_key=month_of(yesterday),
                 asset_selection=assets.monthly_keys,
+                asset_check_keys=assets.run_checks(assets.monthly_keys),
                 tags=_tags(account),
             )
         if assets.snapshots:
             yield dg.RunRequest(
                 run_key=f"{account.name}:snapshots:{today.isoformat()}",
                 asset_selection=assets.snapshot_keys,
+                asset_check_keys=assets.run_checks(assets.snapshot_keys),
                 tags=_tags(account),
             )
 
@@ -171,9 +192,11 @@ def requests_for(
         days = {"first_day": first.isoformat(), "last_day": last.isoformat()}
         config = {"ops": {asset.node_def.name: {"config": days} for asset in monthly}}
         months = (month_of(first), month_of(last))
+        keys = [key for asset in monthly for key in asset.keys]
         yield dg.RunRequest(
             partition_key=months[0] if months[0] == months[1] else None,
-            asset_selection=[key for asset in monthly for key in asset.keys],
+            asset_selection=keys,
+            asset_check_keys=assets.run_checks(keys),
             run_config=config,
             tags={ACCOUNT_TAG: assets.account.name}
             | (
@@ -183,8 +206,10 @@ def requests_for(
             ),
         )
     if snapshots:
+        keys = [key for asset in snapshots for key in asset.keys]
         yield dg.RunRequest(
-            asset_selection=[key for asset in snapshots for key in asset.keys],
+            asset_selection=keys,
+            asset_check_keys=assets.run_checks(keys),
             tags={ACCOUNT_TAG: assets.account.name},
         )
 

@@ -116,7 +116,10 @@ async def load_monthly(
     days = sorted(days)
     since = datetime.combine(days[0], time.min, UTC)
     until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
-    walk = client.walk(history, since=since, until=until, values=values)
+    # Out of reach is said by the ``complete`` check, after every reachable record is written.
+    walk = client.walk(
+        history, since=since, until=until, values=values, on_window_exceeded="report"
+    )
     written = Written(history.name, account)
 
     def record(replies: list[Progress]) -> None:

@@ -105,11 +105,16 @@ def materialize(
         watched(instance, run_id, console, lambda: _pool_waits(instance, run_id, pools)),
         _obeying_interrupts(instance, run_id),
     ):
-        result = job.execute_in_process(
+        checks = request.asset_check_keys
+        # The request's checks only (the freshness checks wait for the watch job).
+        chosen = job.get_subset(
+            asset_selection=set(selection),
+            asset_check_selection=set(checks) if checks is not None else None,
+        )
+        result = chosen.execute_in_process(
             run_config={**QUIET, **(request.run_config or {})},
             instance=instance,
             partition_key=request.partition_key,
-            asset_selection=selection,
             raise_on_error=False,
             run_id=run_id,
             tags={**request.tags, **runner_tag()},

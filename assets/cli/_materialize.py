@@ -98,7 +98,11 @@ def _requests(
                 if wanted:
                     selection = [key for key in selection if key in wanted]
                 if selection:
-                    found.append((name, request.with_replaced_attrs(asset_selection=selection)))
+                    narrowed = request.with_replaced_attrs(
+                        asset_selection=selection,
+                        asset_check_keys=account_assets.run_checks(selection),
+                    )
+                    found.append((name, narrowed))
             continue
         chosen_tables = kept or list(account_assets.tables)
         found += [(name, r) for r in requests_for(account_assets, chosen_tables, first, last)]
@@ -323,8 +327,8 @@ def _this_command() -> str:
 @click.command()
 def demo() -> None:
     """Fill the warehouse from the embedded simulator's main account and one of its
-    sub-accounts: 30 days of every history, yesterday's and today's snapshots, then a query
-    across the two.
+    sub-accounts: 30 days of every history (all six months the exchange keeps of trades, orders
+    and conversions), yesterday's and today's snapshots, then a query across the two.
 
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows, with a new extracted_at.
@@ -332,6 +336,7 @@ def demo() -> None:
     from assets.jobs import requests_for
     from assets.partitions import today
     from assets.resources import SIMULATOR_DAY_TAG
+    from pipeline import spec
     from warehouse import catalog, schemas
 
     configured = settings().single_account_set or (
@@ -355,8 +360,13 @@ def demo() -> None:
         name = built.account.name
         monthly = [key.path[-1] for key in built.monthly_keys]
         snapshots = [key.path[-1] for key in built.snapshot_keys]
+        # What the exchange forgets after six months, all it still answers: the archive's start.
+        forgotten = [t for t in monthly if spec.HISTORIES[t].forgotten]
+        kept = [t for t in monthly if t not in forgotten]
         days = (now - timedelta(days=DEMO_DAYS), yesterday)
-        requests += [(name, r) for r in requests_for(built, monthly, *days)]
+        requests += [(name, r) for r in requests_for(built, kept, *days)]
+        reach = (spec.floor_day(now), yesterday)
+        requests += [(name, r) for r in requests_for(built, forgotten, *reach)]
         # Yesterday's snapshots too (the simulator's clock set back a day), so that the
         # statement and the reconciliation have a day between two snapshots to show.
         requests += [
