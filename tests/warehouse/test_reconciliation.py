@@ -167,6 +167,23 @@ def test_a_funding_payment_at_the_closing_instant_is_in_the_interval(ledger: Led
     assert at_close[0][0] > 0
 
 
+def test_each_order_is_the_sum_of_its_fills_and_each_fill_has_its_order(ledger: Ledger) -> None:
+    """What the checks over the views read: the simulator's orders sum their fills (its dealStock,
+    dealMoney and dealFee), and no fill is without its order at T3."""
+    compared = ledger.query(
+        "SELECT account, count(*) FILTER (WHERE fills_held), "
+        "count(*) FILTER (WHERE fills_held AND NOT matches) FROM orders_with_fills "
+        "GROUP BY account ORDER BY account"
+    )
+    assert [(account, mismatched) for account, _, mismatched in compared] == [(MAIN, 0), (SUB, 0)]
+    assert all(held > 50 for _, held, _ in compared)
+    orphans = ledger.query(
+        "SELECT count(*) FROM trades AS t WHERE NOT EXISTS (SELECT 1 FROM orders AS o "
+        "WHERE o.account = t.account AND o.order_id = t.order_id)"
+    )
+    assert orphans == [(0,)]
+
+
 # --- A record dropped -------------------------------------------------------------------------
 
 #: What a test drops: the account whose answer it is dropped from, the history, the edit that
