@@ -184,6 +184,20 @@ def test_each_order_is_the_sum_of_its_fills_and_each_fill_has_its_order(ledger: 
     assert orphans == [(0,)]
 
 
+def test_a_collateral_fill_is_its_position_events_change(ledger: Ledger) -> None:
+    """Why the statement counts a collateral fill's fee once, from the position events: each
+    fill of a perpetual market is one position event, at the same instant, with the same fee."""
+    ((fills, paired, same),) = ledger.query(
+        "SELECT (SELECT count(*) FROM trades WHERE regexp_matches(market, ?)), count(*), "
+        "count(*) FILTER (WHERE t.fee = p.trade_fee AND t.trade_time = p.event_time) "
+        "FROM trades AS t JOIN position_events AS p "
+        "ON p.account = t.account AND p.order_id = t.order_id",
+        spec.PERP_MARKET,
+    )
+    assert fills > 0
+    assert fills == paired == same
+
+
 # --- A record dropped -------------------------------------------------------------------------
 
 #: What a test drops: the account whose answer it is dropped from, the history, the edit that
