@@ -77,3 +77,16 @@ def test_every_setting_is_in_the_settings_table() -> None:
     page = (ROOT / "docs" / "running-nightly.md").read_text(encoding="utf-8")
     missing = [name for name in Settings.variables() if name not in AWS_VARIABLES]
     assert [name for name in missing if f"`{name}`" not in page] == []
+
+
+def test_the_warehouse_page_lists_every_table_with_its_key_and_every_curated_view() -> None:
+    """docs/warehouse.md's table of tables is the schemas', and it names each view of
+    warehouse/sql (with its example, in its section)."""
+    from warehouse import schemas
+
+    page = (ROOT / "docs" / "warehouse.md").read_text(encoding="utf-8")
+    listed = dict(re.findall(r"^\| `([a-z_]+)` \| [^|]+ \| ([^|]+) \|$", page, re.MULTILINE))
+    assert listed.pop("_rejects").startswith("(raw JSON and reason")
+    assert listed == {t.name: ", ".join(t.key) for t in schemas.DATA_TABLES}
+    views = sorted(path.stem for path in (ROOT / "warehouse" / "sql").glob("*.sql"))
+    assert [view for view in views if f"`{view}`" not in page] == []

@@ -4,7 +4,8 @@ It holds one view per table of `warehouse.schemas` over that table's Parquet of 
 (Hive partitioning on, partition column types pinned, union by name, a comment on the view and on
 every column; ``account`` first),
 and the curated views of ``warehouse/sql/<view>.sql`` (a ``SELECT``; its leading ``--`` lines
-are the view's comment). Views read the files at query time, so a partition replaced after a
+are the view's comment; a ``{{NAME}}`` in it is a fact of the declarations, `SPEC_FACTS`).
+Views read the files at query time, so a partition replaced after a
 refresh is seen by the next query without another refresh. The view ``_catalog`` names the root
 the views read, so a connection knows which store to reach and can tell when the files are gone.
 
@@ -37,8 +38,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Final, cast
 import duckdb
 import pyarrow as pa
 
+from pipeline import spec
 from warehouse import layout, schemas
 from warehouse.layout import PARQUET_DIR, PARTITION_FILE
 from warehouse.locks import file_lock
@@ -62,6 +65,39 @@ if TYPE_CHECKING:
 ROOT_VIEW: Final = "_catalog"
 #: The package directory holding the curated views.
 CURATED_SQL: Final = "sql"
+
+
+def _codes(codes: Iterable[int]) -> str:
+    return ", ".join(str(code) for code in sorted(codes))
+
+
+def _code_of(labels: Mapping[int, str], label: str) -> str:
+    return _codes(code for code, named in labels.items() if named == label)
+
+
+#: What a curated view names as ``{{NAME}}``, as SQL: codes and names the declarations hold,
+#: so that a view never restates one (a status code, the settlement ticker) that could drift.
+SPEC_FACTS: Final = {
+    "SETTLEMENT_TICKER": "'" + spec.SETTLEMENT_TICKER + "'",
+    "PERP_MARKET": "'" + spec.PERP_MARKET + "'",
+    "DEPOSIT": _code_of(spec.TRANSACTION_METHODS, "deposit"),
+    "WITHDRAWAL": _code_of(spec.TRANSACTION_METHODS, "withdrawal"),
+    "SUCCESSFUL": _codes(spec.SUCCESSFUL),
+    "WITHDRAWAL_CANCELED": _code_of(spec.WITHDRAWAL_STATUSES, "canceled"),
+    "INVESTMENT_ACTIVE": _code_of(spec.INVESTMENT_STATUSES, "active"),
+}
+_FACT: Final = re.compile(r"\{\{\s*([A-Z_]+)\s*\}\}")
+
+
+def with_facts(name: str, text: str) -> str:
+    """A curated view's SQL with each ``{{NAME}}`` replaced by its `SPEC_FACTS` value."""
+
+    def fact(found: re.Match[str]) -> str:
+        if found.group(1) not in SPEC_FACTS:
+            raise ValueError(f"curated view {name}: no fact {found.group(1)!r} (SPEC_FACTS)")
+        return SPEC_FACTS[found.group(1)]
+
+    return _FACT.sub(fact, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +308,8 @@ def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     pending = {}
     for sql_file in resources.files("warehouse").joinpath(CURATED_SQL).iterdir():
         if sql_file.name.endswith(".sql"):
-            pending[sql_file.name.removesuffix(".sql")] = sql_file.read_text(encoding="utf-8")
+            name = sql_file.name.removesuffix(".sql")
+            pending[name] = with_facts(name, sql_file.read_text(encoding="utf-8"))
     names: list[str] = []
     while pending:
         failed: dict[str, duckdb.Error] = {}

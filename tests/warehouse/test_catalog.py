@@ -23,9 +23,20 @@ from tests.support.records import (
     DAY,
     DAY_START,
     EXTRACTED_AT,
+    SUBACCOUNT_ID,
+    closed_position,
+    collateral_balance,
+    conversion,
     funding_record,
     investment,
+    movement,
+    open_position,
+    order,
     plan,
+    position_event,
+    subaccount,
+    trade,
+    transfer,
     watcher_link,
 )
 from tests.warehouse.test_normalize import decimal_strings
@@ -41,21 +52,50 @@ def write_funding(wh: Warehouse, records: list[object], day: date = DAY) -> None
     partitions.write_batch(wh, batch, account=ACCOUNT)
 
 
+def _write(wh: Warehouse, answers: list[tuple[spec.History, object]]) -> None:
+    for history, answer in answers:
+        batch = normalize.normalize(history, answer, extracted_at=EXTRACTED_AT, day=DAY)
+        assert batch.rejected == 0, (history.name, batch.rejects.to_pylist())
+        partitions.write_batch(wh, batch, account=ACCOUNT)
+
+
 def write_snapshots(wh: Warehouse) -> None:
+    """A row or more in every snapshot table, of DAY."""
     closed = investment(id="inv-2", status=2, interestPaid="7.5")
     other_plan = plan(id="plan-2", interestTicker="BTC")
     investments = [investment(), closed, investment(id="inv-3", plan=other_plan)]
-    answers: list[tuple[spec.History, object]] = [
-        (spec.INVESTMENTS, investments),
-        (spec.FIXED_PLANS, investments),
-        (spec.MAIN_BALANCES, {"USDT": {"main_balance": "100.5"}, "BTC": {"main_balance": "0"}}),
-        (spec.TRADING_BALANCES, {"USDT": {"available": "3", "freeze": "0.000000000000000001"}}),
-        (spec.HEDGE, {"hedgeMode": False}),
-        (spec.LINKS, {"pool-a": [watcher_link()]}),
-    ]
-    for history, answer in answers:
-        batch = normalize.normalize(history, answer, extracted_at=EXTRACTED_AT, day=DAY)
-        partitions.write_batch(wh, batch, account=ACCOUNT)
+    pending = movement(method=2, status=1, amount="0.000000000000000001")
+    _write(
+        wh,
+        [
+            (spec.INVESTMENTS, investments),
+            (spec.FIXED_PLANS, investments),
+            (spec.MAIN_BALANCES, {"USDT": {"main_balance": "100.5"}, "BTC": {"main_balance": "0"}}),
+            (spec.TRADING_BALANCES, {"USDT": {"available": "3", "freeze": "0.000000000000000001"}}),
+            (spec.COLLATERAL_BALANCES, [collateral_balance()]),
+            (spec.PENDING_FLOWS, [pending]),
+            (spec.OPEN_POSITIONS_NOW, [open_position()]),
+            (spec.SUBACCOUNTS, [subaccount()]),
+            (spec.HEDGE, {"hedgeMode": False}),
+            (spec.LINKS, {"pool-a": [watcher_link()]}),
+        ],
+    )
+
+
+def write_histories(wh: Warehouse) -> None:
+    """A row or more in every table partitioned by month but the funding history's, of DAY."""
+    _write(
+        wh,
+        [
+            (spec.TRADES, {"BTC_USDT": [trade()]}),
+            (spec.ORDERS, {"BTC_USDT": [order()]}),
+            (spec.CONVERSIONS, [conversion()]),
+            (spec.DEPOSITS_WITHDRAWALS, [movement()]),
+            (spec.SUBACCOUNT_TRANSFERS_HISTORY, {SUBACCOUNT_ID: [transfer()]}),
+            (spec.POSITION_EVENTS, [position_event()]),
+            (spec.CLOSED_POSITIONS, [closed_position()]),
+        ],
+    )
 
 
 def query(wh: Warehouse, sql: str, *parameters: object) -> list[tuple[object, ...]]:
@@ -76,6 +116,13 @@ def test_a_fresh_warehouse_has_every_view_typed_and_empty(wh: Warehouse) -> None
         "latest_balances",
         "active_investments",
         "interest_paid_by_ticker",
+        "trading_fees",
+        "traded_volume",
+        "orders_with_fills",
+        "realized_pnl",
+        "net_flows",
+        "account_statement",
+        "reconciliation",
     }
     for view in (*schemas.TABLES, *refreshed.curated_views):
         assert row_count(wh, view) == 0
@@ -87,6 +134,7 @@ def test_views_have_the_schema_types_and_comments_with_or_without_files(wh: Ware
     write_funding(wh, [funding_record(fundingRate="x")])
     write_funding(wh, [funding_record()])  # clears the rejects again, after one existed
     write_snapshots(wh)
+    write_histories(wh)
     partitions.replace_partition(
         wh,
         "_rejects",

@@ -24,7 +24,7 @@ import pytest
 from pipeline import spec
 from tests.support.records import ACCOUNT, DAY, EXTRACTED_AT, at, funding_record
 from tests.support.s3 import S3Server
-from tests.warehouse.test_catalog import write_funding, write_snapshots
+from tests.warehouse.test_catalog import write_funding, write_histories, write_snapshots
 from warehouse import (
     RootError,
     Warehouse,
@@ -82,6 +82,7 @@ def test_a_warehouse_on_s3_equals_the_same_on_local_disk(
     for wh in (s3_wh, local):
         _month_of_days(wh)
         write_snapshots(wh)
+        write_histories(wh)
     on_s3, on_disk = _all_tables(s3_wh), _all_tables(local)
     assert on_s3 == on_disk
     assert on_s3["funding_history"]
@@ -91,7 +92,7 @@ def test_a_warehouse_on_s3_equals_the_same_on_local_disk(
     # same writer).
     fs = s3_server.filesystem()
     bucket_prefix = s3_root.removeprefix("s3://")
-    for table in ("funding_history", "main_balances", "_rejects"):
+    for table in ("funding_history", "main_balances", "trades", "_rejects"):
         remote = partitions.partition_files(s3_wh.store, table)
         held = partitions.partition_files(local.store, table)
         assert remote == held
@@ -431,6 +432,7 @@ def test_which_tables_have_files_is_one_listing_and_an_empty_table_one_too(
     for wh in (s3_wh, local):
         _months(wh, 2)
         write_snapshots(wh)
+        write_histories(wh)
     s3_requests.clear()
     held = partitions.tables_with_files(s3_wh.store)
     assert s3_requests == {"list_objects_v2": 1}

@@ -4,10 +4,12 @@ would rather look than query.
 For each account (one, several, or every account in the warehouse) over a range of days: its
 funding (cumulative and per day, paid and received, per market; the funding rate per market), its
 balances per ticker across the snapshot history (main and trading side by side), its investments
-(principal and interest paid per ticker, active against closed); with several accounts, a summary
-across them first. A header names the accounts, the range, the rows, the rejected records, and
-what only the Dagster instance knows (`RunFacts`: the last successful night, the fields the
-exchange sent that the spec does not name).
+(principal and interest paid per ticker, active against closed), its trading (fees per asset,
+volume per market, maker against taker), its collateral P&L per market, its flows per asset,
+and the reconciliation of its holdings between snapshots (zero, or the residuals); with several
+accounts, a summary across them first. A header names the accounts, the range, the rows, the
+rejected records, and what only the Dagster instance knows (`RunFacts`: the last successful
+night, the fields the exchange sent that the spec does not name).
 
 Each chart has a table beside it with its figures exact, decimals as stored (`warehouse.display`);
 the charts themselves plot floats. The page inlines one copy of plotly.js, taken from the plotly
@@ -33,7 +35,8 @@ from warehouse import catalog, display
 from warehouse.root import Warehouse
 from warehouse.store import read_again
 
-from ._data import ALL_TABLES, SNAPSHOT_TABLES, AccountData, Reader, exact_sum
+from ._data import ALL_TABLES, AccountData, Reader
+from ._exact import exact_sum
 
 #: The report's file name in this machine's directory of the warehouse (`default_path`), and in
 #: a remote root (`publish`).
@@ -72,6 +75,13 @@ class Headline:
     funding_net: Decimal
     rejected_records: int
     active_investments: int
+    fills: int
+    #: Realized P&L less trade fees plus funding of the collateral markets, in their
+    #: settlement ticker.
+    collateral_net: Decimal
+    #: Intervals between snapshots the reconciliation checked, and the residuals it found.
+    intervals_checked: int
+    residuals: int
 
     def items(self) -> list[tuple[str, str, str]]:
         """Name, glance and exact text of each number, as the page marks them: the glance shown
@@ -87,6 +97,10 @@ class Headline:
             ("funding_net", self.funding_net),
             ("rejected_records", self.rejected_records),
             ("active_investments", self.active_investments),
+            ("fills", self.fills),
+            ("collateral_net", self.collateral_net),
+            ("intervals_checked", self.intervals_checked),
+            ("residuals", self.residuals),
         ]
         return [(name, display.glance(v), display.text(v)) for name, v in figures]
 
@@ -200,6 +214,10 @@ def build(
         funding_net=exact_sum(d.funding.net for d in data),
         rejected_records=sum(d.rejects for d in data),
         active_investments=sum(d.investments.active for d in data),
+        fills=sum(d.ledger.trading.fills for d in data),
+        collateral_net=exact_sum(d.ledger.pnl.net for d in data),
+        intervals_checked=sum(d.ledger.reconciliation.checked for d in data),
+        residuals=sum(len(d.ledger.reconciliation.residuals.rows) for d in data),
     )
     from ._page import render  # plotly loads when a page is drawn, not with the package
 
@@ -219,12 +237,10 @@ def _range(
 ) -> tuple[date | None, date | None]:
     days = " UNION ALL ".join(
         [
-            "SELECT min(funding_date) AS lo, max(funding_date) AS hi FROM funding_history "
-            "WHERE list_contains($accounts, account)",
             *(
-                f"SELECT min(snapshot_date), max(snapshot_date) FROM {t} "
+                f"SELECT min({day}) AS lo, max({day}) AS hi FROM {t} "
                 "WHERE list_contains($accounts, account)"
-                for t in SNAPSHOT_TABLES
+                for t, day in ALL_TABLES.items()
             ),
             # The day of a rejected record's partition: an account whose records were all
             # rejected still has a range, and its rejects are counted.

@@ -32,7 +32,8 @@ def html(figure: go.Figure, div_id: str, *, height: int = HEIGHT) -> str:
     figure.update_layout(
         template="none",  # the default template adds ~8 kB of styling to every chart
         height=height,
-        margin={"l": 70, "r": 20, "t": 40, "b": 40},
+        # A chart that names its bars on the left (the kinds of flow) keeps its wider margin.
+        margin={"l": figure.layout.margin.l or 70, "r": 20, "t": 40, "b": 40},
         legend={"orientation": "h", "y": -0.15},
         font={"family": "system-ui, sans-serif", "size": 12},
     )

@@ -1,15 +1,14 @@
 """What the report shows, read from the catalog's views: exact figures (``Decimal``, as stored)
 for its tables, and series for its charts (floats: a chart only draws them).
 
-Every query is limited to one account and the report's range: funding by ``funding_date``,
-snapshots by ``snapshot_date`` (the latest snapshot in the range stands for "now"), rejects by the
-day of their partition.
+Every query is limited to one account and the report's range: a history by the UTC day of its
+records (``funding_date``, ``trade_date``, ...), snapshots by ``snapshot_date`` (the latest
+snapshot in the range stands for "now"), rejects by the day of their partition. The trading, P&L,
+flows and reconciliation sections are read by `_ledger`.
 """
 
 from __future__ import annotations
 
-import decimal
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -19,6 +18,9 @@ import duckdb
 import pandas as pd
 
 from warehouse import schemas
+
+from ._exact import ZERO, Table
+from ._ledger import Ledger, read_ledger
 
 #: Markets drawn one by one in the funding charts, the largest net first; the others are summed
 #: into one line, so that a page of hundreds of markets stays readable and small.
@@ -30,40 +32,9 @@ TOP_TICKERS: Final = 12
 DAILY_POINTS: Final = 400
 #: A range longer than this lists funding per month in the table beside the per-day chart.
 DAILY_ROWS: Final = 92
-#: The tables partitioned by ``snapshot_date``, in the schema's order (the header's).
-SNAPSHOT_TABLES: Final = tuple(
-    name for name, table in schemas.TABLES.items() if "snapshot_date" in table.partition_columns
-)
-#: Every table the page counts: the funding history, then the snapshots.
-ALL_TABLES: Final = ("funding_history", *SNAPSHOT_TABLES)
-ZERO: Final = Decimal(0)
-#: Sums of DECIMAL(38,18) amounts: Python's default context holds 28 digits and would round
-#: them; this one holds twice the digits any value of the warehouse has.
-EXACT: Final = decimal.Context(prec=80)
-
-
-def exact_sum(values: Iterable[Decimal | int]) -> Decimal:
-    """The sum of exact amounts, to the last digit."""
-    total = ZERO
-    for value in values:
-        total = EXACT.add(total, value)
-    return total
-
-
-Rows = list[tuple[object, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    """Exact rows, as DuckDB returns them (decimals as ``Decimal``)."""
-
-    columns: tuple[str, ...]
-    rows: Rows
-
-    @classmethod
-    def of(cls, result: duckdb.DuckDBPyConnection) -> Table:
-        columns = tuple(d[0] for d in result.description or ())
-        return cls(columns, result.fetchall())
+#: Every table the page counts, in the schema's order (the header's), with the day column that
+#: places a row in the range: its partition's.
+ALL_TABLES: Final = {table.name: table.partition_column for table in schemas.DATA_TABLES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +77,7 @@ class AccountData:
     funding: Funding
     balances: Balances
     investments: Investments
+    ledger: Ledger
 
     @property
     def empty(self) -> bool:
@@ -133,12 +105,11 @@ class Reader:
             self._funding(),
             self._balances(),
             self._investments(),
+            read_ledger(self._run),
         )
 
     def _rows(self) -> dict[str, int]:
-        counts = {"funding_history": self._count("funding_history", "funding_date")}
-        counts |= {table: self._count(table, "snapshot_date") for table in SNAPSHOT_TABLES}
-        return counts
+        return {table: self._count(table, day) for table, day in ALL_TABLES.items()}
 
     def _count(self, table: str, day: str) -> int:
         (count,) = self._run(

@@ -14,8 +14,9 @@ from markupsafe import Markup
 
 from warehouse import display
 
-from . import _charts
-from ._data import ALL_TABLES, ZERO, AccountData, Table, exact_sum
+from . import _charts, _ledger_charts
+from ._data import ALL_TABLES, AccountData
+from ._exact import ZERO, Table, exact_sum
 
 if TYPE_CHECKING:
     from . import Headline, RunFacts
@@ -56,6 +57,7 @@ def _cell(value: object) -> Markup:
 @dataclass(frozen=True, slots=True)
 class _Chart:
     title: str
+    #: The chart's markup; empty for a table alone.
     chart: Markup
     table: Table
     note: str = ""
@@ -107,6 +109,11 @@ def _section(data: AccountData) -> dict[str, object]:
                    _joined(invested.principal, invested.interest),
                    f"on the snapshot of {display.text(invested.snapshot_date)}")
         )  # fmt: skip
+    for part in _ledger_charts.parts(data.ledger):
+        chart = Markup("")
+        if part.figure is not None:
+            chart = _html(part.figure, name, part.name, height=part.height)
+        charts.append(_Chart(part.title, chart, part.table, part.note))
     return {"account": name, "charts": charts, "data": data}
 
 
@@ -125,9 +132,11 @@ def _summary(data: Sequence[AccountData]) -> dict[str, object]:
     names = [d.account for d in data]
     funding = Table(
         ("account", "rows", "funding_payments", "paid", "received", "net", "rejected_records",
-         "active_investments"),
+         "active_investments", "fills", "collateral_net", "intervals_checked", "residuals"),
         [(d.account, sum(d.rows.values()), d.funding.payments, d.funding.paid,
-          d.funding.received, d.funding.net, d.rejects, d.investments.active) for d in data],
+          d.funding.received, d.funding.net, d.rejects, d.investments.active,
+          d.ledger.trading.fills, d.ledger.pnl.net, d.ledger.reconciliation.checked,
+          len(d.ledger.reconciliation.residuals.rows)) for d in data],
     )  # fmt: skip
     totals: dict[str, list[Decimal | int]] = {}
     for d in data:

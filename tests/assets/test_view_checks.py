@@ -1,0 +1,202 @@
+"""The checks over the catalog's views: each fails on data made to break it, naming what broke,
+and passes on the same data made right; the specs a table's asset declares are the results it
+gets, and a failed reconciliation stops what depends on the balances."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets import checks, view_checks
+from pipeline import spec
+from tests.support.records import DAY_START, movement, order, position_event, trade
+from warehouse import Warehouse, catalog, normalize, partitions
+
+ACCOUNT = "main"
+KEY = dg.AssetKey([ACCOUNT, "table"])
+T1 = datetime.fromtimestamp(DAY_START + 12 * 3600, UTC)
+T2 = T1 + timedelta(days=1)
+#: A moment of the morning of T1's day, to the microsecond, and one a few seconds on.
+MORNING = Decimal(DAY_START + 8 * 3600) + Decimal("0.25")
+
+
+def write(wh: Warehouse, history: spec.History, answer: object, *, at: datetime = T2) -> None:
+    batch = normalize.normalize(
+        history,
+        answer,
+        extracted_at=at,
+        day=at.date(),
+        observed_at=None if history.monthly else at,
+    )
+    assert batch.rejected == 0, batch.rejects.to_pylist()
+    partitions.write_batch(wh, batch, account=ACCOUNT)
+    catalog.refresh(wh)
+
+
+@pytest.fixture
+def wh(root: Path) -> Warehouse:
+    return Warehouse.open(root)
+
+
+def _fills_and_orders(wh: Warehouse, *, with_missing: bool) -> None:
+    fills = [
+        trade(id=1, orderId=501, time=MORNING),
+        trade(id=2, orderId=502, time=MORNING + 10),  # its order closed before the newest close
+        trade(id=3, orderId=503, time=MORNING + 100),  # filled after it: may still be open
+    ]
+    closed = [
+        order(id=501, ctime=MORNING - 1, ftime=MORNING),
+        order(id=504, ctime=MORNING + 20, ftime=MORNING + 50, dealStock="0", dealMoney="0",
+              dealFee="0", status="CANCELED"),
+    ]  # fmt: skip
+    if not with_missing:
+        closed.append(order(id=502, ctime=MORNING + 5, ftime=MORNING + 10))
+    write(wh, spec.TRADES, {"BTC_USDT": fills})
+    write(wh, spec.ORDERS, {"BTC_USDT": closed})
+
+
+def test_fills_have_orders_names_a_missing_order_and_spares_one_still_open(wh: Warehouse) -> None:
+    _fills_and_orders(wh, with_missing=True)
+    result = view_checks.fills_have_orders(wh, ACCOUNT, key=KEY)
+    assert not result.passed
+    assert result.severity == dg.AssetCheckSeverity.WARN
+    assert (result.description or "").startswith(
+        f"1 fill(s) of {ACCOUNT} belong to 1 order(s) not in orders"
+    )
+    assert "order 502 (BTC_USDT, 1 fill(s)" in (result.description or "")
+    assert "503" not in (result.description or "")
+    assert result.metadata["orders_that_may_be_open"].value == 1
+    _fills_and_orders(wh, with_missing=False)
+    fixed = view_checks.fills_have_orders(wh, ACCOUNT, key=KEY)
+    assert fixed.passed
+    assert fixed.metadata["fills_of_orders_that_may_be_open"].value == 1
+
+
+def test_orders_match_fills_names_the_sum_that_differs(wh: Warehouse) -> None:
+    _fills_and_orders(wh, with_missing=False)
+    assert view_checks.orders_match_fills(wh, ACCOUNT, key=KEY).passed
+    off = order(id=502, ctime=MORNING + 5, ftime=MORNING + 10, dealMoney="30000.000000000000000001")
+    write(wh, spec.ORDERS, {"BTC_USDT": [order(id=501, ctime=MORNING - 1, ftime=MORNING), off]})
+    result = view_checks.orders_match_fills(wh, ACCOUNT, key=KEY)
+    assert not result.passed
+    assert result.severity == dg.AssetCheckSeverity.ERROR
+    assert (result.description or "").endswith(
+        "order 502 (BTC_USDT, 1 fill(s)): deal_money 30000.000000000000000001 against 30000"
+    )
+    assert result.metadata["orders_checked"].value == 2
+
+
+def test_orders_whose_fills_may_be_elsewhere_are_not_checked(wh: Warehouse) -> None:
+    """An order placed before the first day of fills held: its sums are not compared."""
+    write(wh, spec.TRADES, {"BTC_USDT": [trade(id=1, orderId=501, time=MORNING)]})
+    early = order(id=500, ctime=MORNING - 86_400 * 2, ftime=MORNING - 60, dealStock="3")
+    write(wh, spec.ORDERS, {"BTC_USDT": [early]})
+    result = view_checks.orders_match_fills(wh, ACCOUNT, key=KEY)
+    assert result.passed
+    assert result.metadata["orders_not_checked"].value == 1
+
+
+def test_unlisted_values_are_named_with_their_counts(wh: Warehouse) -> None:
+    fills = [
+        trade(id=n, side="hold" if n < 3 else "buy", role=9 if n == 3 else 1) for n in range(4)
+    ]
+    write(wh, spec.TRADES, {"BTC_USDT": fills})
+    write(
+        wh,
+        spec.DEPOSITS_WITHDRAWALS,
+        [movement(status=42), movement(transactionId="00000000-0000-4000-8000-000000000002")],
+    )
+    write(wh, spec.POSITION_EVENTS, [position_event(liquidationState="auto_deleverage")])
+    found = {
+        table: view_checks.unlisted_values(wh, table, ACCOUNT, key=KEY)
+        for table in ("trades", "deposits_withdrawals", "position_events", "funding_history")
+    }
+    assert [r.passed for r in found.values()] == [False, False, False, True]
+    assert all(r.severity == dg.AssetCheckSeverity.WARN for r in found.values())
+    said = {table: r.description for table, r in found.items()}
+    assert said["trades"] == (
+        f"trades of {ACCOUNT} holds values its documentation does not list: "
+        "side 'hold' (3); role '9' (1)"
+    )
+    assert said["deposits_withdrawals"] == (
+        f"deposits_withdrawals of {ACCOUNT} holds values its documentation does not list: "
+        "status 'method 1, status 42' (1)"
+    )
+    assert (said["position_events"] or "").endswith("liquidation_state 'auto_deleverage' (1)")
+    # Only the partitions asked about: the day after holds none.
+    later = view_checks.unlisted_values(wh, "trades", ACCOUNT, [date(2024, 3, 2)], key=KEY)
+    assert later.passed
+
+
+def _snapshot(wh: Warehouse, at: datetime, usdt: str) -> None:
+    write(wh, spec.MAIN_BALANCES, {"USDT": {"main_balance": usdt}}, at=at)
+
+
+def test_balances_reconcile_names_account_asset_days_and_amount(wh: Warehouse) -> None:
+    credited = movement(createdAt=int(T1.timestamp()) + 60, amount="250", fee="1")
+    write(wh, spec.DEPOSITS_WITHDRAWALS, [credited])
+    _snapshot(wh, T1, "1000")
+    _snapshot(wh, T2, "1249")
+    passed = view_checks.balances_reconcile(wh, ACCOUNT, key=KEY)
+    assert passed.passed
+    assert passed.metadata["intervals_checked"].value == 1
+    _snapshot(wh, T2, "1249.000000000000000001")
+    result = view_checks.balances_reconcile(wh, ACCOUNT, key=KEY)
+    assert not result.passed
+    assert result.description == (
+        f"1 holding(s) of {ACCOUNT} moved by other than the flows its records tell "
+        "(residual = closing - opening - flows): USDT 2024-03-01 .. 2024-03-02: "
+        "0.000000000000000001 (opening 1000, flows 249, closing 1249.000000000000000001)"
+    )
+    # The intervals closing on another day are not this run's.
+    assert view_checks.balances_reconcile(wh, ACCOUNT, [T1.date()], key=KEY).passed
+
+
+def test_the_specs_a_table_declares_are_the_results_it_gets(wh: Warehouse) -> None:
+    declared = {
+        h.name: [(c.name, c.blocking) for c in view_checks.view_specs(KEY, h)]
+        for h in spec.HISTORIES.values()
+    }
+    assert declared["trades"] == [("fills_have_orders", False), ("unlisted_values", False)]
+    assert declared["orders"] == [("orders_match_fills", False), ("unlisted_values", False)]
+    assert declared["main_balances"] == [("balances_reconcile", True)]
+    assert declared["funding_history"] == declared["trading_balances"] == []
+    assert {
+        name for name, checked in declared.items() if ("unlisted_values", False) in checked
+    } == {h.name for h in spec.HISTORIES.values() if any(c.unlisted == "keep" for c in h.columns)}
+    # Off by default: the table assets yield only the checks of what they wrote.
+    for history in spec.HISTORIES.values():
+        with_views = [c.name for c in checks.specs(KEY, history, views=True)]
+        without = [c.name for c in checks.specs(KEY, history)]
+        assert with_views == without + [name for name, _ in declared[history.name]]
+    catalog.refresh(wh)
+    for history in (spec.TRADES, spec.ORDERS, spec.MAIN_BALANCES, spec.FUNDING):
+        results = view_checks.for_views(wh, ACCOUNT, history, key=KEY)
+        assert [r.check_name for r in results] == [name for name, _ in declared[history.name]]
+
+
+def test_a_failed_reconciliation_stops_what_depends_on_the_balances(wh: Warehouse) -> None:
+    _snapshot(wh, T1, "1000")
+    _snapshot(wh, T2, "999")  # nothing the records tell took one
+    key = dg.AssetKey([ACCOUNT, "main_balances"])
+
+    @dg.asset(key=key, check_specs=view_checks.view_specs(key, spec.MAIN_BALANCES))
+    def balances() -> dg.MaterializeResult:  # type: ignore[type-arg]
+        return dg.MaterializeResult(
+            check_results=view_checks.for_views(wh, ACCOUNT, spec.MAIN_BALANCES, key=key)
+        )
+
+    @dg.asset(deps=[key])
+    def report() -> None:
+        return None
+
+    result = dg.materialize([balances, report], raise_on_error=False)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert (evaluation.check_name, evaluation.passed) == ("balances_reconcile", False)
+    assert "USDT 2024-03-01 .. 2024-03-02: -1" in (evaluation.description or "")
+    materialized = {e.asset_key for e in result.get_asset_materialization_events()}
+    assert dg.AssetKey("report") not in materialized

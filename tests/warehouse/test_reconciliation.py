@@ -1,0 +1,296 @@
+"""The account statement against the simulator's ledger: a main account and a sub-account,
+snapshots at three moments of the simulator's clock and every history between them read over
+loopback HTTP into a warehouse. Every interval reconciles to the last of 18 decimals, and a
+record dropped from an answer is named by the reconciliation: its account, asset, interval and
+amount."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import localcontext
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import spec
+from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
+from tests.simulator.ledger_reading import PRECISION, balances
+from tests.warehouse.simulated_ledger import DAY_S, Edit, Extraction
+from warehouse import Warehouse, catalog
+
+#: 2026-09-23 14:33:54: two days after the epoch, inside a funding round.
+T1 = EPOCH + 2 * DAY_S + 1_234
+#: 2026-09-24 16:00:00, a funding time: its payments are the last of (T1, T2].
+T2 = 1_790_265_600
+#: Two days later, a few seconds past a minute.
+T3 = T2 + 2 * DAY_S + 77
+MOMENTS = (T1, T2, T3)
+#: Deposits pending at T1 were made at most two days before it (docs/simulator.md).
+SINCE = T1 - 3 * DAY_S
+MAIN, SUB = "main", "sub_1"
+
+
+def _instant(moment: int) -> datetime:
+    return datetime.fromtimestamp(moment, UTC)
+
+
+def day_of(moment: int) -> date:
+    return _instant(moment).date()
+
+
+@dataclass
+class Ledger:
+    sim: Simulator
+    root: Path
+    accounts: dict[str, Extraction]
+
+    def query(self, sql: str, *params: object, root: Path | None = None) -> list[tuple[Any, ...]]:
+        with catalog.connect(Warehouse.open(root or self.root)) as con:
+            return con.execute(sql, list(params) or None).fetchall()
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ledger]:
+    """The two accounts' snapshots at T1, T2 and T3, their histories read at T3; the simulator
+    stays at T3 for the tests that read an answer again."""
+    root = tmp_path_factory.mktemp("ledger") / "warehouse"
+    with Simulator(seed=7, scale=Scale.small(), clock=SimClock(T1), rate_limits=False) as sim:
+        wh = Warehouse.open(root)
+        accounts = {
+            MAIN: Extraction(sim, wh, MAIN, sim.credentials),
+            SUB: Extraction(sim, wh, SUB, sim.credentials_for(SUB)),
+        }
+        for moment in MOMENTS:
+            sim.clock.advance(moment - sim.clock.now())
+            for name, account in accounts.items():
+                account.snapshot(main=name == MAIN)
+        for name, account in accounts.items():
+            account.histories(SINCE, main=name == MAIN)
+        catalog.refresh(wh)
+        yield Ledger(sim, root, accounts)
+
+
+def test_every_interval_of_a_main_account_and_a_sub_account_reconciles(ledger: Ledger) -> None:
+    intervals = ledger.query(
+        "SELECT account, opening_date, closing_date, opening_at, closing_at, reconciled "
+        "FROM reconciliation_intervals ORDER BY ALL"
+    )
+    assert intervals == [
+        (account, day_of(t1), day_of(t2), _instant(t1), _instant(t2), True)
+        for account in (MAIN, SUB)
+        for t1, t2 in itertools.pairwise(MOMENTS)
+    ]
+    assert ledger.query("SELECT * FROM reconciliation") == []
+
+
+def test_every_asset_the_simulator_holds_is_checked_at_its_balance(ledger: Ledger) -> None:
+    """The holdings the statement closes T3 with are the simulator's own sums at T3 (main,
+    trading and collateral), asset by asset, none left out, and the principal of the active
+    investments (which no balance of the simulator holds)."""
+    for account, role in ((MAIN, "partner"), (SUB, SUB)):
+        held = balances(ledger.sim, ledger.sim.credentials_for(role))
+        rows = ledger.query(
+            "SELECT h.ticker, h.main_balance + h.trading_balance + h.collateral_balance, "
+            "h.invested, s.closing FROM holdings AS h JOIN account_statement AS s "
+            "ON s.account = h.account AND s.closing_date = h.snapshot_date "
+            "AND s.ticker = h.ticker WHERE h.account = ? AND h.snapshot_date = ?",
+            account,
+            day_of(T3),
+        )
+        assert {ticker: balance for ticker, balance, _, _ in rows} == held, account
+        with localcontext() as exact:
+            exact.prec = PRECISION  # 28 digits would round a sum of twenty-digit amounts
+            summed = [balance + invested for _, balance, invested, _ in rows]
+        assert [closing for _, _, _, closing in rows] == summed
+        assert any(invested for _, _, invested, _ in rows) == (account == MAIN)
+
+
+def test_the_intervals_hold_every_kind_of_flow(ledger: Ledger) -> None:
+    """Each rule of the statement placed records that moved the balances: none of the
+    reconciliations above holds by having nothing to reconcile."""
+    moved = {
+        (account, kind)
+        for account, kind in ledger.query(
+            "SELECT DISTINCT s.account, k.kind FROM account_statement AS s, "
+            "(VALUES ('deposits'), ('withdrawals'), ('withdrawals_returned'), ('spot_trades'), "
+            "('conversions'), ('funding'), ('realized_pnl'), ('position_fees'), "
+            "('transfers_in'), ('transfers_out')) AS k(kind) "
+            "WHERE CASE k.kind WHEN 'deposits' THEN s.deposits "
+            "WHEN 'withdrawals' THEN s.withdrawals "
+            "WHEN 'withdrawals_returned' THEN s.withdrawals_returned "
+            "WHEN 'spot_trades' THEN s.spot_trades WHEN 'conversions' THEN s.conversions "
+            "WHEN 'funding' THEN s.funding WHEN 'realized_pnl' THEN s.realized_pnl "
+            "WHEN 'position_fees' THEN s.position_fees WHEN 'transfers_in' THEN s.transfers_in "
+            "ELSE s.transfers_out END <> 0"
+        )
+    }
+    kinds = {kind for _, kind in moved}
+    assert kinds == {
+        "deposits", "withdrawals", "withdrawals_returned", "spot_trades", "conversions",
+        "funding", "realized_pnl", "position_fees", "transfers_in", "transfers_out",
+    }  # fmt: skip
+    assert {account for account, _ in moved} == {MAIN, SUB}
+
+
+def test_the_settle_rule_meets_deposits_pending_at_either_end(ledger: Ledger) -> None:
+    """A deposit pending at an opening snapshot and credited by the closing one, and one made
+    in an interval and still pending at its close: both there, so the rule was needed."""
+    credited_later = ledger.query(
+        "SELECT count(*) FROM pending_flows AS p JOIN reconciliation_intervals AS i "
+        "ON i.account = p.account AND i.opening_date = p.snapshot_date "
+        "JOIN deposits_withdrawals AS d ON d.account = p.account "
+        "AND d.transaction_id = p.transaction_id "
+        "WHERE p.method = 1 AND d.status IN (3, 7) AND p.transaction_id NOT IN "
+        "(SELECT transaction_id FROM pending_flows AS q "
+        "WHERE q.account = p.account AND q.snapshot_date = i.closing_date)"
+    )
+    pending_at_close = ledger.query(
+        "SELECT count(*) FROM pending_flows AS p JOIN reconciliation_intervals AS i "
+        "ON i.account = p.account AND i.closing_date = p.snapshot_date "
+        "WHERE p.created_at >= i.opening_at"
+    )
+    assert credited_later[0][0] > 0
+    assert pending_at_close[0][0] > 0
+
+
+def test_a_funding_payment_at_the_closing_instant_is_in_the_interval(ledger: Ledger) -> None:
+    at_close = ledger.query(
+        "SELECT count(*) FROM funding_history WHERE account = ? AND funding_time = ?",
+        MAIN,
+        _instant(T2),
+    )
+    assert at_close[0][0] > 0
+
+
+def test_each_order_is_the_sum_of_its_fills_and_each_fill_has_its_order(ledger: Ledger) -> None:
+    """What the checks over the views read: the simulator's orders sum their fills (its dealStock,
+    dealMoney and dealFee), and no fill is without its order at T3."""
+    compared = ledger.query(
+        "SELECT account, count(*) FILTER (WHERE fills_held), "
+        "count(*) FILTER (WHERE fills_held AND NOT matches) FROM orders_with_fills "
+        "GROUP BY account ORDER BY account"
+    )
+    assert [(account, mismatched) for account, _, mismatched in compared] == [(MAIN, 0), (SUB, 0)]
+    assert all(held > 50 for _, held, _ in compared)
+    orphans = ledger.query(
+        "SELECT count(*) FROM trades AS t WHERE NOT EXISTS (SELECT 1 FROM orders AS o "
+        "WHERE o.account = t.account AND o.order_id = t.order_id)"
+    )
+    assert orphans == [(0,)]
+
+
+def test_a_collateral_fill_is_its_position_events_change(ledger: Ledger) -> None:
+    """Why the statement counts a collateral fill's fee once, from the position events: each
+    fill of a perpetual market is one position event, at the same instant, with the same fee."""
+    ((fills, paired, same),) = ledger.query(
+        "SELECT (SELECT count(*) FROM trades WHERE regexp_matches(market, ?)), count(*), "
+        "count(*) FILTER (WHERE t.fee = p.trade_fee AND t.trade_time = p.event_time) "
+        "FROM trades AS t JOIN position_events AS p "
+        "ON p.account = t.account AND p.order_id = t.order_id",
+        spec.PERP_MARKET,
+    )
+    assert fills > 0
+    assert fills == paired == same
+
+
+# --- A record dropped -------------------------------------------------------------------------
+
+#: What a test drops: the account whose answer it is dropped from, the history, the edit that
+#: drops it, and the reconciliation's rows then expected.
+Dropped = tuple[str, spec.History, Edit, list[tuple[Any, ...]]]
+
+
+def _without(history: spec.History, *keys: str, value: tuple[object, ...]) -> Edit:
+    """An edit that drops the records of ``history`` whose ``keys`` hold ``value``."""
+
+    def kept(record: dict[str, Any]) -> bool:
+        return tuple(record[k] for k in keys) != value
+
+    def drop(edited: spec.History, answer: Any) -> Any:
+        if edited is not history:
+            return answer
+        if isinstance(answer, dict):
+            return {owner: [r for r in rs if kept(r)] for owner, rs in answer.items()}
+        return [r for r in answer if kept(r)]
+
+    return drop
+
+
+def _pending_deposit(ledger: Ledger) -> Dropped:
+    """A deposit of the sub-account pending at T1 and credited by T2."""
+    ((transaction, ticker, credited),) = ledger.query(
+        "SELECT transaction_id, ticker, amount - fee FROM deposits_withdrawals "
+        "WHERE account = ? AND method = 1 AND status IN (3, 7) AND transaction_id IN "
+        "(SELECT transaction_id FROM pending_flows WHERE account = ? AND snapshot_date = ?) "
+        "ORDER BY transaction_id LIMIT 1",
+        SUB,
+        SUB,
+        day_of(T1),
+    )
+    history = spec.DEPOSITS_WITHDRAWALS
+    edit = _without(history, "transactionId", value=(transaction,))
+    return SUB, history, edit, [(SUB, ticker, day_of(T1), day_of(T2), credited)]
+
+
+def _transfer(ledger: Ledger) -> Dropped:
+    """A transfer from the main account to the sub-account between T2 and T3: both sides."""
+    ((transfer, ticker, amount),) = ledger.query(
+        "SELECT transfer_id, ticker, amount FROM subaccount_transfers AS t "
+        "JOIN subaccounts AS s ON s.account = t.account AND s.subaccount_id = t.subaccount_id "
+        "AND s.snapshot_date = ? WHERE t.account = ? AND s.alias = ? "
+        "AND t.direction = 'main_to_sub' AND t.created_at >= ? AND t.created_at < ? "
+        "ORDER BY transfer_id LIMIT 1",
+        day_of(T3),
+        MAIN,
+        SUB,
+        _instant(T2),
+        _instant(T3),
+    )
+    history = spec.SUBACCOUNT_TRANSFERS_HISTORY
+    edit = _without(history, "transactionId", value=(transfer,))
+    interval = (day_of(T2), day_of(T3))
+    both = [(MAIN, ticker, *interval, -amount), (SUB, ticker, *interval, amount)]
+    return MAIN, history, edit, both
+
+
+def _funding_at_close(ledger: Ledger) -> Dropped:
+    """The funding of the main account's first market at T2 (both sides of a hedged one)."""
+    ((market, amount),) = ledger.query(
+        "SELECT market, sum(funding_amount) FROM funding_history WHERE account = ? "
+        "AND funding_time = ? GROUP BY market ORDER BY market LIMIT 1",
+        MAIN,
+        _instant(T2),
+    )
+    history = spec.FUNDING
+    edit = _without(history, "market", "fundingTime", value=(market, str(T2)))
+    return MAIN, history, edit, [(MAIN, spec.SETTLEMENT_TICKER, day_of(T1), day_of(T2), amount)]
+
+
+@pytest.mark.parametrize(
+    "pick", [_pending_deposit, _transfer, _funding_at_close], ids=["deposit", "transfer", "funding"]
+)
+def test_a_record_dropped_from_an_answer_is_named_with_its_amount(
+    ledger: Ledger, tmp_path: Path, pick: Callable[[Ledger], Dropped]
+) -> None:
+    """The warehouse copied, the answer read again without the record and written over the
+    copy's: the reconciliation names the account (both, for a transfer), the asset, the
+    interval and the amount the records no longer explain."""
+    account, history, edit, expected = pick(ledger)
+    copy = tmp_path / "warehouse"
+    shutil.copytree(ledger.root, copy)
+    reader = Extraction(ledger.sim, Warehouse.open(copy), account, ledger.accounts[account].creds)
+    reader.edit = edit
+    reader.histories(SINCE, main=account == MAIN, only=[history])
+    catalog.refresh(Warehouse.open(copy))
+    named = ledger.query(
+        "SELECT account, ticker, opening_date, closing_date, residual FROM reconciliation "
+        "ORDER BY account",
+        root=copy,
+    )
+    assert named == expected
+    assert all(row[-1] != 0 for row in named)
