@@ -10,10 +10,9 @@
   rows load without such fields, so a new one only warns, naming it with an example value.
 - ``nightly_partition_fresh``: the partition the nightly run owes is on disk and was extracted
   after its day ended (a history by month: yesterday; snapshots: today).
-- Over the catalog's views, once the night's tables are written (`view_checks`):
-  ``fills_have_orders`` and ``unlisted_values`` (warn), ``orders_match_fills``, and
-  ``balances_reconcile`` (blocking). `specs` declares them with ``views=True``;
-  `view_checks.for_views` gives their results.
+- Over the catalog's views, in the daily watch job once the night's tables are written
+  (`view_checks`): ``fills_have_orders`` and ``unlisted_values`` (warn), ``orders_match_fills``,
+  and ``balances_reconcile`` (blocking).
 
 Each check is a plain function of the warehouse's store and an account's partitions, so tests run
 them on data made to break them; ``key`` is the asset key the result belongs to (the account's
@@ -33,7 +32,6 @@ from warehouse.store import Store
 
 from .loading import Written
 from .resources import WarehouseResource
-from .view_checks import view_specs
 
 UNIQUE_KEYS: Final = "unique_keys"
 NO_REJECTS: Final = "no_rejects"
@@ -51,14 +49,10 @@ def reached(history: spec.History) -> bool:
     return isinstance(history.paging, spec.OffsetWindow | spec.TimeWindows)
 
 
-def specs(
-    asset: dg.AssetKey, history: spec.History, *, views: bool = False
-) -> list[dg.AssetCheckSpec]:
+def specs(asset: dg.AssetKey, history: spec.History) -> list[dg.AssetCheckSpec]:
     """The checks every table asset carries; a history read by offset window also whether every
-    record was within the window's reach (blocking). With ``views``, also the checks over the
-    catalog's views its table carries (`view_specs`): an asset declaring them must yield their
-    results (`view_checks.for_views`), since Dagster fails a step that leaves a declared check
-    out; so they are off by default until an asset yields them."""
+    record was within the window's reach (blocking). The checks over the catalog's views are
+    the watch job's (`view_checks.views_check`)."""
     out = [
         dg.AssetCheckSpec(UNIQUE_KEYS, asset=asset, description="No two rows share the key"),
         dg.AssetCheckSpec(
@@ -87,8 +81,6 @@ def specs(
                 description="Every record was within reach of the offset window",
             )
         )
-    if views:
-        out += view_specs(asset, history)
     return out
 
 

@@ -39,6 +39,7 @@ from .accounts import Account
 from .histories import account_assets
 from .horizon import HORIZON, horizon_check
 from .reporting import ACCOUNT_TAG
+from .view_checks import views_check
 
 FRESHNESS_CRON: Final = "30 2 * * *"
 #: The tags of a run of a range of months (a single run of them all), as Dagster's backfills
@@ -83,6 +84,10 @@ class AccountAssets:
         return [key for asset in self.monthly for key in asset.keys]
 
     @property
+    def keys(self) -> list[dg.AssetKey]:
+        return [*self.monthly_keys, *self.snapshot_keys]
+
+    @property
     def snapshot_keys(self) -> list[dg.AssetKey]:
         return [key for asset in self.snapshots for key in asset.keys]
 
@@ -110,11 +115,14 @@ class AccountAssets:
         return [*own, *horizons]
 
     def watch_checks(self) -> list[dg.AssetChecksDefinition]:
-        """The checks of the warehouse alone: last night's partitions landed (freshness), and
-        the days of a history the exchange forgets are archived in time (horizon)."""
+        """The checks of the warehouse alone: last night's partitions landed (freshness), the
+        days of a history the exchange forgets are archived in time (horizon), and what the
+        catalog's views say, the reconciliation among it (`views_check`)."""
         name = self.account.name
         forgotten = [k for k in self.monthly_keys if spec.HISTORIES[k.path[-1]].forgotten]
+        views = views_check(name, {key.path[-1]: key for key in self.keys})
         return [
+            *([views] if views else []),
             *(horizon_check(key, name, self.first_day) for key in forgotten),
             *(
                 checks.freshness_check(
@@ -276,15 +284,17 @@ def jobs(built: Sequence[AccountAssets], nightly_cron: str, rereads: Rereads | N
     freshness = dg.define_asset_job(
         "freshness",
         selection=dg.AssetSelection.checks(*watch_checks),
-        description="Whether the nightly partitions of every account landed, and whether a day "
-        "of a history the exchange forgets is at stake (run at 02:30 UTC).",
+        description="Whether the nightly partitions of every account landed, whether a day "
+        "of a history the exchange forgets is at stake, and whether each account reconciles "
+        "(run at 02:30 UTC).",
     )
     freshness_schedule = dg.ScheduleDefinition(
         job=freshness,
         cron_schedule=FRESHNESS_CRON,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
-        description="02:30 UTC: check that last night's partitions are on disk.",
+        description="02:30 UTC: check that last night's partitions are on disk, the days at stake and "
+        "what the views say.",,
     )
     return Jobs(
         nightly, histories, snapshot, freshness, nightly_schedule, freshness_schedule,

@@ -20,14 +20,16 @@ Which table's asset carries which (`view_specs`) follows the declarations: the f
 orders (`spec.TRADES`, `spec.ORDERS`), the snapshot whose instant opens and closes an interval
 (`spec.MAIN_BALANCES`), and every history with a kept column. Each check is a plain function of
 the warehouse and an account; `for_views` gives a table's results, for the specs `view_specs`
-declares. They read the catalog, so they run once the night's tables are written and the
-catalog refreshed: a residual of a snapshot day whose histories are not written yet is one.
+declares. They read the catalog, so they run once the night's tables are written, in the daily
+watch job (`views_check`), over the intervals that closed before the day it runs: the histories
+of the day the latest snapshot was taken are written the night after, and until then its
+interval's residual is that day's flows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import date
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime
 from typing import Any, Final
 
 import dagster as dg
@@ -35,6 +37,8 @@ import dagster as dg
 from pipeline import spec
 from warehouse import catalog, display, schemas
 from warehouse.root import Warehouse
+
+from .resources import WarehouseResource
 
 FILLS_HAVE_ORDERS: Final = "fills_have_orders"
 ORDERS_MATCH_FILLS: Final = "orders_match_fills"
@@ -92,11 +96,10 @@ def for_views(
     history: spec.History,
     *,
     key: dg.AssetKey,
-    days: Sequence[date] | None = None,
+    before: date | None = None,
 ) -> list[dg.AssetCheckResult]:
-    """The results of `view_specs`, in its order: of the account's whole tables, or of the
-    partitions of ``days`` (the unlisted values) and the intervals closing on them (the
-    reconciliation)."""
+    """The results of `view_specs`, in its order, of the account's whole tables; with
+    ``before``, of the statement's intervals that closed before that day only."""
     results = []
     for check in view_specs(key, history):
         if check.name == FILLS_HAVE_ORDERS:
@@ -104,10 +107,38 @@ def for_views(
         elif check.name == ORDERS_MATCH_FILLS:
             results.append(orders_match_fills(wh, account, key=key))
         elif check.name == UNLISTED_VALUES:
-            results.append(unlisted_values(wh, history.name, account, days, key=key))
+            results.append(unlisted_values(wh, history.name, account, key=key))
         else:
-            results.append(balances_reconcile(wh, account, days, key=key))
+            results.append(balances_reconcile(wh, account, before, key=key))
     return results
+
+
+def views_check(account: str, keys: Mapping[str, dg.AssetKey]) -> dg.AssetChecksDefinition | None:
+    """The checks of the catalog's views over the account's tables (``keys`` by table name), as
+    one definition the watch job runs (None when no table carries one)."""
+    carried = {
+        name: view_specs(key, spec.HISTORIES[name])
+        for name, key in keys.items()
+        if view_specs(key, spec.HISTORIES[name])
+    }
+    if not carried:
+        return None
+
+    @dg.multi_asset_check(
+        specs=[c for specs in carried.values() for c in specs],
+        name=f"{account}_views",
+        description=f"What the catalog's views say of {account}: fills and their orders, "
+        "undocumented values, and the reconciliation of the intervals that closed before today",
+    )
+    def check(warehouse: WarehouseResource) -> Iterator[dg.AssetCheckResult]:
+        today = datetime.now(UTC).date()
+        for name in carried:
+            history = spec.HISTORIES[name]
+            yield from for_views(
+                warehouse.warehouse, account, history, key=keys[name], before=today
+            )
+
+    return check
 
 
 def _rows(wh: Warehouse, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -294,14 +325,15 @@ def unlisted_values(
 def balances_reconcile(
     wh: Warehouse,
     account: str,
-    days: Sequence[date] | None = None,
+    before: date | None = None,
     *,
     key: dg.AssetKey,
 ) -> dg.AssetCheckResult:
-    """Residuals of the account's statement (of the intervals closing on ``days``, else all):
-    each names the asset, the two snapshot days and the amount the records do not explain."""
-    within = "" if days is None else " AND list_contains($days, closing_date)"
-    params = {"account": account, "days": list(days or [])}
+    """Residuals of the account's statement (of the intervals closing before the day
+    ``before``, else all): each names the asset, the two snapshot days and the amount the
+    records do not explain."""
+    within = "" if before is None else " AND closing_date < $before"
+    params = {"account": account, "before": before}
     residuals = _rows(
         wh,
         "SELECT ticker, opening_date, closing_date, opening, flows, closing, residual "  # noqa: S608

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 
 from assets import checks, view_checks
+from assets.resources import WarehouseResource
 from pipeline import spec
 from tests.support.records import DAY_START, movement, order, position_event, trade
 from warehouse import Warehouse, catalog, normalize, partitions
@@ -152,8 +153,9 @@ def test_balances_reconcile_names_account_asset_days_and_amount(wh: Warehouse) -
         "(residual = closing - opening - flows): USDT 2024-03-01 .. 2024-03-02: "
         "0.000000000000000001 (opening 1000, flows 249, closing 1249.000000000000000001)"
     )
-    # The intervals closing on another day are not this run's.
-    assert view_checks.balances_reconcile(wh, ACCOUNT, [T1.date()], key=KEY).passed
+    # An interval closing on the day the check runs is not checked: that day's histories are
+    # written the night after.
+    assert view_checks.balances_reconcile(wh, ACCOUNT, T2.date(), key=KEY).passed
 
 
 def test_the_specs_a_table_declares_are_the_results_it_gets(wh: Warehouse) -> None:
@@ -168,11 +170,10 @@ def test_the_specs_a_table_declares_are_the_results_it_gets(wh: Warehouse) -> No
     assert {
         name for name, checked in declared.items() if ("unlisted_values", False) in checked
     } == {h.name for h in spec.HISTORIES.values() if any(c.unlisted == "keep" for c in h.columns)}
-    # Off by default: the table assets yield only the checks of what they wrote.
+    # The table assets yield only the checks of what they wrote; the views are the watch job's.
     for history in spec.HISTORIES.values():
-        with_views = [c.name for c in checks.specs(KEY, history, views=True)]
-        without = [c.name for c in checks.specs(KEY, history)]
-        assert with_views == without + [name for name, _ in declared[history.name]]
+        own = {c.name for c in checks.specs(KEY, history)}
+        assert not own & {name for name, _ in declared[history.name]}
     catalog.refresh(wh)
     for history in (spec.TRADES, spec.ORDERS, spec.MAIN_BALANCES, spec.FUNDING):
         results = view_checks.for_views(wh, ACCOUNT, history, key=KEY)
@@ -200,3 +201,31 @@ def test_a_failed_reconciliation_stops_what_depends_on_the_balances(wh: Warehous
     assert "USDT 2024-03-01 .. 2024-03-02: -1" in (evaluation.description or "")
     materialized = {e.asset_key for e in result.get_asset_materialization_events()}
     assert dg.AssetKey("report") not in materialized
+
+
+def test_the_watch_job_checks_each_account_view_and_names_a_residual(wh: Warehouse) -> None:
+    """The checks over the views run in the daily watch job, through Dagster, once per account:
+    a residual of an interval that closed before the day fails the blocking reconciliation."""
+    _snapshot(wh, T1, "1000")
+    _snapshot(wh, T2, "999")  # nothing the records tell took one
+    keys = {name: dg.AssetKey([ACCOUNT, name]) for name in spec.HISTORIES}
+    views = view_checks.views_check(ACCOUNT, keys)
+    assert views is not None
+    assert {(k.asset_key.path[-1], k.name) for k in views.check_keys} == {
+        (name, c.name) for name, key in keys.items()
+        for c in view_checks.view_specs(key, spec.HISTORIES[name])
+    }  # fmt: skip
+    job = dg.define_asset_job("watch", selection=dg.AssetSelection.checks(views))
+    defs = dg.Definitions(
+        assets=[dg.AssetSpec(key) for key in keys.values()],
+        asset_checks=[views],
+        jobs=[job],
+        resources={"warehouse": WarehouseResource(root=str(wh.location))},
+    )
+    result = defs.resolve_job_def("watch").execute_in_process(raise_on_error=False)
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert set(evaluations) == {k.name for k in views.check_keys}
+    reconciled = evaluations[view_checks.BALANCES_RECONCILE]
+    assert not reconciled.passed
+    assert "USDT 2024-03-01 .. 2024-03-02: -1" in (reconciled.description or "")
+    assert all(e.passed for name, e in evaluations.items() if name != reconciled.check_name)
