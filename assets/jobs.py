@@ -293,8 +293,8 @@ def jobs(built: Sequence[AccountAssets], nightly_cron: str, rereads: Rereads | N
         cron_schedule=FRESHNESS_CRON,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
-        description="02:30 UTC: check that last night's partitions are on disk, the days at stake and "
-        "what the views say.",,
+        description="02:30 UTC: last night's partitions on disk, the days at stake, and what "
+        "the views say.",
     )
     return Jobs(
         nightly, histories, snapshot, freshness, nightly_schedule, freshness_schedule,
