@@ -25,7 +25,7 @@ from warehouse import Warehouse, catalog, normalize, partitions, schemas, source
 
 from . import checks
 from .accounts import Account
-from .loading import Load, load_monthly, write_snapshot
+from .loading import Load, Written, load_monthly, write_snapshot
 from .partitions import day_range, today
 from .reporting import (
     ACCOUNT_TAG,
@@ -148,29 +148,27 @@ def monthly_asset(
         wh = warehouse.warehouse
         with retry_only_transient():
             _record_landed(context, wh, account, history)
-        days, gone = _within_reach(history, days)
-        if gone:
-            # Never asked for: the exchange no longer answers them; what the warehouse archived
-            # of them stays as it is.
-            context.log.warning(
-                f"{name} of {account.name}: {gone[0]} .. {gone[-1]} ({len(gone)} day(s)) are "
-                "past the exchange's six months and were not asked for; the warehouse keeps "
-                "what it archived of them (the horizon check names any it never did)"
-            )
-        if not days:
-            return dg.MaterializeResult(
-                metadata={"days_past_the_exchange": len(gone), "rows": 0},
-                check_results=[],
-            )
         context.log.info(f"walking {name} for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
-        async def act(client: AsyncWhiteBIT, exchange: Exchange) -> Load:
-            return await load_monthly(
+        async def act(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[Load | None, list[date]]:
+            # The six months are the exchange's: reckoned from its clock (the preflight's Date).
+            reach, gone = _within_reach(history, days, await client.exchange_time())
+            if gone:
+                # Never asked for: the exchange no longer answers them; what the warehouse
+                # archived of them stays as it is.
+                context.log.warning(
+                    f"{name} of {account.name}: {gone[0]} .. {gone[-1]} ({len(gone)} day(s)) "
+                    "are past the exchange's six months and were not asked for; the warehouse "
+                    "keeps what it archived of them (the horizon check names any it never did)"
+                )
+            if not reach:
+                return None, gone
+            load = await load_monthly(
                 client,
                 wh,
                 history,
                 account=account.name,
-                days=days,
+                days=reach,
                 extracted_at=datetime.now(UTC),
                 environ=writer_env,
                 values=exchange.settings(),
@@ -179,9 +177,19 @@ def monthly_asset(
                 ),
                 allow_fewer_rows=config.allow_fewer_rows,
             )
+            return load, gone
 
         with retry_only_transient():
-            load, exchange = _exchange_run(context, account, act)
+            (load, gone), exchange = _exchange_run(context, account, act)
+            if load is None:
+                # Every check evaluated, of nothing written: a result that leaves declared
+                # checks out is read by Dagster as a tuple of outputs, its metadata lost.
+                return dg.MaterializeResult(
+                    metadata={"days_past_the_exchange": len(gone), "rows": 0},
+                    check_results=checks.for_written(
+                        wh, Written(name, account.name), 0, {}, key=key, out_of_reach=[]
+                    ),
+                )
             catalog.refresh(wh)
         written = load.written
         context.log.info(
@@ -191,6 +199,7 @@ def monthly_asset(
         return dg.MaterializeResult(
             metadata={
                 **walk_metadata(load.report, written, simulated=exchange.simulated),
+                **({"days_past_the_exchange": len(gone)} if gone else {}),
                 "preview": preview(wh, name, account.name, list(written.days)),
             },
             check_results=checks.for_written(
@@ -206,12 +215,14 @@ def monthly_asset(
     return asset
 
 
-def _within_reach(history: spec.History, days: Sequence[date]) -> tuple[list[date], list[date]]:
-    """The days the exchange still answers of a history it forgets (all days of another), and
-    those it no longer does."""
+def _within_reach(
+    history: spec.History, days: Sequence[date], now: float
+) -> tuple[list[date], list[date]]:
+    """The days the exchange still answers at ``now`` (Unix seconds, its clock) of a history it
+    forgets (all days of another), and those it no longer does."""
     if not history.forgotten:
         return list(days), []
-    floor = spec.floor_day(today())
+    floor = spec.floor_day(datetime.fromtimestamp(now, UTC).date())
     return [d for d in days if d >= floor], [d for d in days if d < floor]
 
 
