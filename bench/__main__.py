@@ -21,7 +21,7 @@ from rich.table import Table
 from bench import Figure
 
 #: Sections in the order they run; each is a module of this package with ``run()``.
-SECTIONS = ("backfill", "s3", "accounts", "workers", "client", "warehouse")
+SECTIONS = ("backfill", "histories", "s3", "accounts", "workers", "client", "warehouse")
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 

@@ -98,10 +98,12 @@ def _ours(
     paced: bool = False,
     postgres_url: str | None = None,
     extra_env: dict[str, str] | None = None,
+    history: str = "funding_history",
 ) -> tuple[dict[str, Any], float, float]:
     """Ours in a child process, into ``root`` (a directory, or an ``s3://`` URL with the store's
-    AWS variables and the catalog's file in ``extra_env``)."""
+    AWS variables and the catalog's file in ``extra_env``): the backfill of ``history``."""
     flags = [*(["--dagster"] if dagster else []), *(["--paced"] if paced else [])]
+    flags += ["--history", history]
     env = _env(sim, first) | (extra_env or {})
     if postgres_url:  # in the environment, as the service reads it, not in a command line
         flags.append("--postgres")
@@ -264,14 +266,14 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
     )
     first, last = date.fromisoformat(args.first), date.fromisoformat(args.last)
     if not args.dagster:
-        return _pipeline_alone(whitebit, args.root, first, last)
+        return _pipeline_alone(whitebit, args.root, first, last, args.history)
     # As `whitebit-etl materialize --from --to` asks: the months, narrowed to the days.
     tags = {
         "dagster/asset_partition_range_start": month_of(first),
         "dagster/asset_partition_range_end": month_of(last),
     }
     days = {"first_day": args.first, "last_day": args.last}
-    funding = _account_assets().tables["funding_history"]
+    funding = _account_assets().tables[args.history]
     run_config = {**QUIET, "ops": {funding.node_def.name: {"config": days}}}
     resources = {
         f"whitebit_{ACCOUNT}": whitebit,
@@ -293,14 +295,18 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
     meta = materialized[0].metadata
     pages, walk_s = meta["pages_fetched"].value, meta["walk_seconds"].value
     return {
-        "rows": _rows_in_duckdb(args.root),
+        "rows": _rows_in_duckdb(args.root, args.history),
         "partitions": len(materialized),
+        "pages": pages,
+        "walk_s": walk_s,
         "pages_per_s": float(pages) / float(walk_s),  # type: ignore[arg-type]
         "rate_limited": meta["rate_limited_answers"].value,
     }
 
 
-def _pipeline_alone(whitebit: Any, root: str, first: date, last: date) -> dict[str, Any]:
+def _pipeline_alone(
+    whitebit: Any, root: str, first: date, last: date, table: str = "funding_history"
+) -> dict[str, Any]:
     """What the asset does, without the orchestrator: the walk streamed into partitions, the
     catalog refreshed, the checks run."""
     import asyncio
@@ -324,38 +330,44 @@ def _pipeline_alone(whitebit: Any, root: str, first: date, last: date) -> dict[s
                 return await load_monthly(
                     client,
                     wh,
-                    spec.FUNDING,
+                    spec.HISTORIES[table],
                     account=ACCOUNT,
                     days=days,
                     extracted_at=datetime.now(UTC),
                     environ=dict(os.environ),
                 )
 
+        cpu = time.process_time()
         load = asyncio.run(walk())
+        cpu = time.process_time() - cpu
     catalog.refresh(wh)
     results = checks.for_written(
         wh,
         load.written,
         load.report.rows,
         load.report.unknown_fields,
-        key=dg.AssetKey([ACCOUNT, "funding_history"]),
+        key=dg.AssetKey([ACCOUNT, table]),
+        out_of_reach=[str(e) for e in load.report.incomplete_slices],
     )
     if not all(r.passed for r in results):
         raise RuntimeError(f"checks failed: {results}")
     return {
-        "rows": _rows_in_duckdb(root),
-        "partitions": len(partitions.partition_files(wh.store, "funding_history")),
+        "rows": _rows_in_duckdb(root, table),
+        "partitions": len(partitions.partition_files(wh.store, table)),
+        "pages": load.report.pages,
+        "walk_s": load.report.elapsed_s,
         "pages_per_s": load.report.pages / load.report.elapsed_s,
         "rate_limited": load.report.rate_limited,
+        "walk_cpu_s": cpu,
     }
 
 
-def _rows_in_duckdb(root: str) -> int:
+def _rows_in_duckdb(root: str, table: str = "funding_history") -> int:
     from warehouse import Warehouse, catalog
 
     # The analyst's connection: it reaches a store's files (an s3:// root) as well as a disk's.
     with catalog.connect(Warehouse.open(root)) as con:
-        found = con.execute("SELECT count(*) FROM funding_history").fetchone()
+        found = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()  # noqa: S608
     return int(found[0]) if found else 0
 
 
@@ -421,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--last")
     parser.add_argument("--root")
     parser.add_argument("--paced", action="store_true", help="pace to the spec's budgets")
+    parser.add_argument("--history", default="funding_history", help="the history to backfill")
     parser.add_argument("--dagster", action="store_true", help="through Dagster, one run")
     parser.add_argument(
         "--postgres", action="store_true", help=f"with --dagster: instance in ${POSTGRES_URL_ENV}"
