@@ -244,6 +244,7 @@ def test_a_bad_answer_of_a_flow_ends_in_time_with_its_reason(
         reason = _reason(failed, outcome.path)
         assert "\n" not in reason.strip(), reason  # one line, no stack
         assert outcome.path in reason, reason  # the endpoint
+        assert "Decimal(" not in reason, reason  # what it quotes of the answer is JSON
         for text in outcome.says:
             assert text in reason, reason
         assert _fingerprint(root) == before  # nothing written: the partitions as they were
@@ -271,6 +272,7 @@ def test_a_bad_answer_of_a_flow_ends_in_time_with_its_reason(
         assert drift.passed is False
         assert drift.severity == dg.AssetCheckSeverity.WARN
         assert f'{outcome.field} (e.g. "{NEW_VALUE}")' in (drift.description or "")
+        assert "Decimal(" not in (drift.description or "")
         (materialized,) = [
             m for m in result.get_asset_materialization_events()
             if m.asset_key == dg.AssetKey([ACCOUNT.name, table])
