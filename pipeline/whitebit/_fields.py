@@ -264,7 +264,15 @@ def _join(path: str, name: str) -> str:
 
 
 def _quote(value: Any) -> str:
+    """A value as JSON, for a message: a number of an answer read exactly as the exchange wrote
+    it (not as Python writes a `Decimal`)."""
     try:
-        return excerpt(orjson.dumps(value))
+        return excerpt(orjson.dumps(value, default=_exact_number))
     except TypeError:
         return excerpt(repr(value))
+
+
+def _exact_number(value: Any) -> orjson.Fragment:
+    if isinstance(value, Decimal):
+        return orjson.Fragment(str(value))
+    raise TypeError(type(value).__name__)

@@ -126,6 +126,8 @@ def test_edge_decimals_are_exact(text: str, expected: Decimal) -> None:
             "main_balance: more than 20 integer digits (would overflow DECIMAL(38,18))",
         ),
         (1.5, "main_balance: number where a decimal string belongs"),
+        # A number of an answer parsed exactly (one with fractional timestamps) is a number too.
+        (Decimal("1.5"), "main_balance: number where a decimal string belongs"),
         (15, "main_balance: integer where a decimal string belongs"),
         (True, "main_balance: boolean where a decimal string belongs"),
         (None, "main_balance: null"),

@@ -132,6 +132,18 @@ def test_an_unknown_field_inside_records_is_noted_at_its_path(
     assert doc == _parsed_plain(body)
 
 
+def test_what_an_error_and_a_new_field_quote_of_an_exact_answer_is_json() -> None:
+    """A value quoted from an answer read exactly shows its numbers as the exchange wrote them,
+    in JSON, not as Python writes a Decimal."""
+    fill = FILL[:-1] + b',"x":{"at":1789000000.000001}}'
+    _, unknown = _parsed(spec.EXECUTED_HISTORY, b'{"BTC_USDT":[' + fill + b"]}")
+    assert unknown == {"*[].x": '{"at":1789000000.000001}'}
+    with pytest.raises(ContractError) as info:  # an object where an array belongs
+        _parsed(spec.POSITIONS_HISTORY, b'{"records":[' + FILL + b"]}")
+    assert "1789000000.000001" in info.value.body_excerpt
+    assert "Decimal" not in info.value.body_excerpt
+
+
 def _parsed_plain(body: bytes) -> Any:
     return json.loads(body, parse_float=Decimal)
 

@@ -416,7 +416,7 @@ def _json_type(value: object) -> str:
             return "boolean"
         case int():
             return "integer"
-        case float():
+        case float() | Decimal():  # a number, parsed exactly or not
             return "number"
         case str():
             return "string"
