@@ -324,6 +324,39 @@ def _this_command() -> str:
         return str(script)
 
 
+def demo_requests(built: Sequence[AccountAssets], now: date) -> list[tuple[str, dg.RunRequest]]:
+    """The demo's runs, asked on the day ``now``, per account: `DEMO_DAYS` days of every
+    history up to yesterday (every day the exchange still answers of those it forgets), and
+    the snapshots of yesterday and of ``now``, each at the start of its day by the embedded
+    simulator's clock."""
+    from assets.jobs import requests_for
+    from assets.resources import SIMULATOR_DAY_TAG
+    from pipeline import spec
+
+    yesterday = now - timedelta(days=1)
+    requests: list[tuple[str, dg.RunRequest]] = []
+    for assets in built:
+        name = assets.account.name
+        monthly = [key.path[-1] for key in assets.monthly_keys]
+        snapshots = [key.path[-1] for key in assets.snapshot_keys]
+        # What the exchange forgets after six months, all it still answers: the archive's start.
+        forgotten = [t for t in monthly if spec.HISTORIES[t].forgotten]
+        kept = [t for t in monthly if t not in forgotten]
+        days = (now - timedelta(days=DEMO_DAYS), yesterday)
+        requests += [(name, r) for r in requests_for(assets, kept, *days)]
+        reach = (spec.floor_day(now), yesterday)
+        requests += [(name, r) for r in requests_for(assets, forgotten, *reach)]
+        # Yesterday's snapshots too (the simulator's clock set back a day), so that the
+        # statement and the reconciliation have a day between two snapshots to show; each
+        # run's simulator stands at the start of the day asked for, whenever the run goes.
+        requests += [
+            (name, r.with_replaced_attrs(tags={**r.tags, SIMULATOR_DAY_TAG: str(day)}))
+            for day in (yesterday, now)
+            for r in requests_for(assets, snapshots, now, now)
+        ]
+    return requests
+
+
 @click.command()
 def demo() -> None:
     """Fill the warehouse from the embedded simulator's main account and one of its
@@ -333,10 +366,7 @@ def demo() -> None:
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows, with a new extracted_at.
     """
-    from assets.jobs import requests_for
     from assets.partitions import today
-    from assets.resources import SIMULATOR_DAY_TAG
-    from pipeline import spec
     from warehouse import catalog, schemas
 
     configured = settings().single_account_set or (
@@ -353,27 +383,7 @@ def demo() -> None:
         "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
         f"({', '.join(a.name for a in location.accounts)}), through Dagster"
     )
-    now = today()
-    yesterday = now - timedelta(days=1)
-    requests = []
-    for built in location.built:
-        name = built.account.name
-        monthly = [key.path[-1] for key in built.monthly_keys]
-        snapshots = [key.path[-1] for key in built.snapshot_keys]
-        # What the exchange forgets after six months, all it still answers: the archive's start.
-        forgotten = [t for t in monthly if spec.HISTORIES[t].forgotten]
-        kept = [t for t in monthly if t not in forgotten]
-        days = (now - timedelta(days=DEMO_DAYS), yesterday)
-        requests += [(name, r) for r in requests_for(built, kept, *days)]
-        reach = (spec.floor_day(now), yesterday)
-        requests += [(name, r) for r in requests_for(built, forgotten, *reach)]
-        # Yesterday's snapshots too (the simulator's clock set back a day), so that the
-        # statement and the reconciliation have a day between two snapshots to show.
-        requests += [
-            (name, r.with_replaced_attrs(tags={**r.tags, SIMULATOR_DAY_TAG: str(yesterday)}))
-            for r in requests_for(built, snapshots, now, now)
-        ]
-        requests += [(name, r) for r in requests_for(built, snapshots, now, now)]
+    requests = demo_requests(location.built, today())
     _launch(location, requests, out)
 
     names = [account.name for account in location.accounts]
