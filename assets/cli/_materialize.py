@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # Dagster loads in the commands that run something: --help st
     from assets.definitions import Location
     from assets.jobs import AccountAssets
 
-#: Days of history the demo backfills, ending yesterday.
+#: Days of history the demo backfills before the day it is asked on (and that day's start).
 DEMO_DAYS: Final = 30
 #: A query across the accounts: each asset's balances summed over them, exactly.
 DEMO_QUERY: Final = "SELECT * FROM balances_across_accounts ORDER BY ticker"
@@ -324,19 +324,51 @@ def _this_command() -> str:
         return str(script)
 
 
+def demo_requests(built: Sequence[AccountAssets], now: date) -> list[tuple[str, dg.RunRequest]]:
+    """The demo's runs, asked on the day ``now``, per account: the snapshots of yesterday and of
+    ``now``, each at the start of its day by the embedded simulator's clock, and `DEMO_DAYS`
+    days of every history (every day the exchange still answers of those it forgets) through
+    ``now``: its snapshot holds what moved at its midnight (the funding paid then), records of
+    ``now``'s day that the statement between the two snapshots counts."""
+    from assets.jobs import requests_for
+    from assets.resources import SIMULATOR_DAY_TAG
+    from pipeline import spec
+
+    yesterday = now - timedelta(days=1)
+    requests: list[tuple[str, dg.RunRequest]] = []
+    for assets in built:
+        name = assets.account.name
+        monthly = [key.path[-1] for key in assets.monthly_keys]
+        snapshots = [key.path[-1] for key in assets.snapshot_keys]
+        # What the exchange forgets after six months, all it still answers: the archive's start.
+        forgotten = [t for t in monthly if spec.HISTORIES[t].forgotten]
+        kept = [t for t in monthly if t not in forgotten]
+        days = (now - timedelta(days=DEMO_DAYS), now)
+        requests += [(name, r) for r in requests_for(assets, kept, *days)]
+        reach = (spec.floor_day(now), now)
+        requests += [(name, r) for r in requests_for(assets, forgotten, *reach)]
+        # Yesterday's snapshots too (the simulator's clock set back a day), so that the
+        # statement and the reconciliation have a day between two snapshots to show; each
+        # run's simulator stands at the start of the day asked for, whenever the run goes.
+        requests += [
+            (name, r.with_replaced_attrs(tags={**r.tags, SIMULATOR_DAY_TAG: str(day)}))
+            for day in (yesterday, now)
+            for r in requests_for(assets, snapshots, now, now)
+        ]
+    return requests
+
+
 @click.command()
 def demo() -> None:
     """Fill the warehouse from the embedded simulator's main account and one of its
     sub-accounts: 30 days of every history (all six months the exchange keeps of trades, orders
-    and conversions), yesterday's and today's snapshots, then a query across the two.
+    and conversions) up to today's midnight, yesterday's and today's snapshots, then a query
+    across the two.
 
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
-    same rows, with a new extracted_at.
+    same rows (today's, on a later day, with the rest of the day), with a new extracted_at.
     """
-    from assets.jobs import requests_for
     from assets.partitions import today
-    from assets.resources import SIMULATOR_DAY_TAG
-    from pipeline import spec
     from warehouse import catalog, schemas
 
     configured = settings().single_account_set or (
@@ -353,27 +385,7 @@ def demo() -> None:
         "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
         f"({', '.join(a.name for a in location.accounts)}), through Dagster"
     )
-    now = today()
-    yesterday = now - timedelta(days=1)
-    requests = []
-    for built in location.built:
-        name = built.account.name
-        monthly = [key.path[-1] for key in built.monthly_keys]
-        snapshots = [key.path[-1] for key in built.snapshot_keys]
-        # What the exchange forgets after six months, all it still answers: the archive's start.
-        forgotten = [t for t in monthly if spec.HISTORIES[t].forgotten]
-        kept = [t for t in monthly if t not in forgotten]
-        days = (now - timedelta(days=DEMO_DAYS), yesterday)
-        requests += [(name, r) for r in requests_for(built, kept, *days)]
-        reach = (spec.floor_day(now), yesterday)
-        requests += [(name, r) for r in requests_for(built, forgotten, *reach)]
-        # Yesterday's snapshots too (the simulator's clock set back a day), so that the
-        # statement and the reconciliation have a day between two snapshots to show.
-        requests += [
-            (name, r.with_replaced_attrs(tags={**r.tags, SIMULATOR_DAY_TAG: str(yesterday)}))
-            for r in requests_for(built, snapshots, now, now)
-        ]
-        requests += [(name, r) for r in requests_for(built, snapshots, now, now)]
+    requests = demo_requests(location.built, today())
     _launch(location, requests, out)
 
     names = [account.name for account in location.accounts]

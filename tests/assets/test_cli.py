@@ -290,11 +290,11 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
 def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     tmp_path: Path,
 ) -> None:
-    """A demo whose runs go while UTC midnight passes: its days are those of the moment it
-    asked, its snapshots those of the moment it took them, and nothing is refused. The next day,
-    the first demo's range is run again and the demo too: the simulator answers the days it
-    answered before, so nothing is refused for shrinking, and a rerun changes nothing but
-    extracted_at."""
+    """A demo whose runs go while UTC midnight passes: its days and its snapshots' days are
+    those of the moment it asked, and nothing is refused. The next day, the first demo's range
+    is run again and the demo too: the simulator answers the days it answered before (the last
+    one, if the first demo's run went before its end, with the rest of it), so nothing is
+    refused for shrinking, and a rerun changes nothing else but extracted_at."""
     first_midnight = datetime(2026, 11, 25, tzinfo=UTC)
     warehouse, said = _demo_across_midnight(tmp_path / "first", first_midnight)
     assert "Rows per table and account" in said
@@ -310,25 +310,29 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     # The runs went through Dagster, into the instance `make ui` opens.
     assert (warehouse / "dagster" / "dagster.yaml").exists()
     first_days = _funding_by_day(first["funding_history"])
-    # The range ends the day before the one the demo asked on (either side of midnight); the
-    # snapshots are of the day they were taken, never before it.
+    # The range ends on the day the demo asked on (either side of midnight), whose funding at
+    # its start is in the balances of the demo's last snapshots: those of that day's start and
+    # of the day before's, whichever day their runs went on.
     end = max(first_days)
-    assert end in (date(2026, 11, 23), date(2026, 11, 24))
-    assert sorted(first_days) == [end - timedelta(days=n) for n in range(29, -1, -1)]
-    # Each account's snapshots are of the day its run took them: one day, or the two around
-    # midnight.
+    assert end in (date(2026, 11, 24), date(2026, 11, 25))
+    assert sorted(first_days) == [end - timedelta(days=n) for n in range(30, -1, -1)]
     taken = {r[-1] for r in first["hedge_mode"]}
-    assert all(end < day <= date(2026, 11, 25) for day in taken), taken
+    assert taken == {end - timedelta(days=1), end}, taken
+    whole = {day: rows for day, rows in first_days.items() if day != end}
 
     assert {r[0] for r in first["funding_history"]} == {"main", "sub_1"}
     rerun = ["materialize", "funding_history", "--from", str(min(first_days)), "--to", str(end)]
     said = _faked("2026-11-25 23:59:56", rerun, warehouse, accounts=DEMO_ACCOUNTS)
-    # The same range a day later: the same rows, only extracted_at is new.
-    assert _warehouse_rows(warehouse)["funding_history"] == first["funding_history"]
+    # The same range a day later: the same rows, only extracted_at is new; the last day's
+    # grown by the rest of it if the first demo's run went before it ended.
+    again = _funding_by_day(_warehouse_rows(warehouse)["funding_history"])
+    assert {day: again[day] for day in whole} == whole
+    assert set(first_days[end]) <= set(again[end])
     said += _faked("2026-11-25 23:59:56", ["demo"], warehouse)
     assert "refus" not in said
     second = _funding_by_day(_warehouse_rows(warehouse)["funding_history"])
-    assert {day: second[day] for day in first_days} == first_days
+    assert {day: second[day] for day in whole} == whole
+    assert set(first_days[end]) <= set(second[end])
     assert max(second) > end  # the second demo's range went a day further
 
 
