@@ -205,7 +205,7 @@ def _faked(at: str, args: list[str], warehouse: Path, *, accounts: Path | None =
         env["WHITEBIT_ACCOUNTS_FILE"] = str(accounts)
     done = subprocess.run(
         [faketime, at, sys.executable, "-m", "assets.cli", *args],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
@@ -261,6 +261,9 @@ def _request(request: dg.RunRequest) -> tuple[object, ...]:
 
 
 @pytest.mark.slow
+# A whole night of both demo accounts, every history: minutes on a loaded machine.
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of_the_moment(
     tmp_path: Path,
 ) -> None:
@@ -289,6 +292,7 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     tmp_path: Path,
 ) -> None:
