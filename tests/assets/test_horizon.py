@@ -87,12 +87,7 @@ def _run(
 def _said(result: dg.ExecuteInProcessResult) -> list[str]:
     """What a run failed on, but the freshness checks (which judge the machine's day, not the
     night replayed) and the horizon's warnings (the months still at stake)."""
-    warned = {
-        f"check {e.asset_key.to_user_string()}.{e.check_name} failed"
-        for e in result.get_asset_check_evaluations()
-        if e.check_name == HORIZON and e.severity == dg.AssetCheckSeverity.WARN
-    }
-    return [t for t in failures(result) if "fresh" not in t and t not in warned]
+    return [t for t in failures(result, horizon_warnings=False) if "fresh" not in t]
 
 
 def _horizon(found: Location, instance: dg.DagsterInstance, day: date) -> Any:
