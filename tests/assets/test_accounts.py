@@ -168,15 +168,14 @@ def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: 
     main, eu = (
         {key.to_user_string(): asset for asset in b.assets for key in asset.keys} for b in built
     )
-    assert sorted(main) == [
-        "main/fixed_plans", "main/funding_history", "main/hedge_mode", "main/investments",
-        "main/main_balances", "main/trading_balances", "main/watcher_links",
-    ]  # fmt: skip
+    # Every declared history is an asset of the account.
+    assert set(main) == {f"main/{name}" for name in spec.HISTORIES}
+    assert "main/investments" in main
     # Its key may not read the investments history: no investments asset to fail each night.
-    assert sorted(eu) == [
-        "desk_eu/funding_history", "desk_eu/hedge_mode", "desk_eu/main_balances",
-        "desk_eu/trading_balances", "desk_eu/watcher_links",
-    ]  # fmt: skip
+    assert set(eu) == {
+        f"desk_eu/{h.name}" for h in spec.HISTORIES.values() if h.access != "investments"
+    }
+    assert not {"desk_eu/investments", "desk_eu/fixed_plans"} & set(eu)
     funding = main["main/funding_history"]
     assert funding.group_names_by_key[dg.AssetKey(["main", "funding_history"])] == "main"
     assert {funding.op.pool, eu["desk_eu/hedge_mode"].op.pool} == {
@@ -190,7 +189,7 @@ def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: 
     assert {key.to_user_string() for key in defs.resolve_all_asset_keys()} == {
         *main, *eu, "account_report"
     }  # fmt: skip
-    assert found.jobs.freshness_checks
+    assert found.jobs.watch_checks
 
 
 def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: Path) -> None:
@@ -202,10 +201,15 @@ def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: P
         ("desk_eu:histories:2026-02-28", "2026-02", "desk_eu"),
         ("desk_eu:snapshots:2026-03-01", None, "desk_eu"),
     ]
+    # The snapshots its key may read: every snapshot but the investments (and their plans).
     assert {k.to_user_string() for k in asked[3].asset_selection or ()} == {
-        "desk_eu/main_balances", "desk_eu/trading_balances", "desk_eu/hedge_mode",
-        "desk_eu/watcher_links",
-    }  # fmt: skip
+        f"desk_eu/{h.name}"
+        for h in spec.HISTORIES.values()
+        if not h.monthly and h.access != "investments"
+    }
+    assert {k.to_user_string() for k in asked[2].asset_selection or ()} == {
+        f"desk_eu/{h.name}" for h in spec.HISTORIES.values() if h.monthly
+    }
     # Failed by the daemon past it, should a worker's machine be lost mid-run.
     assert {r.tags["dagster/max_runtime"] for r in asked} == {str(4 * 3600)}
 
@@ -233,7 +237,9 @@ def test_a_table_one_account_has_not_is_left_out_for_it_unless_it_is_named(
     assert "unknown asset(s) investments of account sub_1" in named.output
     nobody = runner.invoke(main, ["materialize", "nope"], env=env)
     assert nobody.exit_code == 2
-    assert "unknown asset(s) nope; assets: fixed_plans, funding_history" in nobody.output
+    # Every asset of any account is offered, in order.
+    offered = ", ".join(sorted(spec.HISTORIES))
+    assert f"unknown asset(s) nope; assets: {offered}" in " ".join(nobody.output.split())
     assert "left out" not in nobody.output
     every = runner.invoke(main, ["materialize", "investments"], env=env)
     assert every.exit_code == 0, every.output

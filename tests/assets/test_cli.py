@@ -166,17 +166,19 @@ def test_a_day_the_exchange_cannot_tell_is_refused_in_one_line_before_any_reques
 
 
 def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_path: Path) -> None:
-    """As the bare command does: no day means today's snapshots, with no day to name."""
+    """As the bare command does: no day means today's snapshots, with no day to name. Today is
+    the exchange's: the day of its clock (the simulator's, frozen), as its answers said it."""
     env = {**_exchange_env(own_sim), "WAREHOUSE_ROOT": str(tmp_path / "warehouse")}
-    before = today()
+    exchange_now = datetime.fromtimestamp(own_sim.clock.now(), UTC)
     result = CliRunner().invoke(main, ["materialize", "hedge_mode", "main_balances"], env=env)
     assert result.exit_code == 0, result.output
     assert "main_balances, hedge_mode: today" in result.output
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
         for table in ("hedge_mode", "main_balances"):
-            query = f"SELECT DISTINCT snapshot_date FROM {table}"  # noqa: S608
-            ((day,),) = con.execute(query).fetchall()
-            assert before <= day <= today(), table
+            query = f"SELECT DISTINCT snapshot_date, observed_at FROM {table}"  # noqa: S608
+            ((day, observed),) = con.execute(query).fetchall()
+            assert observed.astimezone(UTC) == exchange_now, table
+            assert day == exchange_now.date(), table
         assert con.execute("SELECT count(*) FROM funding_history").fetchone() == (0,)
 
 
@@ -203,7 +205,7 @@ def _faked(at: str, args: list[str], warehouse: Path, *, accounts: Path | None =
         env["WHITEBIT_ACCOUNTS_FILE"] = str(accounts)
     done = subprocess.run(
         [faketime, at, sys.executable, "-m", "assets.cli", *args],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
@@ -259,6 +261,9 @@ def _request(request: dg.RunRequest) -> tuple[object, ...]:
 
 
 @pytest.mark.slow
+# A whole night of both demo accounts, every history: minutes on a loaded machine.
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of_the_moment(
     tmp_path: Path,
 ) -> None:
@@ -287,6 +292,7 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     tmp_path: Path,
 ) -> None:

@@ -10,10 +10,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.checks import reached
 from assets.definitions import Location, location
 from assets.histories import DaysOutsideRun, HistoryConfig, run_days
 from assets.partitions import today
 from assets.settings import Settings
+from pipeline import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The settings of one account's variables: the account ``default``.
@@ -28,13 +30,17 @@ LOCATION = _location()
 defs = LOCATION.definitions
 (DEFAULT,) = LOCATION.built
 nightly_schedule = LOCATION.jobs.nightly_schedule
-#: The op of each snapshot: a multi-asset named after its account and history.
+#: The histories partitioned by month, and those the exchange forgets after six months.
+MONTHLY = [h.name for h in spec.HISTORIES.values() if h.monthly]
+FORGOTTEN = [h.name for h in spec.HISTORIES.values() if h.forgotten]
+#: The op of each history partitioned by month: named after its key.
+MONTHLY_OPS = {f"default__{name}" for name in MONTHLY}
+#: The horizon check of each history the exchange forgets.
+HORIZON_OPS = {f"default__{name}_horizon" for name in FORGOTTEN}
+#: The op of each snapshot: a multi-asset named after its account and history (one nested in
+#: another is written by the other's op: the investments' plans, from one walk).
 SNAPSHOT_OPS = {
-    "default_investments",  # with fixed_plans: one walk
-    "default_main_balances",
-    "default_trading_balances",
-    "default_hedge_mode",
-    "default_watcher_links",
+    f"default_{h.name}" for h in spec.HISTORIES.values() if not h.monthly and h.nested_in is None
 }
 
 
@@ -44,24 +50,22 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
         for job in defs.resolve_all_job_defs()
         if not job.name.startswith("__")
     }
+    assert {"default_investments", "default_main_balances"} <= SNAPSHOT_OPS
+    assert "default_fixed_plans" not in SNAPSHOT_OPS
+    assert {"trades", "orders", "conversions"} <= set(FORGOTTEN) < set(MONTHLY)
     assert runs == {
-        "nightly": {"default__funding_history", *SNAPSHOT_OPS},
-        "funding_history_job": {"default__funding_history"},
+        "nightly": MONTHLY_OPS | HORIZON_OPS | SNAPSHOT_OPS,
+        **{
+            f"{name}_job": {f"default__{name}"} | ({f"default__{name}_horizon"} & HORIZON_OPS)
+            for name in MONTHLY
+        },
         "snapshots_job": SNAPSHOT_OPS,
-        "freshness": set(),
+        # The warehouse's own checks: the freshness checks (left out above) and the horizons.
+        "freshness": HORIZON_OPS,
         "report": {"account_report"},
     }
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
-    assert keys == {
-        "account_report",
-        "default/funding_history",
-        "default/investments",
-        "default/fixed_plans",
-        "default/main_balances",
-        "default/trading_balances",
-        "default/hedge_mode",
-        "default/watcher_links",
-    }
+    assert keys == {"account_report", *(f"default/{name}" for name in spec.HISTORIES)}
     # The investments and their plans are one multi-asset: one walk writes both.
     assert DEFAULT.tables["investments"] is DEFAULT.tables["fixed_plans"]
 
@@ -73,15 +77,17 @@ def test_every_table_carries_its_checks_and_only_no_rejects_and_complete_block()
         for spec in asset.check_specs
     }
     tables = {key.to_user_string() for asset in DEFAULT.assets for key in asset.keys}
-    assert len(tables) == 7
+    assert tables == {f"default/{name}" for name in spec.HISTORIES}
     for table in tables:
         assert {name for t, name in specs if t == table} >= {
             "unique_keys", "no_rejects", "reconciles", "schema_drift"
         }  # fmt: skip
     assert {check for check, blocking in specs.items() if blocking} == {
         *((table, "no_rejects") for table in tables),
-        ("default/investments", "complete"),
+        # A history read by offset window: whether every record was within its reach.
+        *((f"default/{h.name}", "complete") for h in spec.HISTORIES.values() if reached(h)),
     }
+    assert ("default/investments", "complete") in specs
 
 
 def test_no_job_or_schedule_resets_keys() -> None:
@@ -91,16 +97,21 @@ def test_no_job_or_schedule_resets_keys() -> None:
             assert "reset" not in node.name
 
 
-def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots() -> None:
+def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots(tmp_path: Path) -> None:
+    # An empty warehouse: no month to read again.
+    found = _location(WAREHOUSE_ROOT=str(tmp_path / "warehouse"))
+    schedule = found.jobs.nightly_schedule
+
     def requests(tick: datetime) -> dict[str | None, tuple[str | None, set[dg.AssetKey]]]:
         context = dg.build_schedule_context(
-            scheduled_execution_time=tick, repository_def=defs.get_repository_def()
+            scheduled_execution_time=tick,
+            repository_def=found.definitions.get_repository_def(),
         )
-        asked = nightly_schedule.evaluate_tick(context).run_requests or []
+        asked = schedule.evaluate_tick(context).run_requests or []
         return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in asked}
 
     snapshots = set(DEFAULT.snapshot_keys)
-    histories = {dg.AssetKey(["default", "funding_history"])}
+    histories = {dg.AssetKey(["default", name]) for name in MONTHLY}
     assert requests(datetime(2026, 11, 22, 0, 30, tzinfo=UTC)) == {
         "2026-11": ("default:histories:2026-11-21", histories),
         None: ("default:snapshots:2026-11-22", snapshots),
@@ -110,7 +121,9 @@ def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots() -> No
         "2026-11": ("default:histories:2026-11-30", histories),
         None: ("default:snapshots:2026-12-01", snapshots),
     }
-    assert len(snapshots) == 6
+    assert snapshots == {
+        dg.AssetKey(["default", h.name]) for h in spec.HISTORIES.values() if not h.monthly
+    }
     assert nightly_schedule.cron_schedule == "30 0 * * *"
     assert nightly_schedule.execution_timezone == "UTC"
 

@@ -10,6 +10,9 @@ day snapshots are taken for (``snapshot_date``) is its UTC day. Nothing else is 
 Dagster, the HTTP client and the warehouse's leases keep the real clock. No product code knows
 about it. Funding rows are stamped in the run's process and handed to the writer process with
 their time, so the writer needs no pinning.
+
+In a test's own process, `pinned` does the same for a block, and pins the day the horizon check
+judges the archive on too (a night or a watch months from now, replayed today).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, tzinfo
 from typing import Final
 
@@ -50,3 +55,18 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+@contextmanager
+def pinned(now: datetime) -> Iterator[None]:
+    """Within the block, in this process: the assets' clock is ``now`` (`pin`'s), and so is the
+    horizon check's (the day it judges the archive on). Restored after it."""
+    from assets import histories, horizon
+
+    saved = histories.datetime, histories.today, horizon.datetime
+    pin(now)
+    horizon.datetime = histories.datetime  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        histories.datetime, histories.today, horizon.datetime = saved  # type: ignore[misc]
