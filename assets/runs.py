@@ -149,6 +149,23 @@ def failed_part(error: BaseException) -> str | None:
     return None
 
 
+#: The parts of a deployment a step's error may name, by the error's class.
+_STEP_PARTS: Final = {"StoreError": "the warehouse's object store"}
+
+
+def failed_part_of(result: RunOutcome) -> str | None:
+    """The part of the deployment that failed a run's step, with what it said (its first
+    line), when the step's error names one (the store that did not answer); None else."""
+    for said in result.said:
+        lines = said.text.splitlines()
+        if said.warns or not said.what.startswith("step ") or not lines:
+            continue
+        part = _STEP_PARTS.get(lines[0].partition(":")[0])
+        if part is not None:
+            return f"{part} failed it ({lines[0]})"
+    return None
+
+
 def _pool_waits(instance: dg.DagsterInstance, run_id: str, pools: list[str]) -> list[str]:
     """What the run waits for, when another run holds its account's API pool slot."""
     waits = []
