@@ -8,7 +8,9 @@ stopped with a fast shutdown and started again on its data). The run is ``whiteb
 materialize funding_history --partition ..`` against it, in a child process
 (`tests.reliability.instance_stopper`) held at the funding step's first output, its month
 written in the warehouse and nothing of the step's end recorded: the test stops PostgreSQL
-there, lets the step go on, and starts the database again once the run has ended.
+there, lets the step go on, and starts the database again once the run has given up on it
+(Dagster's own retries spent) and says it waits for it, to mark itself failed and give its API
+pool slot back.
 """
 
 from __future__ import annotations
