@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from typing import Any, Final
 import dagster as dg
 from rich.console import Console
 
-from assets.console import progress_bar, watched
+from assets.console import WAIT_SAID_EVERY_S, progress_bar, watched
 from assets.dagster_private import DagsterExecutionInterruptedError, check_captured_interrupt
 from assets.definitions import Location
 from assets.instance import (
@@ -111,23 +112,62 @@ def materialize(
             asset_selection=set(selection),
             asset_check_selection=set(checks) if checks is not None else None,
         )
-        result = chosen.execute_in_process(
-            run_config={**QUIET, **(request.run_config or {})},
-            instance=instance,
-            partition_key=request.partition_key,
-            raise_on_error=False,
-            run_id=run_id,
-            tags={**request.tags, **runner_tag()},
-        )
+        try:
+            result = chosen.execute_in_process(
+                run_config={**QUIET, **(request.run_config or {})},
+                instance=instance,
+                partition_key=request.partition_key,
+                raise_on_error=False,
+                run_id=run_id,
+                tags={**request.tags, **runner_tag()},
+            )
+        except Exception as exc:
+            if (failed_part(exc) or "").startswith(_INSTANCE):
+                _end_when_back(instance, run_id, console)
+            raise
         success = bar.succeeded = result.success
     if INTERRUPTS.noted():
         return RunOutcome(run_id, False, (), interrupted=INTERRUPTS.how)
     return outcome(instance, run_id, success=success)
 
 
+#: How long a run the instance's database cut off waits for it to come back, to be marked failed
+#: and give back its API pool slot (else the next run does both as it starts).
+INSTANCE_BACK_WAIT_S: Final = 120.0
+_INSTANCE: Final = "the Dagster instance's database"
+
+
+def _end_when_back(instance: dg.DagsterInstance, run_id: str, console: Console) -> None:
+    """Once the instance's database answers again (within `INSTANCE_BACK_WAIT_S`), mark the run
+    it cut off failed and free the API pool slot it holds, saying every few seconds that it
+    waits."""
+    started = said = time.monotonic()
+    while time.monotonic() - started < INSTANCE_BACK_WAIT_S:
+        try:
+            run = instance.get_run_by_id(run_id)
+            if run is not None and not run.is_finished:
+                instance.report_run_failed(
+                    run, message="the instance's database could not be reached at the run's end"
+                )
+            instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+        except Exception:  # the database still away: Dagster's own retries gave up again
+            if time.monotonic() - said >= WAIT_SAID_EVERY_S:
+                said = time.monotonic()
+                console.print(
+                    f"[yellow]waiting for {_INSTANCE} to mark run {run_id} failed and give back "
+                    f"its API pool slot ({time.monotonic() - started:.0f} s of "
+                    f"{INSTANCE_BACK_WAIT_S:.0f})[/yellow]"
+                )
+            time.sleep(1)
+            continue
+        console.print(f"[yellow]run {run_id} marked failed, its API pool slot given back[/yellow]")
+        return
+
+
 #: The parts of a deployment an error may come from, by the package that raised it.
 _PARTS: Final = {
     "psycopg2": "the Dagster instance's database (PostgreSQL)",
+    "dagster_postgres": "the Dagster instance's database (PostgreSQL)",
     "sqlalchemy": "the Dagster instance's database",
     "sqlite3": "the Dagster instance's database (SQLite)",
     "redis": "the Celery broker (Redis)",
@@ -146,6 +186,23 @@ def failed_part(error: BaseException) -> str | None:
         if part is not None:
             return part
         seen = seen.__cause__ or seen.__context__
+    return None
+
+
+#: The parts of a deployment a step's error may name, by the error's class.
+_STEP_PARTS: Final = {"StoreError": "the warehouse's object store"}
+
+
+def failed_part_of(result: RunOutcome) -> str | None:
+    """The part of the deployment that failed a run's step, with what it said (its first
+    line), when the step's error names one (the store that did not answer); None else."""
+    for said in result.said:
+        lines = said.text.splitlines()
+        if said.warns or not said.what.startswith("step ") or not lines:
+            continue
+        part = _STEP_PARTS.get(lines[0].partition(":")[0])
+        if part is not None:
+            return f"{part} failed it ({lines[0]})"
     return None
 
 

@@ -102,6 +102,10 @@ def slots_per_worker(home: Path, workers: int) -> int:
     return max(1, math.ceil(int(limit) / workers)) if limit else DEFAULT_CONCURRENCY
 
 
+#: Where the service's own Redis keeps its append-only file, in its directory.
+APPEND_ONLY_DIR: Final = "appendonlydir"
+
+
 class LocalBroker:
     """Debian's ``redis-server`` on a free loopback port, a password of its own; `url` names it
     (database 0 the broker's, 1 the results')."""
@@ -122,6 +126,10 @@ class LocalBroker:
                 f"--workers needs a Celery broker: set {BROKER_ENV}, or install Debian's "
                 "redis-server (scripts/ensure-redis does) for the service to start its own"
             )
+        if self.popen is None:
+            # A service's first start: the queue and the tasks of an earlier service are not its
+            # (that one's runs were failed as it stopped, or as this one starts).
+            shutil.rmtree(self.directory / APPEND_ONLY_DIR, ignore_errors=True)
         self.directory.mkdir(parents=True, exist_ok=True)
         config = [
             "bind 127.0.0.1",
@@ -129,7 +137,11 @@ class LocalBroker:
             f"requirepass {self._password}",
             f"dir {self.directory}",
             'save ""',
-            "appendonly no",
+            # Started again after it was killed, it reloads the queue and the tasks' states
+            # from its append-only file: the runs going go on, known; those queued stay queued.
+            "appendonly yes",
+            "appendfsync always",
+            f"appenddirname {APPEND_ONLY_DIR}",
             "loglevel warning",
         ]
         self.popen = subprocess.Popen([server, "-"], stdin=subprocess.PIPE)  # noqa: S603

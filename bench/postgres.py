@@ -75,8 +75,12 @@ class LocalPostgres:
             "--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "-E", "UTF8",
         )  # fmt: skip
         password_file.unlink()
+        return self._serve()
+
+    def _serve(self) -> Self:
+        bin_dir, data = _bin(), self._dir / "data"
         options = ["-c", "fsync=off", "-c", "synchronous_commit=off"] if not self.durable else []
-        with (self._dir / "server.log").open("wb") as log:
+        with (self._dir / "server.log").open("ab") as log:
             self._process = subprocess.Popen(  # noqa: S603 - Debian's binary, our arguments
                 [str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port),
                  "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self._dir}",
@@ -120,14 +124,23 @@ class LocalPostgres:
             connection.close()
         return name
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop the server (a fast shutdown: clients are cut off), keeping its data: `resume`
+        starts it again, on the same port."""
         if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGINT)  # a fast shutdown: clients are cut off
+            self._process.send_signal(signal.SIGINT)
             try:
                 self._process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+
+    def resume(self) -> Self:
+        """Start the server `halt` stopped again."""
+        return self._serve()
+
+    def stop(self) -> None:
+        self.halt()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> Self:

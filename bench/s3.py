@@ -89,6 +89,11 @@ class MotoS3:
                 time.sleep(0.05)
 
     @property
+    def pid(self) -> int:
+        """The server's process id (to stop it, as a hung store, and to start it again)."""
+        return self._process.pid
+
+    @property
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point a process at this server."""
         return {

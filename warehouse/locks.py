@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -117,6 +117,8 @@ class Lease:
         self._etag: str | None = None
         self._lost: str | None = None
         self._renewed_at = 0.0
+        #: The store did not answer the last renewal.
+        self._unanswered = False
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -159,7 +161,7 @@ class Lease:
             time.sleep(pause * (0.5 + random.random()))  # noqa: S311 - jitter, not secrecy
             pause = min(pause * 2, 0.5)
         # Counted from before the request: the store's clock starts the lease no earlier.
-        self._lost, self._renewed_at = None, sent
+        self._lost, self._renewed_at, self._unanswered = None, sent, False
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, name="lease-renewal", daemon=True)
         self._renewer.start()
@@ -196,9 +198,13 @@ class Lease:
             except PreconditionFailed:
                 self._lost = "another writer took it over"
                 return
-            except OSError:
-                continue  # still ours until it expires: `check` says when it has
+            except Exception:
+                # Any other failure to renew (the store unreachable, or not answering within
+                # its bound) leaves it ours until it expires: `check` says when it has.
+                self._unanswered = True
+                continue
             self._etag, self._renewed_at = renewed, sent
+            self._unanswered = False
 
     def check(self) -> None:
         """Raise if the lease was lost (taken over, or not renewed for as long as it lives):
@@ -216,10 +222,25 @@ class Lease:
             self._renewer = None
         if self._etag is None:
             return
-        # Taken over (ours had expired) or gone: nothing of ours to delete.
-        with suppress(OSError, PreconditionFailed):
-            self.store.delete_if(self.key, self._etag)
-        self._etag = None
+        etag, self._etag = self._etag, None
+        if self._unanswered:
+            # The store did not answer the last renewal: a removal would wait out its bound
+            # too, after the block's own error. The lease expires by itself.
+            log.warning(
+                "%s: not given back (the store did not answer its renewal); it expires %.0f s "
+                "after its last renewal",
+                self.name,
+                self.seconds,
+            )
+            return
+        # Taken over (ours had expired) or gone: nothing of ours to delete. Any other failure
+        # (the store unreachable) must not hide what the block raised: the lease expires.
+        try:
+            self.store.delete_if(self.key, etag)
+        except (PreconditionFailed, FileNotFoundError):
+            pass
+        except Exception as exc:
+            log.warning("%s: not given back (%s); it expires by itself", self.name, exc)
 
 
 @contextmanager
