@@ -15,6 +15,7 @@ from assets.definitions import Location, location
 from assets.histories import DaysOutsideRun, HistoryConfig, run_days
 from assets.partitions import today
 from assets.settings import Settings
+from assets.view_checks import view_specs
 from pipeline import spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,9 @@ HORIZON_OPS = {f"default__{name}_horizon" for name in FORGOTTEN}
 SNAPSHOT_OPS = {
     f"default_{h.name}" for h in spec.HISTORIES.values() if not h.monthly and h.nested_in is None
 }
+#: The checks over the catalog's views, one op per account, in every job of a table they check.
+VIEWED = {h.name for h in spec.HISTORIES.values() if view_specs(dg.AssetKey("t"), h)}
+VIEWS_OPS = {"default_views"}
 
 
 def test_every_job_resolves_to_the_assets_it_runs() -> None:
@@ -54,14 +58,17 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
     assert "default_fixed_plans" not in SNAPSHOT_OPS
     assert {"trades", "orders", "conversions"} <= set(FORGOTTEN) < set(MONTHLY)
     assert runs == {
-        "nightly": MONTHLY_OPS | HORIZON_OPS | SNAPSHOT_OPS,
+        "nightly": MONTHLY_OPS | HORIZON_OPS | SNAPSHOT_OPS | VIEWS_OPS,
         **{
-            f"{name}_job": {f"default__{name}"} | ({f"default__{name}_horizon"} & HORIZON_OPS)
+            f"{name}_job": {f"default__{name}"}
+            | ({f"default__{name}_horizon"} & HORIZON_OPS)
+            | (VIEWS_OPS if name in VIEWED else set())
             for name in MONTHLY
         },
-        "snapshots_job": SNAPSHOT_OPS,
-        # The warehouse's own checks: the freshness checks (left out above) and the horizons.
-        "freshness": HORIZON_OPS,
+        "snapshots_job": SNAPSHOT_OPS | VIEWS_OPS,
+        # The warehouse's own checks: the freshness checks (left out above), the horizons and
+        # the views'.
+        "freshness": HORIZON_OPS | VIEWS_OPS,
         "report": {"account_report"},
     }
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
