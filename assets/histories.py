@@ -148,7 +148,6 @@ def monthly_asset(
         wh = warehouse.warehouse
         with retry_only_transient():
             _record_landed(context, wh, account, history)
-        context.log.info(f"walking {name} for {len(days)} day(s): {days[0]} .. {days[-1]}")
 
         async def act(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[Load | None, list[date]]:
             # The six months are the exchange's: reckoned from its clock (the preflight's Date).
@@ -163,6 +162,7 @@ def monthly_asset(
                 )
             if not reach:
                 return None, gone
+            context.log.info(f"walking {name} for {len(reach)} day(s): {reach[0]} .. {reach[-1]}")
             load = await load_monthly(
                 client,
                 wh,

@@ -72,12 +72,14 @@ def _run(
     tags: dict[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     """A run of the nightly job on ``day`` (00:40 UTC), against the embedded simulator of
-    that day."""
-    nightly = found.definitions.resolve_job_def("nightly")
+    that day, with the checks a nightly run of those assets evaluates."""
+    checks = found.assets_of(ACCOUNT.name).run_checks(keys)
+    nightly = found.definitions.resolve_job_def("nightly").get_subset(
+        asset_selection=set(keys), asset_check_selection=set(checks)
+    )
     with pinned(_at(day)):
         return nightly.execute_in_process(
             instance=instance,
-            asset_selection=list(keys),
             partition_key=partition,
             tags={**(tags or {}), SIMULATOR_DAY_TAG: day.isoformat()},
             raise_on_error=False,
