@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -155,6 +156,9 @@ class HistoryWriter:
     def _spawn(self) -> None:
         down_r, down_w = Pipe(duplex=False)
         up_r, up_w = Pipe(duplex=False)
+        # Born with SIGTERM blocked, the writer takes one sent before its handler is in place
+        # once it is (`main`): an abandoned load's writer stops after the chunk in hand.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
             self._process = subprocess.Popen(  # noqa: S603 - our interpreter and module
                 [*WRITER_COMMAND, str(down_r.fileno()), str(up_w.fileno())],
@@ -170,6 +174,7 @@ class HistoryWriter:
             up_r.close()
             raise
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             down_r.close()
             up_w.close()
         self._down, self._up = down_w, up_r
@@ -257,6 +262,11 @@ class HistoryWriter:
         )
 
     def _close(self, *, abandoned: bool) -> None:
+        if abandoned and self._process is not None and self._process.poll() is None:
+            # Chunks still in the pipe are not written: the writer stops after the one in hand
+            # (and reads the one being sent, so the sender is not held on a full pipe).
+            with contextlib.suppress(ProcessLookupError):
+                self._process.terminate()
         # On an error, chunks not yet sent are dropped; the one being sent goes in whole.
         self._sender.shutdown(wait=True, cancel_futures=abandoned)
         if self._down is not None:
@@ -306,6 +316,8 @@ def serve(down: Connection, up: Connection) -> None:
             raise LoadAbandoned(
                 "the load ended before its finish: no partition more was written"
             ) from None
+        if _ABANDONED.is_set():
+            raise LoadAbandoned("the load was abandoned: no partition more was written")
         try:
             if kind == _START:
                 writer = _started(body)
@@ -336,9 +348,16 @@ def _noted(exc: Exception) -> Exception:
     return exc
 
 
+#: Set by SIGTERM: the parent abandoned the load (`HistoryWriter._close`).
+_ABANDONED: Final = threading.Event()
+
+
 def main(argv: list[str]) -> int:
     """``python -m warehouse.writer DOWN_FD UP_FD``: serve one load over these pipe ends. Exit
-    status 0, or `ABANDONED_EXIT_STATUS` when the load ended before its finish."""
+    status 0, or `ABANDONED_EXIT_STATUS` when the load ended before its finish (its pipe closed,
+    or SIGTERM: the chunk in hand is written, no other)."""
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: _ABANDONED.set())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     with (
         Connection(int(argv[0]), writable=False) as down,
         Connection(int(argv[1]), readable=False) as up,

@@ -51,7 +51,7 @@ pytestmark = pytest.mark.slow
 #: Account name to the simulator key it uses: the main account and both sub-accounts.
 THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
 #: The first tick comes at the next minute; then six runs on two workers.
-RUNS_TIMEOUT_S = 240
+RUNS_TIMEOUT_S = 600  # a night now runs every declared history; a busy machine
 #: Run monitoring looks every 15 s; the killed run's pool slot is freed 10 s after its end, at a
 #: later look; the rerun, queued until then, takes it.
 RECOVERY_TIMEOUT_S = 180

@@ -6,6 +6,7 @@ is the one it had before or, after a rerun, the one an uninterrupted run makes."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import dagster as dg
 import pytest
 
 from pipeline.simulator import spawn
-from tests.support.cli_runs import Child, cli_env, run_cli, warehouse_rows
+from tests.support.cli_runs import CLI_TIMEOUT_S, Child, cli_env, run_cli, warehouse_rows
 from tests.support.simulated import FROZEN_AT
 
 pytestmark = pytest.mark.slow
@@ -43,7 +44,7 @@ def test_sigterm_during_a_retry_wait_cancels_the_run_within_seconds(tmp_path: Pa
 
         sim.control("faults", probability=1.0, kinds=["http_503"])
         held = Child.start("tests.service.no_client_retries", DAY, env, tmp_path / "held")
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + CLI_TIMEOUT_S  # the child's start, on a busy machine
         while not _waiting_for_retry(home):
             assert held.process.poll() is None, held.output
             assert time.monotonic() < deadline, held.output
@@ -59,7 +60,9 @@ def test_sigterm_during_a_retry_wait_cancels_the_run_within_seconds(tmp_path: Pa
         last = instance.get_runs(limit=1)[0]
         assert last.status == dg.DagsterRunStatus.CANCELED, held.output
         said = [e.message for e in instance.all_logs(last.run_id)]
-    assert any("asked to stop (SIGTERM" in m for m in said), said[-5:]
+    # Signaled in a retry wait, Dagster's handler takes note of the signal but not of which one
+    # it was: the run's message names both.
+    assert any(re.search(r"asked to stop \([^)]*SIGTERM", m) for m in said), said[-5:]
     assert "Traceback" not in held.output
     assert warehouse_rows(root) == rows
     assert not [p for p in root.rglob("*") if p.name.endswith((".tmp", ".tmp.wal"))]
@@ -84,7 +87,7 @@ def test_ctrl_c_three_seconds_into_a_backfill_cancels_it_within_five(tmp_path: P
         rows = warehouse_rows(root)
         # Its own process group, as a shell gives a command: Ctrl-C signals the whole group.
         held = Child.start("assets.cli", BACKFILL, env, tmp_path / "held", new_group=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + CLI_TIMEOUT_S  # the child's start, on a busy machine
         while not _started(home):
             assert held.process.poll() is None, held.output
             assert time.monotonic() < deadline, held.output

@@ -16,6 +16,7 @@ from typing import Any
 
 import dagster as dg
 
+from pipeline import spec
 from pipeline.simulator import (
     MAIN,
     Credentials,
@@ -48,12 +49,19 @@ SNAPSHOT_TABLES = [key.path[-1] for snapshot in snapshots() for key in snapshot.
 
 
 #: The accounts of `two_accounts_env`'s file, each with the simulator key it uses: the main
-#: account's B2B partner key, and the first sub-account's key (which may not read investments).
+#: account's B2B partner key, and the first sub-account's key (which may read neither the
+#: investments history nor the lists of sub-accounts).
 TWO_ACCOUNTS = {"main": "partner", "sub_1": "sub_1"}
 
 
-#: The snapshot tables of an account whose key may not read the investments history.
-SUBACCOUNT_SNAPSHOT_TABLES = [t for t in SNAPSHOT_TABLES if t not in ("investments", "fixed_plans")]
+#: The simulator's keys that are a main account's: they list its sub-accounts and transfers.
+MAIN_KEYS = ("partner", "no_b2b")
+
+
+#: The snapshot tables of a sub-account's key: those no access switch holds back.
+SUBACCOUNT_SNAPSHOT_TABLES = [
+    t for t in SNAPSHOT_TABLES if t not in spec.HISTORIES or spec.HISTORIES[t].access is None
+]
 
 
 #: A table's rows as the warehouse holds them, without the one column a rerun changes.
@@ -172,6 +180,7 @@ def two_accounts_env(
             f"    api_secret_env: {secret_env}",
             f"    mining_accounts: [{', '.join(_mining_accounts(exchange, role))}]",
             f"    investments: {str(role == 'partner').lower()}",
+            f"    subaccounts: {str(role in MAIN_KEYS).lower()}",
         ]
     accounts_file.parent.mkdir(parents=True, exist_ok=True)
     accounts_file.write_text("\n".join(lines) + "\n")

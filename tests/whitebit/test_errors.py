@@ -387,11 +387,10 @@ def test_a_refused_first_connection_is_said_at_once_a_later_one_retried() -> Non
 
     async def main() -> None:
         async with AsyncWhiteBIT(base_url="http://127.0.0.1:1", pacing=False, retry=patient) as c:
-            started = time.monotonic()
+            # One attempt: no retry, so no wait (a bound in seconds would measure the machine).
             with raises(ConnectionRefused) as preflight:
                 await c.ping(preflight=True)
             assert preflight.value.attempts == 1
-            assert time.monotonic() - started < 0.2
             with raises(ConnectionRefused) as later:
                 await c.ping()
             assert later.value.attempts == 3
