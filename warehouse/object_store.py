@@ -11,7 +11,8 @@ through its own extensions, which it would download.
 Every request to the store is bounded in time (`REQUEST_TIMEOUT_S`): a store that does not
 answer (stopped, partitioned away, an upload left waiting for its ``100 Continue``) fails the
 request within the bound, cancelled, naming the store and the object (`StoreError`), rather than
-holding the run and its slots. Whatever else the store answers (no credentials, no such bucket, an
+holding the run and its slots; while it waits, it says so every few seconds (a warning of this
+module's logger, which the command line shows). Whatever else the store answers (no credentials, no such bucket, an
 unreachable endpoint) is a `StoreError` too, in one line.
 
 s3fs (and botocore under it) is imported when an object store is first opened: a run on local
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import struct
 import tempfile
+import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
@@ -36,6 +39,7 @@ from warehouse import locks
 from warehouse.locks import Held, PreconditionFailed
 from warehouse.store import LOCKS_DIR, LocalStore, Store, StoreError, footer_schema
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: The storage options each store is opened with: a listing cached by one write would hide the
@@ -82,8 +86,22 @@ class ObjectStore(Store):
         `StoreError` naming the store and ``what`` (``raw``: only the timeout is: the caller
         reads the store's own answer, a 412 or a missing object)."""
         future = asyncio.run_coroutine_threadsafe(make(), self.fs.loop)
+        started = time.monotonic()
         try:
-            return future.result(timeout=self.timeout_s)
+            while True:
+                left = self.timeout_s - (time.monotonic() - started)
+                try:
+                    return future.result(timeout=max(0.0, min(locks.WAIT_SAID_EVERY_S, left)))
+                except concurrent.futures.TimeoutError:
+                    if left <= locks.WAIT_SAID_EVERY_S:
+                        raise
+                log.warning(
+                    "%s: waiting %.0f s for the store to answer %s (it fails at %.0f s)",
+                    self.location,
+                    time.monotonic() - started,
+                    what,
+                    self.timeout_s,
+                )
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise StoreError(

@@ -144,6 +144,12 @@ def test_a_stopped_store_fails_the_run_within_the_bound_naming_the_store(
     said = f"s3://{bucket}/warehouse: the store did not answer the write of parquet/funding_history"
     assert said in output
     assert f"within {REQUEST_TIMEOUT_S:.0f} s" in output
+    # And while it waited, it said so every few seconds, naming the store and the object.
+    waiting = [
+        line for line in output.splitlines() if "waiting" in line and "for the store" in line
+    ]
+    assert len(waiting) >= 2, output[-3000:]
+    assert all(f"s3://{bucket}/warehouse" in line for line in waiting)
     # The command's last line names the store.
     assert f"s3://{bucket}/warehouse" in stopped.last_line, output[-3000:]
 
