@@ -27,6 +27,11 @@ the file it opened (the old views, which still read the current Parquet) and see
 when it reconnects. Anything an analyst creates in ``warehouse.duckdb`` itself is lost at the
 next refresh; keep personal objects in a database of your own and ``ATTACH`` this one.
 
+A run refreshes the catalog after it writes only when the catalog does not read the tables it
+wrote from their files yet, or was built by another version (`refresh_for`; the digest of the
+schemas and the curated SQL, `design`, is in ``_catalog``): a rebuild costs about a second, and
+a night writes some twenty tables per account.
+
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
 the temp files of a refresh that was killed mid-way, never those of one still building.
 
@@ -36,6 +41,8 @@ fresh warehouse; it reads files from the next refresh on.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
 import os
 import re
@@ -132,6 +139,42 @@ def refresh(wh: Warehouse, *, out: str | os.PathLike[str] | None = None) -> Cata
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
 
 
+def refresh_for(wh: Warehouse, tables: Iterable[str]) -> CatalogRefresh | None:
+    """`refresh` after a write of ``tables``, unless the warehouse's catalog already reads each
+    of them from its files and was built from this version's views (`design`): views read the
+    files at query time, so a write to a table they read shows without a rebuild."""
+    if _reads_files_of(wh, set(tables)):
+        return None
+    return refresh(wh)
+
+
+def _reads_files_of(wh: Warehouse, tables: set[str]) -> bool:
+    path = wh.catalog_path
+    if not path.exists():
+        return False
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            built = con.execute(
+                f"SELECT root, design, empty_tables FROM {ROOT_VIEW}"  # noqa: S608
+            ).fetchone()
+    except duckdb.Error:  # built before catalogs said their design, or being replaced
+        return False
+    if built is None:
+        return False
+    root, built_design, empty = built
+    return root == wh.location and built_design == design() and not tables & set(empty)
+
+
+@functools.cache
+def design() -> str:
+    """A digest of what this version builds the views from: the tables' schemas and the
+    curated views' SQL (a catalog built from another is rebuilt, never patched)."""
+    digest = hashlib.sha256(repr(list(schemas.TABLES.values())).encode())
+    for name, text in sorted(_curated_sql().items()):
+        digest.update(f"{name}\0{text}\0".encode())
+    return digest.hexdigest()
+
+
 @read_again
 def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The catalog's views in the new file ``temp`` (made again from nothing if a write replaced
@@ -146,14 +189,16 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
         curated = _create_curated_views(con)
         empty = _create_table_views(con, wh)
         filled = len(empty) < len(schemas.TABLES)
+        empty_list = "[" + ", ".join(_literal(name) for name in empty) + "]::VARCHAR[]"
         con.execute(
             f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
-            f"{filled} AS had_files"
+            f"{filled} AS had_files, {empty_list} AS empty_tables, {_literal(design())} AS design"
         )
         con.execute(
             f"COMMENT ON VIEW {ROOT_VIEW} IS "
-            "'The warehouse root the views of this catalog read, and whether it held "
-            "files when the catalog was built.'"
+            "'The warehouse root the views of this catalog read, whether it held files when "
+            "the catalog was built, the tables that had none, and a digest of the schemas and "
+            "curated views it was built from.'"
         )
     return curated, empty
 
@@ -305,11 +350,7 @@ def _path_type(schema: TableSchema, name: str) -> str:
 
 def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     """The views of ``warehouse/sql``; one that reads another is created after it."""
-    pending = {}
-    for sql_file in resources.files("warehouse").joinpath(CURATED_SQL).iterdir():
-        if sql_file.name.endswith(".sql"):
-            name = sql_file.name.removesuffix(".sql")
-            pending[name] = with_facts(name, sql_file.read_text(encoding="utf-8"))
+    pending = _curated_sql()
     names: list[str] = []
     while pending:
         failed: dict[str, duckdb.Error] = {}
@@ -328,6 +369,17 @@ def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
             raise ValueError(f"curated view {name}: {error}")
         pending = {name: pending[name] for name in failed}
     return tuple(sorted(names))
+
+
+def _curated_sql() -> dict[str, str]:
+    """Each curated view's SQL, facts filled in, by name."""
+    return {
+        sql_file.name.removesuffix(".sql"): with_facts(
+            sql_file.name.removesuffix(".sql"), sql_file.read_text(encoding="utf-8")
+        )
+        for sql_file in resources.files("warehouse").joinpath(CURATED_SQL).iterdir()
+        if sql_file.name.endswith(".sql")
+    }
 
 
 def _quoted(identifier: str) -> str:

@@ -174,6 +174,24 @@ def test_refresh_is_idempotent(root: Path, wh: Warehouse) -> None:
     assert left == [f".{CATALOG_FILE}.lock"]
 
 
+def test_a_write_rebuilds_the_catalog_only_when_its_views_would_not_show_it(
+    wh: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert catalog.refresh_for(wh, ["funding_history"]) is not None  # no catalog yet
+    write_funding(wh, [funding_record()])
+    built = catalog.refresh_for(wh, ["funding_history"])  # its view was the empty one
+    assert built is not None
+    assert "funding_history" not in built.empty_tables
+    write_funding(wh, [funding_record(), funding_record(fundingTime=str(DAY_START + 16 * 3600))])
+    assert catalog.refresh_for(wh, ["funding_history"]) is None
+    assert row_count(wh, "funding_history") == 2  # the view read the new file as it was
+    assert catalog.refresh_for(wh, ["trades"]) is not None  # trades' view was still empty
+    # A catalog built from other schemas or curated SQL (an older version) is rebuilt.
+    monkeypatch.setattr(catalog, "design", lambda: "another version")
+    assert catalog.refresh_for(wh, ["funding_history"]) is not None
+    assert catalog.refresh_for(wh, ["funding_history"]) is None
+
+
 def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path, wh: Warehouse) -> None:
     write_funding(wh, [funding_record()])
     catalog.refresh(wh)
