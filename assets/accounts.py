@@ -5,7 +5,9 @@ The file (its path in `WHITEBIT_ACCOUNTS_FILE`) lists each account: a short name
 of every row and a segment of every path), its base URL (``global``, ``eu`` or a URL), the *names*
 of the variables that hold its key and secret (never the values), its mining-pool accounts and
 markets, whether its key may read the investments history (B2B partner keys only), and whether
-it is a main account's key (which lists the sub-accounts and their transfers). An
+it is a main account's key (which lists the sub-accounts and their transfers), and which of the
+account's histories it extracts (all by default: `spec.HISTORIES`, those nested in another
+come with it). An
 account may instead name a key of the embedded simulator (``simulator: sub_1``): the demo's and
 the tests' accounts. See ``accounts.example.yaml``.
 
@@ -76,6 +78,8 @@ class Account:
     subaccounts: bool = True
     #: The embedded simulator's key this account uses, when it has no credentials.
     simulator_key: str | None = None
+    #: The histories it extracts (names); None: every one its key may read.
+    histories: frozenset[str] | None = None
 
     @property
     def simulated(self) -> bool:
@@ -100,9 +104,16 @@ class Account:
         return self.name
 
     def extracts(self, history: spec.History) -> bool:
-        """Whether the account's key may read the history (its accounts-file switch: B2B access
-        for the investments, a main account's key for its sub-accounts)."""
-        return history.access is None or bool(getattr(self, history.access))
+        """Whether the account extracts the history: it is among its ``histories`` and its key
+        may read it (its accounts-file switch: B2B access for the investments, a main account's
+        key for its sub-accounts)."""
+        chosen = self.histories is None or history.name in self.histories
+        return chosen and (history.access is None or bool(getattr(self, history.access)))
+
+    @property
+    def extracts_all(self) -> bool:
+        """Whether it extracts every history its key may read (what a reconciliation needs)."""
+        return self.histories is None
 
     def setting(self, name: str) -> tuple[str, ...] | None:
         """An account setting a history's paging names (its markets, its mining accounts)."""
@@ -124,6 +135,7 @@ class _Entry(pydantic.BaseModel):
     markets: list[str] | None = None
     investments: bool = True
     subaccounts: bool = True
+    histories: list[str] | None = pydantic.Field(default=None, min_length=1)
 
     @pydantic.field_validator("base_url")
     @classmethod
@@ -136,6 +148,15 @@ class _Entry(pydantic.BaseModel):
         for market in value or ():
             if not spec.PERP_MARKET_PATTERN.match(market):
                 raise ValueError(f"{market!r} is not a perpetual market (<BASE>_PERP)")
+        return value
+
+    @pydantic.field_validator("histories")
+    @classmethod
+    def _histories(cls, value: list[str] | None) -> list[str] | None:
+        extracted = [h.name for h in spec.HISTORIES.values() if h.nested_in is None]
+        for name in value or ():
+            if name not in extracted:
+                raise ValueError(f"{name!r} is not a history (one of: {', '.join(extracted)})")
         return value
 
     @pydantic.model_validator(mode="after")
@@ -267,6 +288,7 @@ def load_file(path: Path, env: Mapping[str, str]) -> tuple[Account, ...]:
                 investments=entry.investments,
                 subaccounts=entry.subaccounts,
                 simulator_key=entry.simulator,
+                histories=frozenset(entry.histories) if entry.histories is not None else None,
             )
         )
     return tuple(accounts)

@@ -120,7 +120,11 @@ class AccountAssets:
         catalog's views say, the reconciliation among it (`views_check`)."""
         name = self.account.name
         forgotten = [k for k in self.monthly_keys if spec.HISTORIES[k.path[-1]].forgotten]
-        views = views_check(name, {key.path[-1]: key for key in self.keys})
+        views = views_check(
+            name,
+            {key.path[-1]: key for key in self.keys},
+            reconciles=self.account.extracts_all,
+        )
         return [
             *([views] if views else []),
             *(horizon_check(key, name, self.first_day) for key in forgotten),

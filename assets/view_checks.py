@@ -26,7 +26,7 @@ of the day the latest snapshot was taken are written the night after, and until 
 interval's residual is that day's flows.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, Final
 
@@ -96,11 +96,15 @@ def for_views(
     *,
     key: dg.AssetKey,
     before: date | None = None,
+    only: Collection[str] | None = None,
 ) -> list[dg.AssetCheckResult]:
-    """The results of `view_specs`, in its order, of the account's whole tables; with
-    ``before``, of the statement's intervals that closed before that day only."""
+    """The results of `view_specs` (those named in ``only``), in its order, of the account's
+    whole tables; with ``before``, of the statement's intervals that closed before that day
+    only."""
     results = []
     for check in view_specs(key, history):
+        if only is not None and check.name not in only:
+            continue
         if check.name == FILLS_HAVE_ORDERS:
             results.append(fills_have_orders(wh, account, key=key))
         elif check.name == ORDERS_MATCH_FILLS:
@@ -112,13 +116,33 @@ def for_views(
     return results
 
 
-def views_check(account: str, keys: Mapping[str, dg.AssetKey]) -> dg.AssetChecksDefinition | None:
+def _answerable(check: str, tables: Collection[str], reconciles: bool) -> bool:
+    """Whether the account's tables hold what the check reads: the fills and the orders both;
+    for the reconciliation, every history the account's key may read."""
+    if check == BALANCES_RECONCILE:
+        return reconciles
+    if check in (FILLS_HAVE_ORDERS, ORDERS_MATCH_FILLS):
+        return {spec.TRADES.name, spec.ORDERS.name} <= set(tables)
+    return True
+
+
+def views_check(
+    account: str, keys: Mapping[str, dg.AssetKey], *, reconciles: bool = True
+) -> dg.AssetChecksDefinition | None:
     """The checks of the catalog's views over the account's tables (``keys`` by table name), as
-    one definition the watch job runs (None when no table carries one)."""
+    one definition the watch job runs (None when no table carries one). A check whose tables the
+    account does not extract is left out; the reconciliation, unless ``reconciles`` (the
+    account extracts every history)."""
     carried = {
-        name: view_specs(key, spec.HISTORIES[name])
+        name: chosen
         for name, key in keys.items()
-        if view_specs(key, spec.HISTORIES[name])
+        if (
+            chosen := [
+                c
+                for c in view_specs(key, spec.HISTORIES[name])
+                if _answerable(c.name, keys, reconciles)
+            ]
+        )
     }
     if not carried:
         return None
@@ -135,14 +159,18 @@ def views_check(account: str, keys: Mapping[str, dg.AssetKey]) -> dg.AssetChecks
         context: AssetCheckExecutionContext, warehouse: WarehouseResource
     ) -> Iterator[dg.AssetCheckResult]:
         today = datetime.now(UTC).date()
-        chosen = context.selected_asset_check_keys
-        for name in carried:
-            history = spec.HISTORIES[name]
-            for result in for_views(
-                warehouse.warehouse, account, history, key=keys[name], before=today
-            ):
-                if dg.AssetCheckKey(keys[name], str(result.check_name)) in chosen:
-                    yield result
+        selected = context.selected_asset_check_keys
+        for name, specs in carried.items():
+            only = [c.name for c in specs if c.key in selected]
+            if only:
+                yield from for_views(
+                    warehouse.warehouse,
+                    account,
+                    spec.HISTORIES[name],
+                    key=keys[name],
+                    before=today,
+                    only=only,
+                )
 
     return check
 

@@ -141,6 +141,12 @@ def test_a_single_account_variable_without_the_key_and_the_secret_is_refused(
          "line 7: accounts.1: give both api_key_env and api_secret_env (or simulator)"),
         (("markets: [BTC_PERP]", "markets: [BTCUSDT]"),
          "line 11: accounts.1.markets: 'BTCUSDT' is not a perpetual market"),
+        (("markets: [BTC_PERP]", "histories: [trades, fills]"),
+         "line 11: accounts.1.histories: 'fills' is not a history (one of: funding_history, "),
+        (("markets: [BTC_PERP]", "histories: [fixed_plans]"),
+         "line 11: accounts.1.histories: 'fixed_plans' is not a history"),
+        (("markets: [BTC_PERP]", "histories: []"),
+         "line 11: accounts.1.histories: List should have at least 1 item"),
     ],
 )  # fmt: skip
 def test_a_wrong_file_is_refused_with_its_line_and_reason(
@@ -190,6 +196,34 @@ def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: 
         *main, *eu, "account_report"
     }  # fmt: skip
     assert found.jobs.watch_checks
+
+
+def test_an_account_extracts_the_histories_it_names_and_is_reconciled_only_with_all(
+    tmp_path: Path,
+) -> None:
+    chosen = "    histories: [funding_history, investments, main_balances]\n"
+    found = _location(_file(tmp_path, GOOD.replace("    mining_accounts: [pool-a]\n", chosen)))
+    main, eu = found.built
+    # A nested history comes with its own (fixed_plans with investments).
+    assert {k.to_user_string() for k in main.keys} == {
+        "main/funding_history", "main/investments", "main/fixed_plans", "main/main_balances"
+    }  # fmt: skip
+    assert {k.path[-1] for k in eu.keys} == {
+        h.name for h in spec.HISTORIES.values() if h.access != "investments"
+    }
+    checked = {
+        (key.asset_key.to_user_string(), key.name)
+        for check in found.jobs.watch_checks
+        for key in check.check_keys
+    }
+    # The reconciliation needs every flow: the account that extracts some is not reconciled.
+    assert ("desk_eu/main_balances", "balances_reconcile") in checked
+    assert not {c for c in checked if c[0].startswith("main/") and c[1] == "balances_reconcile"}
+    assert ("main/funding_history", "nightly_partition_fresh") in checked
+    requests = list(nightly_requests(found.built, datetime(2026, 3, 1, 0, 30, tzinfo=UTC)))
+    assert {k.to_user_string() for r in requests for k in r.asset_selection or ()} >= {
+        "main/funding_history", "main/investments", "main/fixed_plans", "main/main_balances"
+    }  # fmt: skip
 
 
 def test_the_nightly_schedule_asks_each_account_for_its_own_two_runs(tmp_path: Path) -> None:
