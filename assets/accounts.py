@@ -16,9 +16,9 @@ and the reason: an unknown field, a duplicate name, a name that is not a safe pa
 variable that is not set.
 
 Without the file, the single-account variables (`WHITEBIT_API_KEY`, `WHITEBIT_API_SECRET`,
-`WHITEBIT_BASE_URL`, `WHITEBIT_MINING_ACCOUNTS`, `WHITEBIT_MARKETS`) are a one-entry accounts file:
-one account named ``default``; a key without its secret (or any of them without both) is refused,
-naming what is missing. With none of them set, the accounts are the embedded simulator's demo
+`WHITEBIT_BASE_URL`, `WHITEBIT_MINING_ACCOUNTS`, `WHITEBIT_MARKETS`, `WHITEBIT_HISTORIES`) are a
+one-entry accounts file: one account named ``default``; a key without its secret (or any of them
+without both) is refused, naming what is missing. With none of them set, the accounts are the embedded simulator's demo
 accounts (`SIMULATOR_ACCOUNTS`: its main account and a sub-account), for every command alike.
 """
 
@@ -153,11 +153,7 @@ class _Entry(pydantic.BaseModel):
     @pydantic.field_validator("histories")
     @classmethod
     def _histories(cls, value: list[str] | None) -> list[str] | None:
-        extracted = [h.name for h in spec.HISTORIES.values() if h.nested_in is None]
-        for name in value or ():
-            if name not in extracted:
-                raise ValueError(f"{name!r} is not a history (one of: {', '.join(extracted)})")
-        return value
+        return None if value is None else list(history_names(value))
 
     @pydantic.model_validator(mode="after")
     def _credentials(self) -> _Entry:
@@ -205,7 +201,18 @@ def single(settings: Settings) -> Account:
         mining_accounts=names(settings.mining_accounts),
         markets=names(settings.markets) or None,
         investments=True,
+        histories=_histories(names(settings.histories)),
     )
+
+
+def history_names(chosen: Sequence[str]) -> frozenset[str]:
+    """Names of histories an account extracts, or `ValueError` naming one that is not (a history
+    nested in another comes with it, and is not named)."""
+    extracted = [h.name for h in spec.HISTORIES.values() if h.nested_in is None]
+    for name in chosen:
+        if name not in extracted:
+            raise ValueError(f"{name!r} is not a history (one of: {', '.join(extracted)})")
+    return frozenset(chosen)
 
 
 def base_url(value: str) -> str:
@@ -222,6 +229,13 @@ def base_url(value: str) -> str:
     if not url.startswith(("https://", "http://")):
         raise ValueError(f"{value!r}: give global, eu or an http(s) URL")
     return url.rstrip("/")
+
+
+def _histories(chosen: Sequence[str]) -> frozenset[str] | None:
+    try:
+        return history_names(chosen) if chosen else None
+    except ValueError as exc:
+        raise SettingsError(f"WHITEBIT_HISTORIES: {exc}") from None
 
 
 def _base_url(value: str) -> str:

@@ -29,6 +29,7 @@ SINGLE_ACCOUNT_ENV: Final = (
     "WHITEBIT_BASE_URL",
     "WHITEBIT_MINING_ACCOUNTS",
     "WHITEBIT_MARKETS",
+    "WHITEBIT_HISTORIES",
 )
 #: Read by botocore (the S3 store), never by our code: credentials, region, endpoint, profile.
 AWS_VARIABLES: Final = {
@@ -73,6 +74,11 @@ class Settings(pydantic.BaseModel):
         None,
         alias="WHITEBIT_MARKETS",
         description="the single account's markets walked one by one, comma-separated",
+    )
+    histories: str | None = pydantic.Field(
+        None,
+        alias="WHITEBIT_HISTORIES",
+        description="the histories the single account extracts, comma-separated (default: all)",
     )
     start_date: date = pydantic.Field(
         date(2024, 1, 1), alias="WHITEBIT_START_DATE", description="the first day of history"

@@ -80,11 +80,15 @@ def test_without_a_file_the_single_account_variables_make_one_account_named_defa
             "WHITEBIT_BASE_URL": "eu",
             "WHITEBIT_MINING_ACCOUNTS": "pool-a, pool-b",
             "WHITEBIT_MARKETS": "BTC_PERP",
+            "WHITEBIT_HISTORIES": "funding_history, trades",
         }
     )
     assert (given.base_url, given.mining_accounts, given.markets, given.investments) == (
         spec.EU_BASE_URL, ("pool-a", "pool-b"), ("BTC_PERP",), True
     )  # fmt: skip
+    assert (account.histories, given.histories) == (None, {"funding_history", "trades"})
+    with pytest.raises(SettingsError, match=r"^WHITEBIT_HISTORIES: 'fills' is not a history"):
+        load({"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s", "WHITEBIT_HISTORIES": "fills"})
 
 
 def test_without_any_variable_the_accounts_are_the_simulators_demo_accounts() -> None:

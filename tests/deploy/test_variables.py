@@ -53,6 +53,7 @@ EXEMPT: Mapping[str, str] = {
     "WHITEBIT_BASE_URL": "single-account mode; each account of the file has its base_url",
     "WHITEBIT_MINING_ACCOUNTS": "single-account mode; each account of the file has its own",
     "WHITEBIT_MARKETS": "single-account mode; each account of the file has its own",
+    "WHITEBIT_HISTORIES": "single-account mode; each account of the file has its own",
     "DAGSTER_POSTGRES_URL": "read by `whitebit-etl serve` and the CLI for their own instance; "
     "the chart's instance reads its password from the Secret as DAGSTER_PG_PASSWORD",
     "DAGSTER_HOME": "set by the chart on every pod (global.dagsterHome)",
