@@ -45,10 +45,14 @@ def exchange() -> Iterator[Simulator]:
 
 
 def _accounts_file(
-    sim: Simulator, path: Path, roles: Sequence[str], monkeypatch: pytest.MonkeyPatch
+    sim: Simulator,
+    path: Path,
+    roles: Sequence[str],
+    monkeypatch: pytest.MonkeyPatch,
+    histories: Sequence[str] = (),
 ) -> tuple[Account, ...]:
     """An accounts file of these simulator keys (``main`` for the partner key), their secrets
-    in variables it names."""
+    in variables it names; each account of ``histories`` only, when named."""
     lines = ["accounts:"]
     for role in roles:
         name = NAMES.get(role, role)
@@ -65,6 +69,7 @@ def _accounts_file(
             # transfers.
             f"    investments: {str(role == 'partner').lower()}",
             f"    subaccounts: {str(role == 'partner').lower()}",
+            *([f"    histories: [{', '.join(histories)}]"] if histories else []),
         ]
     path.write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("WHITEBIT_ACCOUNTS_FILE", str(path))
@@ -154,7 +159,12 @@ def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouch
     root = tmp_path / "warehouse"
     monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
     accounts = _accounts_file(
-        exchange, tmp_path / "accounts.yaml", ["partner", "disabled", "sub_1"], monkeypatch
+        exchange,
+        tmp_path / "accounts.yaml",
+        ["partner", "disabled", "sub_1"],
+        monkeypatch,
+        # A monthly history of each paging and a snapshot: the accounts' isolation is tested.
+        histories=("funding_history", "trades", "deposits_withdrawals", "main_balances"),
     )
     failed = _night(accounts, root, instance)
     assert failed["main"] == failed["sub_1"] == []

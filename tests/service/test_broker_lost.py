@@ -38,6 +38,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 #: Account name to the simulator key it uses: the main account and both sub-accounts.
 THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
+#: What each account extracts: a history and a snapshot (the broker is under test here).
+NIGHT = ("funding_history", "main_balances")
 #: Starting the service's processes, on a machine busy with other work.
 START_TIMEOUT_S = 300
 #: The first tick comes at the next minute; its six runs are launched soon after.
@@ -67,14 +69,12 @@ def night(
     base = tmp_path_factory.mktemp("broker-lost")
     root = base / "warehouse"
     env = two_accounts_env(
-        today_exchange, root, base / "dagster", base / "accounts.yaml", THREE_ACCOUNTS
-    )
-    # A sub-account's key may not list sub-accounts (the exchange answers 403): its entry says so.
-    accounts = base / "accounts.yaml"
-    accounts.write_text(
-        accounts.read_text().replace(
-            "    investments: false\n", "    investments: false\n    subaccounts: false\n"
-        )
+        today_exchange,
+        root,
+        base / "dagster",
+        base / "accounts.yaml",
+        THREE_ACCOUNTS,
+        histories=NIGHT,
     )
     env = {k: v for k, v in env.items() if not k.startswith("CELERY_")}
     env |= {

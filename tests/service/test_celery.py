@@ -50,6 +50,9 @@ pytestmark = pytest.mark.slow
 
 #: Account name to the simulator key it uses: the main account and both sub-accounts.
 THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
+#: What each account extracts: a history of each paging (time windows, forgotten after six
+#: months; an offset window) and a snapshot (the workers and the store are under test here).
+NIGHT = ("funding_history", "trades", "deposits_withdrawals", "main_balances")
 #: The first tick comes at the next minute; then six runs on two workers.
 RUNS_TIMEOUT_S = 600  # a night now runs every declared history; a busy machine
 #: Run monitoring looks every 15 s; the killed run's pool slot is freed 10 s after its end, at a
@@ -128,7 +131,12 @@ def night(
     bucket = s3_server.bucket()
     root = f"s3://{bucket}/warehouse"
     env = two_accounts_env(
-        today_exchange, root, base / "dagster", base / "accounts.yaml", THREE_ACCOUNTS
+        today_exchange,
+        root,
+        base / "dagster",
+        base / "accounts.yaml",
+        THREE_ACCOUNTS,
+        histories=NIGHT,
     )
     env = {k: v for k, v in env.items() if not k.startswith(("AWS_", "CELERY_"))}
     env |= s3_server.env | {

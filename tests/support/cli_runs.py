@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -127,9 +127,11 @@ def cli_env(
     root: Path | str,
     home: Path,
     credentials: Credentials | None = None,
+    histories: Sequence[str] | None = None,
 ) -> dict[str, str]:
     """The environment a user sets for `whitebit-etl`, for this exchange (its demo key, unless
-    ``credentials`` are given) and warehouse."""
+    ``credentials`` are given) and warehouse; of ``histories`` only when named (a test of a
+    night's machinery need not walk every history)."""
     creds = credentials or exchange.credentials
     mining = Dataset(7, Scale.small(), SimClock(FROZEN_AT)).mining_accounts
     inherited = {
@@ -137,15 +139,19 @@ def cli_env(
         for name, value in os.environ.items()
         if not name.startswith("WHITEBIT_") and name not in ("WAREHOUSE_ROOT", "DAGSTER_HOME")
     }
-    return inherited | {
-        "WHITEBIT_API_KEY": creds.api_key,
-        "WHITEBIT_API_SECRET": creds.api_secret,
-        "WHITEBIT_BASE_URL": exchange.url,
-        "WHITEBIT_MINING_ACCOUNTS": ",".join(mining),
-        "WAREHOUSE_ROOT": str(root),
-        "DAGSTER_HOME": str(home),
-        "PYTHONUNBUFFERED": "1",
-    }
+    return (
+        inherited
+        | {
+            "WHITEBIT_API_KEY": creds.api_key,
+            "WHITEBIT_API_SECRET": creds.api_secret,
+            "WHITEBIT_BASE_URL": exchange.url,
+            "WHITEBIT_MINING_ACCOUNTS": ",".join(mining),
+            "WAREHOUSE_ROOT": str(root),
+            "DAGSTER_HOME": str(home),
+            "PYTHONUNBUFFERED": "1",
+        }
+        | ({"WHITEBIT_HISTORIES": ",".join(histories)} if histories else {})
+    )
 
 
 def two_accounts_env(
@@ -154,11 +160,13 @@ def two_accounts_env(
     home: Path,
     accounts_file: Path,
     accounts: Mapping[str, str] = TWO_ACCOUNTS,
+    histories: Sequence[str] | None = None,
 ) -> dict[str, str]:
     """The environment a user sets for `whitebit-etl` to extract two accounts of this exchange
     into one warehouse: `cli_env`'s, but for the single-account variables, with the accounts
     file (written to ``accounts_file``) of `TWO_ACCOUNTS` (or of ``accounts``: name to key role)
-    and the variables it names holding their keys and secrets (the file holds the names only)."""
+    and the variables it names holding their keys and secrets (the file holds the names only);
+    each account of ``histories`` only, when named."""
     single = ("WHITEBIT_API_KEY", "WHITEBIT_API_SECRET", "WHITEBIT_BASE_URL")
     env = {
         name: value
@@ -181,6 +189,7 @@ def two_accounts_env(
             f"    mining_accounts: [{', '.join(_mining_accounts(exchange, role))}]",
             f"    investments: {str(role == 'partner').lower()}",
             f"    subaccounts: {str(role in MAIN_KEYS).lower()}",
+            *([f"    histories: [{', '.join(histories)}]"] if histories else []),
         ]
     accounts_file.parent.mkdir(parents=True, exist_ok=True)
     accounts_file.write_text("\n".join(lines) + "\n")

@@ -212,11 +212,17 @@ def service_env(
     *,
     secret: str | None = None,
 ) -> dict[str, str]:
-    """What an operator sets: the account, the warehouse, the instance's database, the alert
-    webhook and the UI's address; and a schedule that fires every minute."""
+    """What an operator sets: the account (its funding and main balances: the service's own
+    machinery is under test, not the histories), the warehouse, the instance's database, the
+    alert webhook and the UI's address; and a schedule that fires every minute."""
     from tests.support.cli_runs import cli_env
 
-    env = cli_env(exchange, base / "warehouse", base / "dagster")
+    env = cli_env(
+        exchange,
+        base / "warehouse",
+        base / "dagster",
+        histories=("funding_history", "main_balances"),
+    )
     if secret is not None:
         env["WHITEBIT_API_SECRET"] = secret
     return env | {
