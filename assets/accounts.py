@@ -18,8 +18,9 @@ variable that is not set.
 Without the file, the single-account variables (`WHITEBIT_API_KEY`, `WHITEBIT_API_SECRET`,
 `WHITEBIT_BASE_URL`, `WHITEBIT_MINING_ACCOUNTS`, `WHITEBIT_MARKETS`, `WHITEBIT_HISTORIES`) are a
 one-entry accounts file: one account named ``default``; a key without its secret (or any of them
-without both) is refused, naming what is missing. With none of them set, the accounts are the embedded simulator's demo
-accounts (`SIMULATOR_ACCOUNTS`: its main account and a sub-account), for every command alike.
+without both) is refused, naming what is missing. With none of them set, the accounts are the
+embedded simulator's demo accounts (`SIMULATOR_ACCOUNTS`: its main account and a sub-account),
+for every command alike.
 """
 
 from __future__ import annotations

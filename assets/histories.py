@@ -190,7 +190,7 @@ def monthly_asset(
                         wh, Written(name, account.name), 0, {}, key=key, out_of_reach=[]
                     ),
                 )
-            catalog.refresh_for(wh, [name])
+            catalog.refresh_if_stale(wh)
         written = load.written
         context.log.info(
             f"{name} of {account.name}: {written.rows} rows in {len(written.days)} day(s), "
@@ -328,7 +328,7 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
         wh = warehouse.warehouse
         with retry_only_transient():
             written = write_snapshot(wh, batches, account=account.name)
-            catalog.refresh_for(wh, batches)
+            catalog.refresh_if_stale(wh)
         for h in tables:
             batch = batches[h.name]
             report_progress(account.name, h.name, day, batch.normalized, batch.rejected)

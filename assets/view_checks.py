@@ -160,6 +160,8 @@ def views_check(
     ) -> Iterator[dg.AssetCheckResult]:
         today = datetime.now(UTC).date()
         selected = context.selected_asset_check_keys
+        # Another machine's run may have written a table this machine's catalog shows empty.
+        catalog.refresh_if_stale(warehouse.warehouse)
         for name, specs in carried.items():
             only = [c.name for c in specs if c.key in selected]
             if only:

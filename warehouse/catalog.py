@@ -27,10 +27,11 @@ the file it opened (the old views, which still read the current Parquet) and see
 when it reconnects. Anything an analyst creates in ``warehouse.duckdb`` itself is lost at the
 next refresh; keep personal objects in a database of your own and ``ATTACH`` this one.
 
-A run refreshes the catalog after it writes only when the catalog does not read the tables it
-wrote from their files yet, or was built by another version (`refresh_for`; the digest of the
-schemas and the curated SQL, `design`, is in ``_catalog``): a rebuild costs about a second, and
-a night writes some twenty tables per account.
+A run refreshes the catalog after it writes only when the catalog shows a table that has files
+as empty, or was built by another version (`refresh_if_stale`; the digest of the schemas and
+the curated SQL, `design`, is in ``_catalog``): a rebuild costs about a second, and a night
+writes some twenty tables per account. The watch job's view checks do the same before they read
+(on a worker of many, another machine's run may have written a table first).
 
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
 the temp files of a refresh that was killed mid-way, never those of one still building.
@@ -139,16 +140,16 @@ def refresh(wh: Warehouse, *, out: str | os.PathLike[str] | None = None) -> Cata
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
 
 
-def refresh_for(wh: Warehouse, tables: Iterable[str]) -> CatalogRefresh | None:
-    """`refresh` after a write of ``tables``, unless the warehouse's catalog already reads each
-    of them from its files and was built from this version's views (`design`): views read the
-    files at query time, so a write to a table they read shows without a rebuild."""
-    if _reads_files_of(wh, set(tables)):
+def refresh_if_stale(wh: Warehouse) -> CatalogRefresh | None:
+    """`refresh` the warehouse's catalog unless it is current: built from this version's views
+    (`design`), and reading every table that has files from them. Views read the files at query
+    time, so a write to a table whose view reads its files shows without a rebuild."""
+    if _current(wh):
         return None
     return refresh(wh)
 
 
-def _reads_files_of(wh: Warehouse, tables: set[str]) -> bool:
+def _current(wh: Warehouse) -> bool:
     path = wh.catalog_path
     if not path.exists():
         return False
@@ -162,7 +163,9 @@ def _reads_files_of(wh: Warehouse, tables: set[str]) -> bool:
     if built is None:
         return False
     root, built_design, empty = built
-    return root == wh.location and built_design == design() and not tables & set(empty)
+    if root != wh.location or built_design != design():
+        return False
+    return not set(empty) & tables_with_files(wh.store)
 
 
 @functools.cache

@@ -12,8 +12,8 @@ Every request to the store is bounded in time (`REQUEST_TIMEOUT_S`): a store tha
 answer (stopped, partitioned away, an upload left waiting for its ``100 Continue``) fails the
 request within the bound, cancelled, naming the store and the object (`StoreError`), rather than
 holding the run and its slots; while it waits, it says so every few seconds (a warning of this
-module's logger, which the command line shows). Whatever else the store answers (no credentials, no such bucket, an
-unreachable endpoint) is a `StoreError` too, in one line.
+module's logger, which the command line shows). Whatever else the store answers (no credentials,
+no such bucket, an unreachable endpoint) is a `StoreError` too, in one line.
 
 s3fs (and botocore under it) is imported when an object store is first opened: a run on local
 disk never pays for loading it.

@@ -174,22 +174,25 @@ def test_refresh_is_idempotent(root: Path, wh: Warehouse) -> None:
     assert left == [f".{CATALOG_FILE}.lock"]
 
 
-def test_a_write_rebuilds_the_catalog_only_when_its_views_would_not_show_it(
+def test_the_catalog_is_rebuilt_only_when_a_view_would_not_show_a_tables_files(
     wh: Warehouse, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert catalog.refresh_for(wh, ["funding_history"]) is not None  # no catalog yet
+    assert catalog.refresh_if_stale(wh) is not None  # no catalog yet
+    assert catalog.refresh_if_stale(wh) is None
     write_funding(wh, [funding_record()])
-    built = catalog.refresh_for(wh, ["funding_history"])  # its view was the empty one
+    built = catalog.refresh_if_stale(wh)  # its view was the empty one
     assert built is not None
     assert "funding_history" not in built.empty_tables
     write_funding(wh, [funding_record(), funding_record(fundingTime=str(DAY_START + 16 * 3600))])
-    assert catalog.refresh_for(wh, ["funding_history"]) is None
+    assert catalog.refresh_if_stale(wh) is None
     assert row_count(wh, "funding_history") == 2  # the view read the new file as it was
-    assert catalog.refresh_for(wh, ["trades"]) is not None  # trades' view was still empty
+    _write(wh, [(spec.TRADES, {"BTC_USDT": [trade()]})])  # trades' view was still empty
+    assert catalog.refresh_if_stale(wh) is not None
+    assert row_count(wh, "trades") == 1
     # A catalog built from other schemas or curated SQL (an older version) is rebuilt.
     monkeypatch.setattr(catalog, "design", lambda: "another version")
-    assert catalog.refresh_for(wh, ["funding_history"]) is not None
-    assert catalog.refresh_for(wh, ["funding_history"]) is None
+    assert catalog.refresh_if_stale(wh) is not None
+    assert catalog.refresh_if_stale(wh) is None
 
 
 def test_a_refresh_sweeps_what_a_killed_refresh_left(root: Path, wh: Warehouse) -> None:
