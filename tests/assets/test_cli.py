@@ -260,21 +260,30 @@ def _request(request: dg.RunRequest) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.slow
-# A whole night of both demo accounts, every history: minutes on a loaded machine.
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
 def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of_the_moment(
     tmp_path: Path,
 ) -> None:
     """The bare command at a moment of a day: the runs it launched are the nightly schedule's
     requests for that moment, one for one and in order (each account's month that holds
-    yesterday of its histories, every day of it so far, and its snapshots of today)."""
+    yesterday of its histories, every day of it so far, and its snapshots of today). The demo's
+    accounts, each of a history of each paging and two snapshots: the requests are the test."""
     at = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
     warehouse = tmp_path / "warehouse"
-    said = _faked(f"{at:%Y-%m-%d %H:%M:%S}", ["materialize"], warehouse)
+    accounts = tmp_path / "accounts.yaml"
+    chosen = "funding_history, trades, deposits_withdrawals, hedge_mode, main_balances"
+    lines = []
+    for line in DEMO_ACCOUNTS.read_text().splitlines():
+        lines.append(line)
+        if line.startswith("    simulator: "):
+            lines.append(f"    histories: [{chosen}]")
+    accounts.write_text("\n".join(lines) + "\n")
+    said = _faked(f"{at:%Y-%m-%d %H:%M:%S}", ["materialize"], warehouse, accounts=accounts)
     assert said.count("succeeded") == 4, said
-    scheduled = nightly_requests(location(Settings.from_env({})).built, at)
+    settings = Settings.from_env({"WHITEBIT_ACCOUNTS_FILE": str(accounts)})
+    scheduled = nightly_requests(location(settings).built, at)
+    assert {k.path[-1] for r in scheduled for k in r.asset_selection or ()} == {
+        "funding_history", "trades", "deposits_withdrawals", "hedge_mode", "main_balances"
+    }  # fmt: skip
     with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
         records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
     launched = [_run_request(record.dagster_run) for record in records]

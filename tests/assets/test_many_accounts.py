@@ -118,12 +118,20 @@ def _night(
     return failed
 
 
+#: A monthly history of each paging and a snapshot: where a test's subject is the accounts'
+#: isolation, not the histories.
+NIGHT = ("funding_history", "trades", "deposits_withdrawals", "main_balances")
+
+
 @pytest.mark.parametrize(
-    "roles",
+    ("roles", "histories"),
     [
-        ["partner", "sub_1"],
+        # Every history: the main account's transfers and its sub-account's, one night.
+        (["partner", "sub_1"], ()),
         pytest.param(
-            ["partner", *(f"sub_{n}" for n in range(1, SUBACCOUNTS + 1))], marks=pytest.mark.slow
+            ["partner", *(f"sub_{n}" for n in range(1, SUBACCOUNTS + 1))],
+            NIGHT,
+            marks=pytest.mark.slow,
         ),
     ],
     ids=["2-accounts", "5-accounts"],
@@ -131,12 +139,15 @@ def _night(
 def test_each_account_of_a_night_equals_the_account_extracted_alone(
     exchange: Simulator,
     roles: list[str],
+    histories: tuple[str, ...],
     tmp_path: Path,
     instance: dg.DagsterInstance,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WAREHOUSE_ROOT", str(tmp_path / "together"))
-    accounts = _accounts_file(exchange, tmp_path / "accounts.yaml", roles, monkeypatch)
+    accounts = _accounts_file(
+        exchange, tmp_path / "accounts.yaml", roles, monkeypatch, histories=histories
+    )
     assert _night(accounts, tmp_path / "together", instance) == {a.name: [] for a in accounts}
     together = {a.name: warehouse_rows(tmp_path / "together", a.name) for a in accounts}
     for account in accounts:
@@ -163,8 +174,7 @@ def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouch
         tmp_path / "accounts.yaml",
         ["partner", "disabled", "sub_1"],
         monkeypatch,
-        # A monthly history of each paging and a snapshot: the accounts' isolation is tested.
-        histories=("funding_history", "trades", "deposits_withdrawals", "main_balances"),
+        histories=NIGHT,
     )
     failed = _night(accounts, root, instance)
     assert failed["main"] == failed["sub_1"] == []
