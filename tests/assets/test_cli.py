@@ -183,11 +183,12 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
 
 
 def _warehouse_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Each table's rows without the instants of the runs and answers (a snapshot's last
+    column is its snapshot_date)."""
+    when = "COLUMNS(lambda c: c NOT IN ('extracted_at', 'observed_at'))"
     with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as con:
         return {
-            table: con.execute(
-                f'SELECT * EXCLUDE (extracted_at) FROM "{table}" ORDER BY ALL'  # noqa: S608
-            ).fetchall()
+            table: con.execute(f'SELECT {when} FROM "{table}" ORDER BY ALL').fetchall()  # noqa: S608
             for table in schemas.TABLES
         }
 
@@ -241,12 +242,16 @@ def _demo_across_midnight(base: Path, midnight: datetime) -> tuple[Path, str]:
     raise AssertionError(f"midnight never fell while the demo's runs went (lead {lead:.1f} s)")
 
 
-def _run_request(run: dg.DagsterRun) -> tuple[object, ...]:
-    """What a run was asked for: its account, partition, assets and run-time limit."""
+def _run_request(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[object, ...]:
+    """What a run was asked for and did: its account, partition, the assets it materialized
+    (the run of a job's subset records no selection of its own) and run-time limit."""
+    materialized = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
     return (
         run.tags[ACCOUNT_TAG],
         run.tags.get("dagster/partition"),
-        sorted(key.to_user_string() for key in run.asset_selection or ()),
+        sorted(
+            {e.dagster_event.asset_key.to_user_string() for e in materialized if e.dagster_event}
+        ),
         run.tags.get(MAX_RUNTIME_TAG),
     )
 
@@ -280,13 +285,13 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
     said = _faked(f"{at:%Y-%m-%d %H:%M:%S}", ["materialize"], warehouse, accounts=accounts)
     assert said.count("succeeded") == 4, said
     settings = Settings.from_env({"WHITEBIT_ACCOUNTS_FILE": str(accounts)})
-    scheduled = nightly_requests(location(settings).built, at)
+    scheduled = list(nightly_requests(location(settings).built, at))
     assert {k.path[-1] for r in scheduled for k in r.asset_selection or ()} == {
         "funding_history", "trades", "deposits_withdrawals", "hedge_mode", "main_balances"
     }  # fmt: skip
     with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
         records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
-    launched = [_run_request(record.dagster_run) for record in records]
+        launched = [_run_request(instance, record.dagster_run) for record in records]
     assert launched == [_request(request) for request in scheduled]
     assert [r[:2] for r in launched] == [
         ("main", "2026-11"), ("main", None), ("sub_1", "2026-11"), ("sub_1", None)
