@@ -285,7 +285,12 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
                     tags=request.tags,
                     raise_on_error=False,
                 )
-                said = [t for t in failures(result) if "nightly_partition_fresh" not in t]
+                # The horizon warns of the six months a night leaves to a backfill.
+                said = [
+                    t
+                    for t in failures(result, horizon_warnings=False)
+                    if "nightly_partition_fresh" not in t
+                ]
                 assert said == [], said
             catalog.refresh(Warehouse.open(own))
             rows[account.name] = _settled(warehouse_rows(own, account.name), tick)
