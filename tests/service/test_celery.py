@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -145,6 +145,9 @@ def night(
         "XDG_STATE_HOME": str(base / "state"),
         # A lease a killed run held is taken over soon.
         "WAREHOUSE_LEASE_SECONDS": "5",
+        # History from the month before this one: none the exchange forgets is at stake (from
+        # further back the horizon check errs until the six months are backfilled).
+        "WHITEBIT_START_DATE": _last_month_start().isoformat(),
     }
     env.pop("WAREHOUSE_CATALOG", None)
     service = Service(env, base / "logs" / "serve", args=["--workers", "2"])
@@ -260,6 +263,10 @@ def first_night(night: Night) -> FirstNight:
     seen = night.pools.workers
     workers = {seen.get(pid or 0, f"not a worker's pool process: {pid}") for pid in pids}
     return FirstNight(tick, runs, workers)
+
+
+def _last_month_start() -> date:
+    return (datetime.now(UTC).date().replace(day=1) - timedelta(days=1)).replace(day=1)
 
 
 def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
