@@ -50,7 +50,7 @@ from tests.reliability.bad_input_cases import (
     untouched,
     watcher_links_asset,
 )
-from tests.support.cli_runs import Rows, failures, warehouse_rows
+from tests.support.cli_runs import BUSY_LIMIT_S, Rows, failures, warehouse_rows
 from tests.support.dagster_runs import ACCOUNT, funding_run, resources_for, without_step_retries
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, partitions, schemas
@@ -153,9 +153,10 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
     # answer.
     assert served, f"the run never asked for {case.path}"
     assert any(served) or case.page_cap is not None, "the tamper changed no answer"
-    # A bad answer ends within 30 s (with the client's backoff shortened; the CLI's own timing
-    # is tests/reliability/test_terminal.py's): no case waits on anything but its answers.
-    assert time.monotonic() - started < 30
+    # A bad answer ends without waiting on anything but its answers (with the client's backoff
+    # shortened): within a bound that a backoff would pass and a machine busy with the suite
+    # would not. The promise of 30 s is timed alone (serial) in tests/reliability/test_terminal.
+    assert time.monotonic() - started < BUSY_LIMIT_S
     said = "\n".join(failures(result))
     assert hostile.credentials.api_secret not in said
     # Whatever the answer named, every file stayed where the warehouse puts its own.
