@@ -28,9 +28,10 @@ when it reconnects. Anything an analyst creates in ``warehouse.duckdb`` itself i
 next refresh; keep personal objects in a database of your own and ``ATTACH`` this one.
 
 A run refreshes the catalog after it writes only when the catalog shows a table that has files
-as empty, or was built by another version (`refresh_if_stale`; the digest of the schemas and
-the curated SQL, `design`, is in ``_catalog``): a rebuild costs about a second, and a night
-writes some twenty tables per account. The watch job's view checks do the same before they read
+as empty (or one that has none left as read from files), or was built by another version
+(`refresh_if_stale`; the digest of the schemas and the curated SQL, `design`, is in
+``_catalog``): a rebuild costs about a second, and a night writes some twenty tables per
+account. The watch job's view checks do the same before they read
 (on a worker of many, another machine's run may have written a table first).
 
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
@@ -142,8 +143,8 @@ def refresh(wh: Warehouse, *, out: str | os.PathLike[str] | None = None) -> Cata
 
 def refresh_if_stale(wh: Warehouse) -> CatalogRefresh | None:
     """`refresh` the warehouse's catalog unless it is current: built from this version's views
-    (`design`), and reading every table that has files from them. Views read the files at query
-    time, so a write to a table whose view reads its files shows without a rebuild."""
+    (`design`), reading every table that has files from them and no other. Views read the files
+    at query time, so a write to a table whose view reads its files shows without a rebuild."""
     if _current(wh):
         return None
     return refresh(wh)
@@ -165,7 +166,9 @@ def _current(wh: Warehouse) -> bool:
     root, built_design, empty = built
     if root != wh.location or built_design != design():
         return False
-    return not set(empty) & tables_with_files(wh.store)
+    # Both ways: a view over files fails once its table has none left (a clean rerun
+    # removes a day's rejects).
+    return set(empty) == set(schemas.TABLES) - tables_with_files(wh.store)
 
 
 @functools.cache

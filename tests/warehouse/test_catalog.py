@@ -189,6 +189,12 @@ def test_the_catalog_is_rebuilt_only_when_a_view_would_not_show_a_tables_files(
     _write(wh, [(spec.TRADES, {"BTC_USDT": [trade()]})])  # trades' view was still empty
     assert catalog.refresh_if_stale(wh) is not None
     assert row_count(wh, "trades") == 1
+    # A table whose last file went (a clean rerun removes a day's rejects): its view is the
+    # empty one again, never one over no files.
+    for path in partitions.partition_files(wh.store, "trades", account=ACCOUNT):
+        wh.store.delete(path)
+    assert catalog.refresh_if_stale(wh) is not None
+    assert row_count(wh, "trades") == 0
     # A catalog built from other schemas or curated SQL (an older version) is rebuilt.
     monkeypatch.setattr(catalog, "design", lambda: "another version")
     assert catalog.refresh_if_stale(wh) is not None
