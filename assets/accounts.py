@@ -7,9 +7,8 @@ of the variables that hold its key and secret (never the values), its mining-poo
 markets, whether its key may read the investments history (B2B partner keys only), and whether
 it is a main account's key (which lists the sub-accounts and their transfers), and which of the
 account's histories it extracts (all by default: `spec.HISTORIES`, those nested in another
-come with it). An
-account may instead name a key of the embedded simulator (``simulator: sub_1``): the demo's and
-the tests' accounts. See ``accounts.example.yaml``.
+come with it). An account may instead name a key of the embedded simulator (``simulator:
+sub_1``): the demo's and the tests' accounts. See ``accounts.example.yaml``.
 
 A file that is wrong is refused as a whole when it is loaded, before any request, with the line
 and the reason: an unknown field, a duplicate name, a name that is not a safe path segment, a
@@ -114,7 +113,12 @@ class Account:
     @property
     def extracts_all(self) -> bool:
         """Whether it extracts every history its key may read (what a reconciliation needs)."""
-        return self.histories is None
+        readable = (
+            h
+            for h in spec.HISTORIES.values()
+            if h.nested_in is None and (h.access is None or getattr(self, h.access))
+        )
+        return self.histories is None or all(h.name in self.histories for h in readable)
 
     def setting(self, name: str) -> tuple[str, ...] | None:
         """An account setting a history's paging names (its markets, its mining accounts)."""

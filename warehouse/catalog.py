@@ -31,8 +31,8 @@ A run refreshes the catalog after it writes only when the catalog shows a table 
 as empty (or one that has none left as read from files), or was built by another version
 (`refresh_if_stale`; the digest of the schemas and the curated SQL, `design`, is in
 ``_catalog``): a rebuild costs about a second, and a night writes some twenty tables per
-account. The watch job's view checks do the same before they read
-(on a worker of many, another machine's run may have written a table first).
+account. The watch job's view checks do the same before they read (on a worker of many, another
+machine's run may have written a table first).
 
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
 the temp files of a refresh that was killed mid-way, never those of one still building.

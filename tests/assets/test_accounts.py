@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -224,6 +225,10 @@ def test_an_account_extracts_the_histories_it_names_and_is_reconciled_only_with_
     assert ("desk_eu/main_balances", "balances_reconcile") in checked
     assert not {c for c in checked if c[0].startswith("main/") and c[1] == "balances_reconcile"}
     assert ("main/funding_history", "nightly_partition_fresh") in checked
+    # Naming every history its key may read is extracting them all: reconciled.
+    every = [h.name for h in spec.HISTORIES.values() if h.nested_in is None]
+    assert not main.account.extracts_all
+    assert replace(main.account, histories=frozenset(every)).extracts_all
     requests = list(nightly_requests(found.built, datetime(2026, 3, 1, 0, 30, tzinfo=UTC)))
     assert {k.to_user_string() for r in requests for k in r.asset_selection or ()} >= {
         "main/funding_history", "main/investments", "main/fixed_plans", "main/main_balances"
