@@ -45,6 +45,7 @@ from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
 from warehouse import Warehouse, catalog, layout, report, schemas
 from warehouse.schemas import month_of
+from warehouse.sources import SOURCES_DIR
 
 pytestmark = pytest.mark.slow
 
@@ -354,10 +355,13 @@ def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_
         assert landed[name]["main_balances"], name
     funding = [tuple(rows["funding_history"]) for rows in landed.values()]
     assert len(set(funding)) == 3  # each account its own, none another's copy
-    # Nothing but the tables' files in the bucket: no lease left, no temp object.
+    # Nothing but the tables' files and each account's source record in the bucket: no lease
+    # left, no temp object.
     keys = _keys_but_the_report(night)
     assert keys
     assert all(k.endswith(f"/{layout.PARTITION_FILE}") for k in keys), keys
+    sources = night.store.filesystem().find(f"{night.root.removeprefix('s3://')}/{SOURCES_DIR}")
+    assert sorted(k.rsplit("/", 1)[1] for k in sources) == [f"{n}.json" for n in THREE_ACCOUNTS]
 
 
 def _launch(service: Service, account: str, month: str, queue: str | None = None) -> str:
@@ -374,9 +378,11 @@ def _launch(service: Service, account: str, month: str, queue: str | None = None
 
 def _keys_but_the_report(night: Night) -> list[str]:
     """The bucket's keys but the report page, which the sensor writes after a night's runs, at
-    a moment of its own."""
-    page = f"{night.root.removeprefix('s3://')}/{report.REPORT_FILE}"
-    return [k for k in night.store.filesystem().find(night.bucket) if k != page]
+    a moment of its own, and each account's source record (written once, by its first run)."""
+    base = night.root.removeprefix("s3://")
+    page, sources = f"{base}/{report.REPORT_FILE}", f"{base}/{SOURCES_DIR}/"
+    found = night.store.filesystem().find(night.bucket)
+    return [k for k in found if k != page and not k.startswith(sources)]
 
 
 def _month_key(night: Night, account: str, month: str) -> str:
