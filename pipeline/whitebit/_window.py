@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from pipeline import spec
 
 from ._errors import OffsetWindowExceeded, ValidationError
@@ -94,8 +96,10 @@ class OffsetWindowWalk:
     record whose time is unreadable takes its neighbour's in its slice, so it keeps its place
     and is never dropped (the warehouse rejects it).
 
-    Repeats across slices are dropped by identity, so the walk remembers every identity it read:
-    its memory grows with the records read (tens of thousands), not with pages.
+    Repeats across slices are dropped: a record read again, same identity and same content (two
+    records under one identity with different contents both go on, and the warehouse rejects
+    them), so the walk remembers every record it read: its memory grows with the records read
+    (tens of thousands), not with pages.
 
     Limitation: the API can filter only by its parameters. A value held nowhere the split looks,
     and not named by the caller, cannot be split out: its records beyond the window of a filled
@@ -136,8 +140,19 @@ class OffsetWindowWalk:
         # The values of each split known so far: named by the caller, seen, listed.
         self._values = {s.param: set((values or {}).get(s.param, ())) for s in paging.splits}
         self._listed: set[str] = set()
-        self._seen: set[str | bytes] = set()
+        # Each record read, as its identity and its declared fields' content: a repeat is the
+        # same record read again, never another one under the same identity (both go on, and
+        # are rejected); a field the spec does not name (drift in one answer) is no difference.
+        self._seen: set[tuple[str | bytes, bytes]] = set()
+        self._declared = tuple(f.name for f in getattr(answer, "records", ()))
         self._started = False
+
+    def _content(self, record: Any) -> bytes:
+        """A record's declared fields, as bytes to compare (the record whole where it is not an
+        object: the warehouse rejects it)."""
+        if type(record) is dict:
+            record = {name: record.get(name) for name in self._declared}
+        return orjson.dumps(record, option=orjson.OPT_SORT_KEYS, default=str)
 
     def __aiter__(self) -> AsyncIterator[WindowPage]:
         if self._started:
@@ -320,8 +335,9 @@ class OffsetWindowWalk:
                 found = identities(records, paging.identity)
                 new = []  # where the records new to the walk are
                 for n, identity in enumerate(found):
-                    if identity not in seen:
-                        seen.add(identity)
+                    read = (identity, self._content(records[n]))
+                    if read not in seen:
+                        seen.add(read)
                         new.append(n)
                 for split in paging.splits:
                     if split.seen:
