@@ -36,7 +36,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -131,13 +131,15 @@ def arm(point: str, at: int) -> None:
         raise SystemExit(f"unknown kill point {point!r}")
 
 
-def _celery_here(queue: str) -> Callable[[str, list[str]], None]:
-    """In place of `os.execv` for `whitebit-etl worker`: its Celery command, run in this process,
-    taking the runs of ``queue`` only."""
+def _celery_here(queue: str) -> Callable[[str, list[str], Mapping[str, str]], None]:
+    """In place of `os.execve` for `whitebit-etl worker`: its Celery command, run in this
+    process with the environment it would have had, taking the runs of ``queue`` only."""
 
-    def run(_path: str, command: list[str]) -> None:
+    def run(_path: str, command: list[str], env: Mapping[str, str]) -> None:
         from celery.bin.celery import celery
 
+        os.environ.clear()
+        os.environ.update(env)
         args = command[1:]
         args[args.index("-Q") + 1] = queue
         celery.main(args=args, prog_name="celery")
@@ -171,7 +173,7 @@ def main(argv: list[str]) -> None:
     args = argv[split + 1 :]
     if worker:
         # This process only: it does nothing else (the service's own workers are untouched).
-        os.execv = _celery_here(options.queue)  # type: ignore[assignment]
+        os.execve = _celery_here(options.queue)  # type: ignore[assignment]
         args = ["worker", *args]
     cli.main(args=args, prog_name="whitebit-etl")
 
