@@ -56,9 +56,7 @@ class RetryPolicy:
         raised ``error``. The one place that tells which failures are retried, and how often."""
         if not isinstance(error, APIError):
             return False
-        if operation.writes and not isinstance(
-            error, RateLimitError | NonceRejectedError
-        ):
+        if operation.writes and not isinstance(error, RateLimitError | NonceRejectedError):
             return False
         if isinstance(error, ContractError):
             return attempts <= min(CONTRACT_RETRIES, self.max_retries)
