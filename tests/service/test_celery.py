@@ -467,4 +467,4 @@ def test_sigterm_stops_the_service_its_workers_and_redis(night: Night) -> None:
     # Both workers (their pool processes come and go: one per run).
     for name in ("whitebit-1@", "whitebit-2@"):
         assert any("celery" in c and f"-n {name}" in c for c in commands), commands
-    served.assert_stops_cleanly(within_s=30)
+    served.assert_stops_cleanly()

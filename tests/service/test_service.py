@@ -204,7 +204,7 @@ def test_the_schedule_runs_both_nightly_runs_and_a_killed_service_resumes_it(
         assert month_of(yesterday) in materialized
 
     # Stopped while the new tick's runs may still run: none is left "started".
-    served.assert_stops_cleanly(within_s=20)
+    served.assert_stops_cleanly()
 
 
 def test_a_failed_night_reaches_the_webhook_once_per_run_with_its_reason_and_no_secret(
