@@ -222,10 +222,7 @@ def s3_root(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     """``s3://<a new bucket>/warehouse``, this process's AWS variables pointing at the server (and
     the local catalog and state under the test's directory). The bucket's objects are copied
     under the test's directory afterwards, where the secrets scan reads them."""
-    for name in [k for k in os.environ if k.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    for name, value in s3_server.env.items():
-        monkeypatch.setenv(name, value)
+    s3_server.point_here(monkeypatch)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     bucket = s3_server.bucket()
     yield f"s3://{bucket}/warehouse"

@@ -18,7 +18,6 @@ lives `LEASE_SECONDS` so that the run after it takes it over soon.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -88,10 +87,7 @@ def store(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iter
     too), for the whole module."""
     held = Store(s3_server, tmp_path_factory.mktemp("s3-objects"))
     with pytest.MonkeyPatch.context() as patch:
-        for name in [k for k in os.environ if k.startswith("AWS_")]:
-            patch.delenv(name)
-        for name, value in s3_server.env.items():
-            patch.setenv(name, value)
+        s3_server.point_here(patch)
         patch.delenv("WAREHOUSE_CATALOG", raising=False)
         yield held
     for bucket in held.buckets:

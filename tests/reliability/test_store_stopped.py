@@ -63,10 +63,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     server = S3Server(tmp_path_factory.mktemp("s3-stopped") / "moto.log")
     try:
         with pytest.MonkeyPatch.context() as patch:
-            for name in [k for k in os.environ if k.startswith("AWS_")]:
-                patch.delenv(name)
-            for name, value in server.env.items():
-                patch.setenv(name, value)
+            server.point_here(patch)
             yield server
     finally:
         os.kill(server.pid, signal.SIGCONT)  # never left stopped, whatever failed

@@ -10,10 +10,15 @@ secrets scan looks for them in what the tests leave behind, the store's objects 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
+import s3fs
 
 from bench.s3 import MotoS3
 from tests.support.leaks import LEDGER
+from warehouse.listed_s3 import ListedS3FileSystem
 
 
 class S3Server(MotoS3):
@@ -32,3 +37,15 @@ class S3Server(MotoS3):
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(fs.cat_file(key))
         return into
+
+    def point_here(self, patch: pytest.MonkeyPatch) -> None:
+        """This process's AWS variables pointing at this server, through ``patch``, and fsspec's
+        S3 filesystems made anew: it keeps one per storage options in a process, whichever
+        endpoint the variables named when it was made (another module's server, in a test
+        process of many modules)."""
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            patch.delenv(name)
+        for name, value in self.env.items():
+            patch.setenv(name, value)
+        s3fs.S3FileSystem.clear_instance_cache()
+        ListedS3FileSystem.clear_instance_cache()
