@@ -17,7 +17,6 @@ the warehouse on S3 (moto's server), three accounts in an accounts file.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +46,9 @@ from warehouse import Warehouse, catalog, layout, report, schemas
 from warehouse.schemas import month_of
 from warehouse.sources import SOURCES_DIR
 
-pytestmark = pytest.mark.slow
+#: Long: the module's first test sets up a reference night, the service and its first night, on
+#: a machine shared with other work.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 #: Account name to the simulator key it uses: the main account and both sub-accounts.
 THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
@@ -55,7 +56,7 @@ THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
 #: months; an offset window) and a snapshot (the workers and the store are under test here).
 NIGHT = ("funding_history", "trades", "deposits_withdrawals", "main_balances")
 #: The first tick comes at the next minute; then six runs on two workers.
-RUNS_TIMEOUT_S = 600  # a night now runs every declared history; a busy machine
+RUNS_TIMEOUT_S = 600  # on a busy machine
 #: Run monitoring looks every 15 s; the killed run's pool slot is freed 10 s after its end, at a
 #: later look; the rerun, queued until then, takes it.
 RECOVERY_TIMEOUT_S = 180
@@ -153,18 +154,16 @@ def night(
     env.pop("WAREHOUSE_CATALOG", None)
     service = Service(env, base / "logs" / "serve", args=["--workers", "2"])
     with pytest.MonkeyPatch.context() as patch:
-        for name in [k for k in os.environ if k.startswith("AWS_")]:
-            patch.delenv(name)
-        for name, value in s3_server.env.items():
-            patch.setenv(name, value)
+        s3_server.point_here(patch)
         patch.setenv("XDG_STATE_HOME", str(base / "test-state"))
         patch.delenv("WAREHOUSE_CATALOG", raising=False)
+        # The reference night first: while the service ran, each minute's tick would queue six
+        # more runs, all to be ended before the bucket is read (on a busy machine, many).
+        now = datetime.now(UTC)
+        alone = _alone(env, now, base / "alone")
         try:
             service.launch()
             with PoolProcesses(service) as pools:
-                # While the service starts and waits for its first tick: the reference night.
-                now = datetime.now(UTC)
-                alone = _alone(env, now, base / "alone")
                 service.wait_ready()
                 yield Night(service, pools, base, root, env, s3_server, today_exchange, alone, now)
         finally:
@@ -251,8 +250,8 @@ def first_night(night: Night) -> FirstNight:
 
     def ended() -> list[dg.RunRecord] | None:
         # Every nightly run, not only the tick's: a later tick may have come before the schedule
-        # was stopped (the reference night can outlast a minute), and its runs must not be
-        # writing while the bucket is read. (A report run writes only the page, set aside there.)
+        # was stopped (on a busy machine), and its runs must not be writing while the bucket is
+        # read. (A report run writes only the page, set aside there.)
         with served.instance() as instance:
             nightly = instance.get_run_records(dg.RunsFilter(job_name="nightly"))
         if not all(r.dagster_run.is_finished for r in nightly):
