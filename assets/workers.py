@@ -1,8 +1,9 @@
 """Runs on Celery workers: the broker the service starts for its own workers, and the worker
 command (`whitebit-etl worker`) for this machine or any other.
 
-A worker is dagster-celery's: ``celery -A dagster_celery.app worker`` takes the ``execute_job``
-tasks the instance's ``CeleryRunLauncher`` sends, and runs each in a process of its pool
+A worker is dagster-celery's: ``celery -A assets.celery_app worker`` (dagster-celery's application,
+a task a lost broker kept handed out again within a minute) takes the ``execute_job`` tasks the
+instance's ``CeleryRunLauncher`` sends, and runs each in a process of its pool
 (`dagster_celery.tasks.create_execute_job_task`: the run executes in that process, its events
 going to the instance of ``DAGSTER_HOME``). ``dagster-celery worker start`` would run the same
 command as a child of its own, after writing the broker's URL (password and all) into a module
@@ -16,8 +17,10 @@ taken at the next run, and a run's memory goes with its process.
 
 `LocalBroker` is Debian's ``redis-server`` on a free loopback port with a password made for it,
 its configuration handed over on its standard input (never on a command line another user could
-read, never in a file); no data is kept on disk: a service started again starts a new one, and
-the runs the old one held are failed by the run monitoring (their tasks unknown).
+read, never in a file). It writes every change to an append-only file before it answers: killed
+and started again by the service, it reloads its queue and its tasks' states. A service started
+again starts a new one, and the runs the old one held are failed by the run monitoring (their
+tasks unknown).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from assets.settings import Settings
 #: The queue dagster-celery's launcher sends runs to (unless a run's ``dagster-celery/queue``
 #: tag names another).
 QUEUE: Final = "dagster"
-#: The Celery application whose tasks run Dagster runs.
-CELERY_APP: Final = "dagster_celery.app"
+#: The Celery application whose tasks run Dagster runs (dagster-celery's, `assets.celery_app`).
+CELERY_APP: Final = "assets.celery_app"
 #: Runs one worker takes at once when not told.
 DEFAULT_CONCURRENCY: Final = 2
 _BROKER_STARTUP_S: Final = 30.0

@@ -154,6 +154,26 @@ def test_a_worker_without_a_broker_is_refused_at_once(env: Env) -> None:
         run_worker(Console(), env(), 1, "w")
 
 
+def test_a_task_a_lost_broker_kept_is_handed_out_again_before_the_start_timeout() -> None:
+    """The workers' Celery application (the one their command names) hands a task taken and
+    not begun out again after its visibility timeout, looked at on each restore sweep: both
+    within run monitoring's start timeout, with a sweep to spare, so its run starts, not failed."""
+    from assets import celery_app
+    from assets.workers import CELERY_APP, worker_command
+
+    command = worker_command(2, "w")
+    assert command[command.index("-A") + 1] == CELERY_APP == celery_app.__name__
+    options = celery_app.app.conf.broker_transport_options
+    sweep_s = options["unacked_restore_interval"] * options["unacked_restore_throttle"]
+    handed_again_s = options["visibility_timeout"] + 2 * sweep_s
+    start_timeout_s = instance_config(postgres=True, celery=True)["run_monitoring"][
+        "start_timeout_seconds"
+    ]
+    assert handed_again_s < start_timeout_s, (handed_again_s, start_timeout_s)
+    # The tasks are dagster-celery's own.
+    assert {"execute_job", "execute_plan"} <= set(celery_app.app.tasks)
+
+
 def test_the_instance_configuration_ships_inside_the_package() -> None:
     """`serve` from an installed wheel finds it: package data, not a file of the checkout."""
     from importlib import resources
