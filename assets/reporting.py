@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
+from types import FrameType
 from typing import Any, Final
 
 import dagster as dg
@@ -59,31 +62,67 @@ INTERRUPTS: Final = Interrupts()
 
 
 @contextmanager
+def _noting_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM noted in `INTERRUPTS` before the handler in place (Dagster's, which
+    raises at once) runs: a library that runs the handler and loses its exception cannot hide
+    the interrupt (DuckDB ends its query with ``RuntimeError('Query interrupted')``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def noting(signum: int, frame: FrameType | None) -> None:
+        INTERRUPTS.note(signal.Signals(signum).name)
+        handler = previous[signal.Signals(signum)]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:  # as if never caught: the process ends
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    for signum in previous:
+        signal.signal(signum, noting)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupted() -> dg.Failure:
+    INTERRUPTS.note("SIGINT or SIGTERM")
+    return dg.Failure(
+        description=f"interrupted ({INTERRUPTS.how}): the step stopped, every partition it had "
+        "not finished is as it was",
+        allow_retries=False,
+    )
+
+
+@contextmanager
 def retry_only_transient() -> Iterator[None]:
     """Let Dagster retry a step only when waiting could help: the exchange stayed unavailable, or
     its answers were cut short. A refusal (bad credentials, a permission, a validation), an
     answer that breaks the contract, bad data or a bug fails the step once, with its message. An
-    interrupt (SIGINT, SIGTERM) fails it once too, and every later step of the run at once."""
+    interrupt (SIGINT, SIGTERM) fails it once too, and every later step of the run at once,
+    whatever the exception it ended the step with."""
     if INTERRUPTS.noted():
         raise dg.Failure(
             description=f"not run: the run was interrupted ({INTERRUPTS.how})", allow_retries=False
         )
     try:
-        yield
+        with _noting_signals():
+            yield
     except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-        INTERRUPTS.note("SIGINT or SIGTERM")
-        raise dg.Failure(
-            description="interrupted (SIGINT or SIGTERM): the step stopped, every partition it "
-            "had not finished is as it was",
-            allow_retries=False,
-        ) from None
-    except WhiteBITError as exc:
-        if exc.retryable:
-            raise
-        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+        raise _interrupted() from None
     except dg.Failure:
         raise
     except Exception as exc:
+        if INTERRUPTS.noted():
+            raise _interrupted() from None
+        if isinstance(exc, WhiteBITError):
+            if exc.retryable:
+                raise
+            raise dg.Failure(description=str(exc), allow_retries=False) from exc
         raise dg.Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False) from exc
 
 
