@@ -26,7 +26,12 @@ import dagster as dg
 from rich.console import Console
 
 from assets.console import WAIT_SAID_EVERY_S, progress_bar, watched
-from assets.dagster_private import DagsterExecutionInterruptedError, check_captured_interrupt
+from assets.dagster_private import (
+    RUN_FAILURE_REASON_TAG,
+    DagsterExecutionInterruptedError,
+    RunFailureReason,
+    check_captured_interrupt,
+)
 from assets.definitions import Location
 from assets.instance import (
     free_slots_of_ended_runs,
@@ -258,12 +263,15 @@ def _obeying_interrupts(instance: dg.DagsterInstance, run_id: str) -> Iterator[N
         watcher.join()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if INTERRUPTS.noted():
-        run = instance.get_run_by_id(run_id)
-        if run is not None:
-            instance.report_run_canceled(
-                run,
-                message=f"whitebit-etl was asked to stop ({INTERRUPTS.how}): the run was "
-                "interrupted, none of its steps retried; run the same command again to complete it",
-            )
-            instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+    run = instance.get_run_by_id(run_id)
+    ended_by_dagster = RunFailureReason.UNEXPECTED_TERMINATION.value
+    if run is not None and run.tags.get(RUN_FAILURE_REASON_TAG) == ended_by_dagster:
+        # Dagster took the signal between steps, before the watcher saw it, and failed the run.
+        INTERRUPTS.note("SIGINT or SIGTERM")
+    if INTERRUPTS.noted() and run is not None:
+        instance.report_run_canceled(
+            run,
+            message=f"whitebit-etl was asked to stop ({INTERRUPTS.how}): the run was "
+            "interrupted, none of its steps retried; run the same command again to complete it",
+        )
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)

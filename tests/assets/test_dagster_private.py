@@ -35,6 +35,13 @@ def test_the_interrupt_the_cli_raises_between_steps_is_dagsters_own() -> None:
     assert dagster_private.check_captured_interrupt() is False  # no signal caught here
 
 
+def test_a_run_dagster_ended_on_a_signal_is_tagged_with_the_reason_the_cli_reads() -> None:
+    """The CLI marks canceled a run Dagster failed itself on a signal taken between steps."""
+    reason = dagster_private.RunFailureReason.UNEXPECTED_TERMINATION
+    assert reason.value == "UNEXPECTED_TERMINATION"
+    assert dagster_private.RUN_FAILURE_REASON_TAG == "dagster/failure_reason"
+
+
 def test_the_schedule_ticks_the_service_tests_read_have_their_fields() -> None:
     assert dagster_private.InstigatorType.SCHEDULE.value == "SCHEDULE"
     fields = set(inspect.signature(dagster_private.InstigatorTick).parameters) | {
