@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -63,30 +63,45 @@ INTERRUPTS: Final = Interrupts()
 
 @contextmanager
 def _noting_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM noted in `INTERRUPTS` before the handler in place (Dagster's, which
-    raises at once) runs: a library that runs the handler and loses its exception cannot hide
-    the interrupt (DuckDB ends its query with ``RuntimeError('Query interrupted')``)."""
+    """SIGINT and SIGTERM noted in `INTERRUPTS`, then raised as ``KeyboardInterrupt`` (in place of
+    Dagster's handler, which raises its own error at once) until the step has stopped.
+
+    A handler's exception can be lost where it lands: DuckDB ends its query with
+    ``RuntimeError('Query interrupted')`` (the note tells), asyncio logs any exception but a
+    ``KeyboardInterrupt`` raised in a socket write as a fatal error and drops it, and Python
+    prints one raised in a weakref callback as ignored. So the signal is sent again every half
+    second while the step goes on, and one ignored is not printed: the note has it."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach the main thread only
         return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    ended = threading.Event()
+    main = threading.main_thread().ident
 
-    def noting(signum: int, frame: FrameType | None) -> None:
+    def again(signum: int) -> None:
+        while not ended.wait(0.5) and main is not None:
+            signal.pthread_kill(main, signum)
+
+    def noting(signum: int, _frame: FrameType | None) -> None:
+        if not INTERRUPTS.noted():
+            threading.Thread(target=again, args=(signum,), daemon=True, name="interrupt").start()
         INTERRUPTS.note(signal.Signals(signum).name)
-        handler = previous[signal.Signals(signum)]
-        if callable(handler):
-            handler(signum, frame)
-        elif handler == signal.SIG_DFL:  # as if never caught: the process ends
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+        raise KeyboardInterrupt
 
-    for signum in previous:
-        signal.signal(signum, noting)
+    default_hook = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        if not (INTERRUPTS.noted() and isinstance(info.exc_value, KeyboardInterrupt)):
+            default_hook(info)
+
+    previous = {s: signal.signal(s, noting) for s in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        ended.set()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = default_hook
 
 
 def _interrupted() -> dg.Failure:
