@@ -25,6 +25,7 @@ the pipeline alone filled is then measured for its layout (`bench.warehouse.layo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -99,11 +100,13 @@ def _ours(
     postgres_url: str | None = None,
     extra_env: dict[str, str] | None = None,
     history: str = "funding_history",
+    home: Path | None = None,
 ) -> tuple[dict[str, Any], float, float]:
     """Ours in a child process, into ``root`` (a directory, or an ``s3://`` URL with the store's
-    AWS variables and the catalog's file in ``extra_env``): the backfill of ``history``."""
+    AWS variables and the catalog's file in ``extra_env``): the backfill of ``history``; through
+    Dagster, on an instance made in the run's own temporary home or in ``home``, made once."""
     flags = [*(["--dagster"] if dagster else []), *(["--paced"] if paced else [])]
-    flags += ["--history", history]
+    flags += ["--history", history, *(["--home", str(home)] if home else [])]
     env = _env(sim, first) | (extra_env or {})
     if postgres_url:  # in the environment, as the service reads it, not in a command line
         flags.append("--postgres")
@@ -279,14 +282,15 @@ def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
         f"whitebit_{ACCOUNT}": whitebit,
         "warehouse": WarehouseResource.of(WarehouseConfig(args.root)),
     }
-    # The instance's storage: SQLite files in a temporary home, or the PostgreSQL database given.
+    # The instance's storage: SQLite files in the home given or a temporary one, or the
+    # PostgreSQL database given.
     storage = {"storage": {"postgres": {"postgres_url": {"env": POSTGRES_URL_ENV}}}}
-    with (
-        tempfile.TemporaryDirectory() as home,
-        dg.instance_for_test(
-            temp_dir=home, overrides=storage if args.postgres else None
-        ) as instance,
-    ):
+    with contextlib.ExitStack() as stack:
+        home = args.home or stack.enter_context(tempfile.TemporaryDirectory())
+        Path(home).mkdir(parents=True, exist_ok=True)
+        instance = stack.enter_context(
+            dg.instance_for_test(temp_dir=home, overrides=storage if args.postgres else None)
+        )
         result = dg.materialize(
             [funding], resources=resources, tags=tags, instance=instance,
             run_config=run_config,
@@ -435,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced", action="store_true", help="pace to the spec's budgets")
     parser.add_argument("--history", default="funding_history", help="the history to backfill")
     parser.add_argument("--dagster", action="store_true", help="through Dagster, one run")
+    parser.add_argument("--home", help="with --dagster: the instance's home, kept between runs")
     parser.add_argument(
         "--postgres", action="store_true", help=f"with --dagster: instance in ${POSTGRES_URL_ENV}"
     )
