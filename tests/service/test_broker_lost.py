@@ -40,8 +40,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
 #: What each account extracts: a history and a snapshot (the broker is under test here).
 NIGHT = ("funding_history", "main_balances")
-#: Starting the service's processes, on a machine busy with other work.
-START_TIMEOUT_S = 300
 #: The first tick comes at the next minute; its six runs are launched soon after.
 TICK_TIMEOUT_S = 240
 #: The night's end, from the broker's loss: run monitoring fails a run whose task is unknown
@@ -85,10 +83,7 @@ def night(
     }
     service = Service(env, base / "logs" / "serve", args=["--workers", "2"])
     try:
-        service.launch()
-        # On a machine shared with other work, the webserver may take longer than a service
-        # test's usual start.
-        wait_for("the service, started", lambda: _answers(service), START_TIMEOUT_S, service)
+        service.start()
         yield Night(service, root)
     finally:
         service.stop()
@@ -113,13 +108,6 @@ def _stop_schedule(service: Service) -> None:
         service.url + "/graphql", json={"query": mutation, "variables": variables}, timeout=30
     ).json()
     assert answer["data"]["stopRunningSchedule"]["__typename"] == "ScheduleStateResult", answer
-
-
-def _answers(service: Service) -> bool:
-    try:
-        return httpx.get(service.url + "/server_info", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _redis(service: Service) -> psutil.Process | None:

@@ -27,8 +27,12 @@ from tests.support.cli_runs import REPO
 
 T = TypeVar("T")
 
-#: Starting the three processes, and one run, on a machine busy with other work.
-START_TIMEOUT_S = 120
+#: Starting the service's processes on a machine busy with other work: a CI run's service with
+#: Celery workers, beside two more test processes, served its page 90 s after its launch and
+#: did not answer a 2 s request within 120 s.
+START_TIMEOUT_S = 300
+#: One request to a service still starting (its webserver's first answers are slow).
+REQUEST_TIMEOUT_S = 10
 #: How long a SIGTERM may take to end the service: its four grace periods (the runs, its
 #: processes, its broker, what they left) and the instance's writes on a loaded machine.
 STOP_BOUND_S = 4 * STOP_GRACE_S + 20
@@ -72,6 +76,14 @@ def webhook_receiver() -> Iterator[Webhook]:
     server.server_close()
 
 
+def serves(url: str) -> bool:
+    """Whether the Dagster webserver at ``url`` answers (one that is starting answers slowly)."""
+    try:
+        return httpx.get(url + "/server_info", timeout=REQUEST_TIMEOUT_S).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @dataclass
 class Service:
     """``whitebit-etl serve`` in a process group of its own; output to ``<log>-N.log``."""
@@ -109,12 +121,7 @@ class Service:
     def wait_ready(self) -> None:
         assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                if httpx.get(self.url + "/server_info", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+        while not serves(self.url):
             assert self.process.poll() is None, self.output()
             assert time.monotonic() < deadline, "the service did not start:\n" + self.output()
             time.sleep(1)

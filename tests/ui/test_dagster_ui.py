@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import httpx
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -26,6 +25,7 @@ from assets.accounts import load
 from assets.partitions import today
 from assets.settings import Settings
 from pipeline import spec
+from tests.support.service import serves
 from warehouse import Warehouse
 
 pytestmark = pytest.mark.browser
@@ -97,12 +97,7 @@ def dagster_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(url + "/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+        while not serves(url):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(
                     "dagster dev did not start:\n" + (base / "dagster-dev.log").read_text()[-3000:]
