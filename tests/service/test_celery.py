@@ -38,12 +38,20 @@ from assets.jobs import nightly_requests
 from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
 from bench.postgres import LocalPostgres
+from pipeline import spec
 from pipeline.simulator import SpawnedSimulator
-from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
+from tests.support.cli_runs import (
+    WHEN_COLUMNS,
+    Child,
+    Rows,
+    failures,
+    two_accounts_env,
+    warehouse_rows,
+)
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
 from warehouse import Warehouse, catalog, layout, report, schemas
-from warehouse.schemas import month_of
+from warehouse.schemas import ACCOUNT, month_of
 from warehouse.sources import SOURCES_DIR
 
 #: Long: the module's first test sets up a reference night, the service and its first night, on
@@ -305,12 +313,18 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
 
 
 def _settled(rows: Rows, tick: datetime) -> Rows:
-    """The tables without the funding payments of the tick's own day: the simulator's clock
-    runs with the wall clock, so a payment time (every 8 hours) may pass between two runs."""
-    day = [c.name for c in schemas.TABLES["funding_history"].view_columns if c.name not in (
-        "extracted_at", "snapshot_date", schemas.ACCOUNT)].index("funding_date")  # fmt: skip
+    """The tables without the tick's own day of each history partitioned by day: the
+    simulator's clock runs with the wall clock, so a funding payment, a fill or a deposit may
+    come between two runs of a night (two fills did, one CI run)."""
     today = tick.astimezone(UTC).date()
-    return rows | {"funding_history": [r for r in rows["funding_history"] if r[day] < today]}
+    settled = dict(rows)
+    for name, table in schemas.TABLES.items():
+        if table.history is None or not isinstance(table.history.partition, spec.Monthly):
+            continue  # a snapshot, or the rejects
+        kept = [c.name for c in table.view_columns if c.name not in (*WHEN_COLUMNS, ACCOUNT)]
+        day = kept.index(table.partition_column)
+        settled[name] = [row for row in rows[name] if row[day] < today]
+    return settled
 
 
 def _on_s3(night: Night, tick: datetime) -> dict[str, Rows]:
