@@ -4,7 +4,8 @@ account (the simulator's large scale), side by side in one run.
 - Fills: six months of executed trades (over 500,000 fills over some 260 markets), the
   pipeline alone (the walk in time windows streamed month by month into Parquet, the catalog,
   the checks) against the same through Dagster (one run, an on-disk instance made before, as
-  the CLI runs it on a warehouse's second night), the median of three pairs; the peak memory
+  the CLI runs it on a warehouse's second night), the median of three pairs, and what Dagster
+  alone adds to a run (a twin of the asset that does nothing, run the same way); the peak memory
   against the same walk over a tenth of the fills (a simulator at a tenth of the large scale's
   fills a day).
 - Six months of fills, orders and conversions, each walk paced to the spec's budgets: its pages
@@ -118,6 +119,8 @@ def run() -> list[Figure]:
             ]
             alone, alone_s, alone_mb = _median([a for a, _ in pairs])
             dag, dag_s, dag_mb = _median([d for _, d in pairs])
+            noops = [fills(f"noop-{n}", dagster=True, home=home, noop=True) for n in range(PAIRS)]
+            noop_s = sorted(float(result["run_s"]) for result, _, _ in noops)[PAIRS // 2]
             sim.control("limits", enabled=True)
             paced = {name: _paced(sim, *six_months, base / f"paced-{name}", name)
                      for name in PACED}  # fmt: skip
@@ -138,6 +141,11 @@ def run() -> list[Figure]:
                f"other, the instance made before (as a warehouse's after its first run); {same}; "
                f"{alone['partitions']} partitions; peak {dag_mb:.0f} MB against "
                f"{alone_mb:.0f} MB"),
+        Figure(SECTION, "  Dagster's own cost of a run: the fills asset's twin that does "
+               "nothing, the same partitions and checks", noop_s, "s", None, "",
+               f"the instance opened (mostly importing its storage libraries), the run recorded, "
+               f"its events written, from the child's start of it to its end; median of "
+               f"{PAIRS}; a cost per run, whatever the backfill's size"),
         Figure(SECTION, "  the pipeline alone: fills per second", alone["rows"] / alone_s,
                "rows/s", None, "", f"{alone['pages']:,} pages in {alone['walk_s']:.1f} s of walk"),
         *(_paced_figure(name, "six months", *walked) for name, walked in paced.items()),
