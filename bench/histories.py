@@ -144,7 +144,7 @@ def run() -> list[Figure]:
         Figure(SECTION, "  Dagster's own cost of a run: the fills asset's twin that does "
                "nothing, the same partitions and checks", noop_s, "s", None, "",
                f"the instance opened (mostly importing its storage libraries), the run recorded, "
-               f"its events written, from the child's start of it to its end; median of "
+               f"its events written: from opening the instance to the run's end; median of "
                f"{PAIRS}; a cost per run, whatever the backfill's size"),
         Figure(SECTION, "  the pipeline alone: fills per second", alone["rows"] / alone_s,
                "rows/s", None, "", f"{alone['pages']:,} pages in {alone['walk_s']:.1f} s of walk"),

@@ -315,7 +315,7 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
 def _settled(rows: Rows, tick: datetime) -> Rows:
     """The tables without the tick's own day of each history partitioned by day: the
     simulator's clock runs with the wall clock, so a funding payment, a fill or a deposit may
-    come between two runs of a night (two fills did, one CI run)."""
+    come between two runs of a night."""
     today = tick.astimezone(UTC).date()
     settled = dict(rows)
     for name, table in schemas.TABLES.items():

@@ -27,9 +27,8 @@ from tests.support.cli_runs import REPO
 
 T = TypeVar("T")
 
-#: Starting the service's processes on a machine busy with other work: a CI run's service with
-#: Celery workers, beside two more test processes, served its page 90 s after its launch and
-#: did not answer a 2 s request within 120 s.
+#: Starting the service's processes (Celery workers among them) on a machine busy with other
+#: test processes.
 START_TIMEOUT_S = 300
 #: One request to a service still starting (its webserver's first answers are slow).
 REQUEST_TIMEOUT_S = 10
