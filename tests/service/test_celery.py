@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -38,10 +39,8 @@ from assets.jobs import nightly_requests
 from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
 from bench.postgres import LocalPostgres
-from pipeline import spec
-from pipeline.simulator import SpawnedSimulator
+from pipeline.simulator import SpawnedSimulator, spawn
 from tests.support.cli_runs import (
-    WHEN_COLUMNS,
     Child,
     Rows,
     failures,
@@ -50,8 +49,8 @@ from tests.support.cli_runs import (
 )
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
-from warehouse import Warehouse, catalog, layout, report, schemas
-from warehouse.schemas import ACCOUNT, month_of
+from warehouse import Warehouse, catalog, layout, report
+from warehouse.schemas import month_of
 from warehouse.sources import SOURCES_DIR
 
 #: Long: the module's first test sets up a reference night, the service and its first night, on
@@ -127,9 +126,19 @@ class Night:
 
 
 @pytest.fixture(scope="module")
+def still_exchange() -> Iterator[SpawnedSimulator]:
+    """The service tests' exchange (the same seed and accounts) with its clock stopped as the
+    module starts: each account's night alone and the night on the workers, minutes apart, read
+    the same answers (on a running clock a fill, a deposit's next status or the balance it
+    moves may land between them)."""
+    with spawn(seed=7, scale="small", frozen_at=time.time()) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
 def night(
     postgres: LocalPostgres,
-    today_exchange: SpawnedSimulator,
+    still_exchange: SpawnedSimulator,
     s3_server: S3Server,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Night]:
@@ -141,7 +150,7 @@ def night(
     bucket = s3_server.bucket()
     root = f"s3://{bucket}/warehouse"
     env = two_accounts_env(
-        today_exchange,
+        still_exchange,
         root,
         base / "dagster",
         base / "accounts.yaml",
@@ -173,10 +182,10 @@ def night(
             service.launch()
             with PoolProcesses(service) as pools:
                 service.wait_ready()
-                yield Night(service, pools, base, root, env, s3_server, today_exchange, alone, now)
+                yield Night(service, pools, base, root, env, s3_server, still_exchange, alone, now)
         finally:
             service.stop()
-            today_exchange.control("faults", probability=0.0)
+            still_exchange.control("faults", probability=0.0)
             s3_server.mirror(bucket, base / "s3-objects")
 
 
@@ -308,32 +317,14 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
                 ]
                 assert said == [], said
             catalog.refresh(Warehouse.open(own))
-            rows[account.name] = _settled(warehouse_rows(own, account.name), tick)
+            rows[account.name] = warehouse_rows(own, account.name)
     return rows
 
 
-def _settled(rows: Rows, tick: datetime) -> Rows:
-    """The tables without the tick's own day of each history partitioned by day: the
-    simulator's clock runs with the wall clock, so a funding payment, a fill or a deposit may
-    come between two runs of a night."""
-    today = tick.astimezone(UTC).date()
-    settled = dict(rows)
-    for name, table in schemas.TABLES.items():
-        if table.history is None or not isinstance(table.history.partition, spec.Monthly):
-            continue  # a snapshot, or the rejects
-        kept = [c.name for c in table.view_columns if c.name not in (*WHEN_COLUMNS, ACCOUNT)]
-        day = kept.index(table.partition_column)
-        settled[name] = [row for row in rows[name] if row[day] < today]
-    return settled
-
-
-def _on_s3(night: Night, tick: datetime) -> dict[str, Rows]:
+def _on_s3(night: Night) -> dict[str, Rows]:
     state = str(night.base / "test-state")
     catalog.refresh(Warehouse.open(night.root, state_home=state))
-    return {
-        name: _settled(warehouse_rows(night.root, name, state_home=state), tick)
-        for name in THREE_ACCOUNTS
-    }
+    return {name: warehouse_rows(night.root, name, state_home=state) for name in THREE_ACCOUNTS}
 
 
 @pytest.fixture(scope="module")
@@ -360,8 +351,7 @@ def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_
     spans = sorted((r.start_time or 0.0, r.end_time or 0.0) for r in runs)
     assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
 
-    tick = datetime.fromtimestamp(first_night.tick.timestamp, UTC)
-    landed = _on_s3(night, tick)
+    landed = _on_s3(night)
     for name in THREE_ACCOUNTS:
         assert landed[name] == alone[name], name
         assert landed[name]["funding_history"], name
@@ -464,7 +454,7 @@ def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
     assert any("Celery task failed" in m for m in said), said[-3:]
     # The month's old object, whole: the half file never left the dead process.
     assert fs.cat_file(key) == old
-    assert _on_s3(night, tick) == alone
+    assert _on_s3(night) == alone
 
     rerun = _launch(served, KILLED, month)
 
@@ -475,7 +465,7 @@ def test_a_worker_killed_mid_write_leaves_the_old_object_and_a_rerun_mends_it(
     again = wait_for("the rerun", rerun_ended, RECOVERY_TIMEOUT_S, served)
     assert again.status == dg.DagsterRunStatus.SUCCESS, served.output()[-4000:]
     assert fs.cat_file(key) != old  # written again, by the rerun
-    assert _on_s3(night, tick) == alone
+    assert _on_s3(night) == alone
     # Nothing but partitions: the dead writer's lease was taken over and given back.
     keys = _keys_but_the_report(night)
     assert all(k.endswith(f"/{layout.PARTITION_FILE}") for k in keys), keys
