@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from assets.cli import main
 from tests.support.cli_runs import CLI_TIMEOUT_S
+from tests.support.s3 import fresh_s3_filesystems
 
 TODAY = datetime.now(UTC).date()
 #: Secrets a case hands the command; none may come out.
@@ -236,6 +237,8 @@ def _invoke(args: list[str], given: dict[str, str], cwd: Path) -> tuple[Ended, f
     unset: dict[str, str | None] = {
         k: None for k in os.environ if k.startswith(("WHITEBIT_", "WAREHOUSE_", "AWS_"))
     }
+    # A filesystem an earlier test of this process made for its S3 server is not the user's.
+    fresh_s3_filesystems()
     started = datetime.now(UTC)
     previous = Path.cwd()
     os.chdir(cwd)

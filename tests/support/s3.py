@@ -21,6 +21,14 @@ from tests.support.leaks import LEDGER
 from warehouse.listed_s3 import ListedS3FileSystem
 
 
+def fresh_s3_filesystems() -> None:
+    """The S3 filesystems fsspec keeps in this process, forgotten: it keeps one per storage
+    options, bound to the endpoint and credentials the AWS variables named when it was made, so
+    a test that changes those variables in this process makes them anew."""
+    s3fs.S3FileSystem.clear_instance_cache()
+    ListedS3FileSystem.clear_instance_cache()
+
+
 class S3Server(MotoS3):
     """moto's S3 server on 127.0.0.1, its secret recorded for the secrets scan."""
 
@@ -47,5 +55,4 @@ class S3Server(MotoS3):
             patch.delenv(name)
         for name, value in self.env.items():
             patch.setenv(name, value)
-        s3fs.S3FileSystem.clear_instance_cache()
-        ListedS3FileSystem.clear_instance_cache()
+        fresh_s3_filesystems()
