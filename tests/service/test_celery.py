@@ -40,13 +40,7 @@ from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator, spawn
-from tests.support.cli_runs import (
-    Child,
-    Rows,
-    failures,
-    two_accounts_env,
-    warehouse_rows,
-)
+from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
 from warehouse import Warehouse, catalog, layout, report

@@ -47,10 +47,8 @@ class S3Server(MotoS3):
         return into
 
     def point_here(self, patch: pytest.MonkeyPatch) -> None:
-        """This process's AWS variables pointing at this server, through ``patch``, and fsspec's
-        S3 filesystems made anew: it keeps one per storage options in a process, whichever
-        endpoint the variables named when it was made (another module's server, in a test
-        process of many modules)."""
+        """This process's AWS variables pointing at this server, through ``patch``, and its S3
+        filesystems made anew (`fresh_s3_filesystems`)."""
         for name in [k for k in os.environ if k.startswith("AWS_")]:
             patch.delenv(name)
         for name, value in self.env.items():
