@@ -4,8 +4,11 @@ of its parameter table. Both are written by hand; a change to one alone fails he
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
+
+import pytest
 
 from pipeline import spec
 
@@ -105,3 +108,23 @@ def test_the_parameter_bounds_are_the_contracts() -> None:
         for operations, _, bound in rows
     )
     assert checked == facts
+
+
+def test_a_history_is_declared_with_what_its_records_do_to_the_holdings() -> None:
+    """``flows`` has no default: a history states its flows, or ``()``. A kind the views do not
+    show, a `Flow` of a snapshot or a `Change` of records with a time is refused; every kind the
+    views show is some history's."""
+    declared = {f.name: getattr(spec.FUNDING, f.name) for f in dataclasses.fields(spec.History)}
+    del declared["flows"], declared["columns_by_name"]
+    with pytest.raises(TypeError, match="flows"):
+        spec.History(**declared)
+    refused = [
+        (spec.FUNDING, spec.Flow("fees", "'USDT'", "-fee", "exact"), "'fees' is not in FLOW_KINDS"),
+        (spec.FUNDING, spec.Change("interest", "market", "funding_amount"), "a Change is of a"),
+        (spec.MAIN_BALANCES, spec.Flow("deposits", "ticker", "main_balance", "exact"), "a Flow is"),
+    ]
+    for history, flow, message in refused:
+        with pytest.raises(ValueError, match=message):
+            dataclasses.replace(history, flows=(flow,))
+    kinds = {flow.kind for history in spec.HISTORIES.values() for flow in history.flows}
+    assert kinds == set(spec.FLOW_KINDS)

@@ -4,7 +4,8 @@ It holds one view per table of `warehouse.schemas` over that table's Parquet of 
 (Hive partitioning on, partition column types pinned, union by name, a comment on the view and on
 every column; ``account`` first),
 and the curated views of ``warehouse/sql/<view>.sql`` (a ``SELECT``; its leading ``--`` lines
-are the view's comment; a ``{{NAME}}`` in it is a fact of the declarations, `SPEC_FACTS`).
+are the view's comment; a ``{{NAME}}`` in it is a fact of the declarations, `SPEC_FACTS`, or SQL
+made from the histories' flows, `flows.PARTS`).
 Views read the files at query time, so a partition replaced after a
 refresh is seen by the next query without another refresh. The view ``_catalog`` names the root
 the views read, so a connection knows which store to reach and can tell when the files are gone.
@@ -59,7 +60,7 @@ import duckdb
 import pyarrow as pa
 
 from pipeline import spec
-from warehouse import layout, schemas
+from warehouse import flows, layout, schemas
 from warehouse.layout import PARQUET_DIR, PARTITION_FILE
 from warehouse.locks import file_lock
 from warehouse.partitions import tables_with_files
@@ -89,22 +90,22 @@ def _code_of(labels: Mapping[int, str], label: str) -> str:
 SPEC_FACTS: Final = {
     "SETTLEMENT_TICKER": "'" + spec.SETTLEMENT_TICKER + "'",
     "PERP_MARKET": "'" + spec.PERP_MARKET + "'",
-    "DEPOSIT": _code_of(spec.TRANSACTION_METHODS, "deposit"),
-    "WITHDRAWAL": _code_of(spec.TRANSACTION_METHODS, "withdrawal"),
-    "SUCCESSFUL": _codes(spec.SUCCESSFUL),
-    "WITHDRAWAL_CANCELED": _code_of(spec.WITHDRAWAL_STATUSES, "canceled"),
     "INVESTMENT_ACTIVE": _code_of(spec.INVESTMENT_STATUSES, "active"),
 }
+_FILLED: Final = {**SPEC_FACTS, **flows.PARTS}
 _FACT: Final = re.compile(r"\{\{\s*([A-Z_]+)\s*\}\}")
 
 
 def with_facts(name: str, text: str) -> str:
-    """A curated view's SQL with each ``{{NAME}}`` replaced by its `SPEC_FACTS` value."""
+    """A curated view's SQL with each ``{{NAME}}`` replaced by its `SPEC_FACTS` or `flows.PARTS`
+    value, each line of it indented as the line it stands on."""
 
     def fact(found: re.Match[str]) -> str:
-        if found.group(1) not in SPEC_FACTS:
+        if found.group(1) not in _FILLED:
             raise ValueError(f"curated view {name}: no fact {found.group(1)!r} (SPEC_FACTS)")
-        return SPEC_FACTS[found.group(1)]
+        line = text[text.rfind("\n", 0, found.start()) + 1 : found.start()]
+        indent = line if line.isspace() else ""
+        return _FILLED[found.group(1)].replace("\n", "\n" + indent)
 
     return _FACT.sub(fact, text)
 

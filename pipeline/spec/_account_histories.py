@@ -19,27 +19,27 @@ from ._account_operations import (
     POSITIONS_HISTORY,
     SUBACCOUNT_LIST,
     SUBACCOUNT_TRANSFERS,
+    SUCCESSFUL,
     TRANSACTION_METHODS,
     TRANSFER_DIRECTIONS,
     WITHDRAWAL_FINAL,
     WITHDRAWAL_STATUSES,
 )
+from ._histories import SETTLED_IN
 from ._history import (
     OWNER,
     SNAPSHOT,
     Column,
+    Flow,
     History,
     Monthly,
     OffsetWindow,
     Split,
+    Subaccount,
     TimeWindows,
 )
 from ._operations import MAIN_BALANCE
 from ._trade_histories import kept, market, ticker
-
-#: Perpetual markets (``<BASE>_PERP``) are margined and settled in this ticker: their fees,
-#: realized P&L and funding move the collateral balance of it.
-SETTLEMENT_TICKER: Final = "USDT"
 
 #: A deposit's or a withdrawal's status labels, by its method.
 STATUSES_BY_METHOD: Final = {1: DEPOSIT_STATUSES, 2: WITHDRAWAL_STATUSES}
@@ -53,10 +53,19 @@ def _in(codes: frozenset[int]) -> str:
     return ", ".join(str(c) for c in sorted(codes))
 
 
+def _code(labels: dict[int, str], label: str) -> int:
+    (code,) = (code for code, named in labels.items() if named == label)
+    return code
+
+
+_DEPOSIT: Final = f"method = {_code(TRANSACTION_METHODS, 'deposit')}"
+_WITHDRAWAL: Final = f"method = {_code(TRANSACTION_METHODS, 'withdrawal')}"
+_SUCCESSFUL_DEPOSIT: Final = f"{_DEPOSIT} AND status IN ({_in(SUCCESSFUL)})"
+
 #: A deposit or a withdrawal not in a final status (docs/api.md, section 10.9).
 NOT_FINAL: Final = (
-    f"(method = 1 AND status NOT IN ({_in(DEPOSIT_FINAL)})) "
-    f"OR (method = 2 AND status NOT IN ({_in(WITHDRAWAL_FINAL)}))"
+    f"({_DEPOSIT} AND status NOT IN ({_in(DEPOSIT_FINAL)})) "
+    f"OR ({_WITHDRAWAL} AND status NOT IN ({_in(WITHDRAWAL_FINAL)}))"
 )
 
 _MOVEMENT_COLUMNS: Final = (
@@ -128,6 +137,19 @@ DEPOSITS_WITHDRAWALS: Final = History(
         Column("created_date", "UTC day of created_at (a file holds a month)", day_of="created_at"),
     ),
     key=("transaction_id",),
+    flows=(
+        # Credited less its fee once successful.
+        Flow("deposits", "ticker", "amount - fee", "settled", _SUCCESSFUL_DEPOSIT),
+        # Taken when it is made; given back, fee and all, when it ends canceled.
+        Flow("withdrawals", "ticker", "-(amount + fee)", "stamped", _WITHDRAWAL),
+        Flow(
+            "withdrawals_returned",
+            "ticker",
+            "amount + fee",
+            "settled",
+            f"{_WITHDRAWAL} AND status = {_code(WITHDRAWAL_STATUSES, 'canceled')}",
+        ),
+    ),
     partition=Monthly(time="created_at", day="created_date", month_path="created_month"),
     # No date filter, at most 10,000 records deep: split by method, then ticker, then status.
     paging=OffsetWindow(
@@ -150,6 +172,8 @@ PENDING_FLOWS: Final = History(
     columns=_MOVEMENT_COLUMNS,
     key=("transaction_id",),
     partition=SNAPSHOT,
+    # Records of deposits_withdrawals, which move the holdings.
+    flows=(),
     paging=OffsetWindow(
         splits=(
             Split("transactionMethod"),
@@ -179,9 +203,14 @@ SUBACCOUNTS: Final = History(
     ),
     key=("subaccount_id",),
     partition=SNAPSHOT,
+    flows=(),
     paging=OffsetWindow(splits=(), identity="id"),
     access="subaccounts",
 )
+
+_TO_SUB: Final = "direction = 'main_to_sub'"
+_TO_MAIN: Final = "direction = 'sub_to_main'"
+_SUBACCOUNT: Final = Subaccount("subaccount_id")
 
 SUBACCOUNT_TRANSFERS_HISTORY: Final = History(
     name="subaccount_transfers",
@@ -197,6 +226,13 @@ SUBACCOUNT_TRANSFERS_HISTORY: Final = History(
         Column("created_date", "UTC day of created_at (a file holds a month)", day_of="created_at"),
     ),
     key=("transfer_id",),
+    # The main account's records, and as many flows the other way for the sub-account.
+    flows=(
+        Flow("transfers_out", "ticker", "-amount", "stamped", _TO_SUB),
+        Flow("transfers_in", "ticker", "amount", "stamped", _TO_MAIN),
+        Flow("transfers_in", "ticker", "amount", "stamped", _TO_SUB, _SUBACCOUNT),
+        Flow("transfers_out", "ticker", "-amount", "stamped", _TO_MAIN, _SUBACCOUNT),
+    ),
     partition=Monthly(time="created_at", day="created_date", month_path="created_month"),
     paging=OffsetWindow(
         splits=(
@@ -260,6 +296,11 @@ POSITION_EVENTS: Final = History(
         Column("event_date", "UTC day of event_time (a file holds a month)", day_of="event_time"),
     ),
     key=("position_id", "event_time"),
+    # A collateral fill's change of the settlement ticker: its P&L (of a part closed) and fee.
+    flows=(
+        Flow("realized_pnl", SETTLED_IN, "realized_pnl", "exact", "realized_pnl IS NOT NULL"),
+        Flow("position_fees", SETTLED_IN, "-trade_fee", "exact"),
+    ),
     partition=Monthly(time="event_time", day="event_date", month_path="event_month"),
     paging=TimeWindows(identity=("positionId", "modifyDate")),
 )
@@ -285,6 +326,8 @@ CLOSED_POSITIONS: Final = History(
         Column("closed_date", "UTC day of closed_at (a file holds a month)", day_of="closed_at"),
     ),
     key=("position_id",),
+    # The sums of its position events and funding payments.
+    flows=(),
     partition=Monthly(time="closed_at", day="closed_date", month_path="closed_month"),
     paging=TimeWindows(identity=("positionId",)),
 )
@@ -331,6 +374,7 @@ OPEN_POSITIONS_NOW: Final = History(
     ),
     key=("position_id",),
     partition=SNAPSHOT,
+    flows=(),
 )
 
 COLLATERAL_BALANCES: Final = History(
@@ -348,4 +392,5 @@ COLLATERAL_BALANCES: Final = History(
     ),
     key=("ticker",),
     partition=SNAPSHOT,
+    flows=(),
 )

@@ -1,15 +1,27 @@
 """The account's histories and snapshots the product extracts, each declared once.
 
-Adding one is a `History` here (its operation in `_operations`), its data in the simulator, and
-its tests: the walk, the table, the catalog's view, the Dagster asset, its checks and the
-report's counts follow from the declaration.
+Adding one is a `History` here (its operation in `_operations`, and what its records do to the
+holdings, its `flows`), its data in the simulator, and its tests: the walk, the table, the
+catalog's view, its rows of the account's money, the Dagster asset, its checks and the report's
+counts follow from the declaration.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from ._history import OWNER, SNAPSHOT, Column, Fanout, History, Monthly, NewestFirst, OffsetWindow
+from ._history import (
+    OWNER,
+    SNAPSHOT,
+    Change,
+    Column,
+    Fanout,
+    Flow,
+    History,
+    Monthly,
+    NewestFirst,
+    OffsetWindow,
+)
 from ._history import Split as Split
 from ._operations import (
     FUNDING_HISTORY,
@@ -27,6 +39,11 @@ PERP_MARKET: Final = r"^[A-Z0-9]{1,20}_PERP$"
 #: An asset ticker: 1-32 letters, digits, '_', '.', '-', starting with a letter or digit.
 TICKER: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
 TICKER_FORM: Final = "a ticker (1-32 letters, digits, '_', '.', '-', not starting with a symbol)"
+#: Perpetual markets (``<BASE>_PERP``) are margined and settled in this ticker: their fees,
+#: realized P&L and funding move the collateral balance of it.
+SETTLEMENT_TICKER: Final = "USDT"
+#: The settlement ticker as SQL, for a flow's ``ticker``.
+SETTLED_IN: Final = f"'{SETTLEMENT_TICKER}'"
 
 
 def _ticker(name: str, description: str, *source: str) -> Column:
@@ -64,6 +81,8 @@ FUNDING: Final = History(
     ),
     # Hedge mode funds a long and a short of one market at the same instant.
     key=("market", "funding_time", "position_side"),
+    # Applied at the second it names: a snapshot of that second shows it.
+    flows=(Flow("funding", SETTLED_IN, "funding_amount", "exact"),),
     # A few hundred payments a day: a file a day would be thousands of tiny files.
     partition=Monthly(time="funding_time", day="funding_date", month_path="funding_month"),
     paging=NewestFirst(
@@ -130,6 +149,8 @@ INVESTMENTS: Final = History(
     ),
     key=("investment_id",),
     partition=SNAPSHOT,
+    # The principal is in the holdings (the statement's); the interest is paid as it accrues.
+    flows=(Change("interest", ticker="plan_interest_ticker", total="interest_paid"),),
     paging=OffsetWindow(
         # Each status is a slice; one that fills the window is split by ticker: those seen in
         # its plans, and those of the main balance.
@@ -146,6 +167,7 @@ FIXED_PLANS: Final = History(
     columns=(Column("plan_id", "Invest plan identifier", ("id",)), *_plan_columns("")),
     key=("plan_id",),
     partition=SNAPSHOT,
+    flows=(),
     nested_in=INVESTMENTS,
     nested_at="plan",
     access="investments",
@@ -161,6 +183,7 @@ MAIN_BALANCES: Final = History(
     ),
     key=("ticker",),
     partition=SNAPSHOT,
+    flows=(),
 )
 
 TRADING_BALANCES: Final = History(
@@ -175,6 +198,7 @@ TRADING_BALANCES: Final = History(
     ),
     key=("ticker",),
     partition=SNAPSHOT,
+    flows=(),
 )
 
 HEDGE: Final = History(
@@ -184,6 +208,7 @@ HEDGE: Final = History(
     columns=(Column("hedge_mode", "Hedge mode is on", ("hedgeMode",)),),
     key=(),
     partition=SNAPSHOT,
+    flows=(),
 )
 
 LINKS: Final = History(
@@ -208,5 +233,6 @@ LINKS: Final = History(
     ),
     key=("mining_account", "link_id"),
     partition=SNAPSHOT,
+    flows=(),
     paging=Fanout(param="account", setting="mining_accounts"),
 )

@@ -4,9 +4,11 @@ A `History` is everything the product needs to know about one of the account's r
 operation that answers it, how that operation pages (`NewestFirst`, `OffsetWindow`,
 `TimeWindows`, or one call per value of a `Fanout`), the record's fields read into the columns of
 a table (`Column`), the table's key and how it is partitioned (`Monthly` by the record's own time,
-or one file per `Snapshot` day). The client walks it, the warehouse normalizes, writes and
-catalogues it, the Dagster application makes an asset of it for each account and checks it, and
-the report counts it: each from the declaration, none with a branch of its own for one history.
+or one file per `Snapshot` day), and what its records do to the account's holdings (`Flow`,
+`Change`). The client walks it, the warehouse normalizes, writes and catalogues it (its flows in
+the views of the account's money), the Dagster application makes an asset of it for each account
+and checks it, and the report counts it: each from the declaration, none with a branch of its own
+for one history.
 """
 
 from __future__ import annotations
@@ -157,6 +159,67 @@ class Fanout:
 Paging = NewestFirst | OffsetWindow | TimeWindows | Fanout
 
 
+#: The kinds of flow, in the order the views of the account's money show them as columns: each
+#: is the ``kind`` of a `Flow` or a `Change` of some history.
+FLOW_KINDS: Final = (
+    "deposits",
+    "withdrawals",
+    "withdrawals_returned",
+    "spot_trades",
+    "conversions",
+    "funding",
+    "realized_pnl",
+    "position_fees",
+    "transfers_in",
+    "transfers_out",
+    "interest",
+)
+
+#: How the account statement places a record's flow between snapshots T1 and T2: ``exact``, a
+#: time to the microsecond, T1 < time <= T2; ``stamped``, a time in whole seconds (the second it
+#: happened in), T1 <= time < T2; ``settled``, at the first snapshot after its creation that
+#: does not list it in ``pending_flows`` (when it was credited is not in the history).
+Timing = Literal["exact", "stamped", "settled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Subaccount:
+    """Whose holdings a main account's record moves: the sub-account whose id the record holds
+    in ``column``, under the name of its alias on the main account's latest list of
+    sub-accounts (the warehouse's account of that name)."""
+
+    column: str
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """What each record of a history (each ``where`` is true of) does to the holdings of one
+    asset: ``amount`` of ``ticker``, signed as it moves them, placed by ``timing`` at the
+    record's time (its `Monthly` time).
+
+    ``ticker``, ``amount`` and ``where`` are SQL over the history's table's columns. The holdings
+    are those of the record's account, or of the sub-account it names (``account``).
+    """
+
+    kind: str
+    ticker: str
+    amount: str
+    timing: Timing
+    where: str = ""
+    account: Subaccount | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A running total a snapshot shows (the interest paid so far): the flow of ``kind`` is the
+    change of the ``total`` column's sum per ``ticker`` column since the account's snapshot
+    before (a ticker without rows on a snapshot counting zero), placed at its snapshot."""
+
+    kind: str
+    ticker: str
+    total: str
+
+
 @dataclass(frozen=True, slots=True)
 class History:
     """One of the account's histories (or snapshots), from the operation to the table."""
@@ -167,6 +230,11 @@ class History:
     columns: tuple[Column, ...]
     key: tuple[str, ...]
     partition: Monthly | Snapshot
+    #: What its records do to the account's holdings: a `Flow` per movement a record makes (of a
+    #: `Monthly` history), a `Change` of a snapshot's running total; ``()``, stated: they move
+    #: nothing another history does not already tell. The statement's reconciliation fails on
+    #: a movement no history declares.
+    flows: tuple[Flow | Change, ...]
     #: How the operation is walked; None: one call answers all.
     paging: Paging | None = None
     #: A history made of objects nested in another's records (an investment's plan): not
@@ -193,7 +261,23 @@ class History:
         for column in self.columns:
             if column.source and column.source != OWNER:
                 self.field_of(column)  # raises for a path the record does not have
+        for flow in self.flows:
+            self._check(flow, named)
         object.__setattr__(self, "columns_by_name", by_name)
+
+    def _check(self, flow: Flow | Change, named: set[str]) -> None:
+        if flow.kind not in FLOW_KINDS:
+            raise ValueError(f"history {self.name}: flow kind {flow.kind!r} is not in FLOW_KINDS")
+        if isinstance(flow, Change):
+            unknown = [c for c in (flow.ticker, flow.total) if c not in named]
+            if self.monthly or unknown:
+                raise ValueError(
+                    f"history {self.name}: a Change is of a snapshot's columns ({unknown} unknown)"
+                )
+        elif not self.monthly:
+            raise ValueError(f"history {self.name}: a Flow is of records with a time (Monthly)")
+        elif flow.account is not None and flow.account.column not in named:
+            raise ValueError(f"history {self.name}: no column {flow.account.column!r}")
 
     @property
     def record(self) -> tuple[Field, ...]:

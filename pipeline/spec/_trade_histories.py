@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._histories import TICKER, TICKER_FORM
-from ._history import OWNER, Column, History, Monthly, TimeWindows
+from ._histories import PERP_MARKET, TICKER, TICKER_FORM
+from ._history import OWNER, Column, Flow, History, Monthly, TimeWindows
 from ._trade_operations import (
     CONVERT_HISTORY,
     EXECUTED_HISTORY,
@@ -24,6 +24,12 @@ MARKET: Final = MARKET_PATTERN.pattern
 MARKET_FORM: Final = "of the form <BASE>_<QUOTE>"
 SIDES: Final = ("buy", "sell")
 POSITION_SIDES_OF_ORDERS: Final = ("LONG", "SHORT", "BOTH")
+
+
+#: A fill of a spot market: a collateral fill's fee is its position event's, counted there.
+_SPOT: Final = f"NOT regexp_matches(market, '{PERP_MARKET}')"
+#: A fill's sign for its base: a buy adds it, a sale takes it.
+_SIDE_SIGN: Final = "CASE side WHEN 'buy' THEN 1 WHEN 'sell' THEN -1 END"
 
 
 def market(source: tuple[str, ...] = OWNER) -> Column:
@@ -71,6 +77,11 @@ TRADES: Final = History(
         Column("trade_date", "UTC day of trade_time (a file holds a month)", day_of="trade_time"),
     ),
     key=("trade_id",),
+    flows=(
+        Flow("spot_trades", "split_part(market, '_', 1)", f"{_SIDE_SIGN} * amount", "exact", _SPOT),
+        Flow("spot_trades", "split_part(market, '_', 2)", f"-{_SIDE_SIGN} * deal", "exact", _SPOT),
+        Flow("spot_trades", "fee_asset", "-fee", "exact", _SPOT),
+    ),
     partition=Monthly(time="trade_time", day="trade_date", month_path="trade_month"),
     paging=TimeWindows(identity=("id",)),
 )
@@ -123,6 +134,8 @@ ORDERS: Final = History(
         ),
     ),
     key=("order_id",),
+    # What an order moves, its fills (trades) tell.
+    flows=(),
     partition=Monthly(time="finished_at", day="finished_date", month_path="finished_month"),
     paging=TimeWindows(identity=("id",)),
 )
@@ -149,6 +162,10 @@ CONVERSIONS: Final = History(
         ),
     ),
     key=("conversion_id",),
+    flows=(
+        Flow("conversions", "give_ticker", "-give", "stamped"),
+        Flow("conversions", "receive_ticker", "receive", "stamped"),
+    ),
     partition=Monthly(time="converted_at", day="converted_date", month_path="converted_month"),
     paging=TimeWindows(identity=("id",)),
 )

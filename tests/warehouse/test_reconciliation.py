@@ -21,7 +21,7 @@ from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
 from tests.simulator.ledger_reading import PRECISION, balances
 from tests.warehouse.simulated_ledger import DAY_S, Edit, Extraction
-from warehouse import Warehouse, catalog
+from warehouse import Warehouse, catalog, flows
 
 #: 2026-09-23 14:33:54: two days after the epoch, inside a funding round.
 T1 = EPOCH + 2 * DAY_S + 1_234
@@ -196,6 +196,33 @@ def test_a_collateral_fill_is_its_position_events_change(ledger: Ledger) -> None
     )
     assert fills > 0
     assert fills == paired == same
+
+
+def test_each_historys_declared_flows_are_what_the_statement_needs(ledger: Ledger) -> None:
+    """Walking the declarations: without one history's flows (flow_records made from the others'),
+    the residuals are exactly what that history's kinds placed in each interval, and a history
+    whose records moved anything leaves some. No history's flows are spare, and none is counted
+    twice."""
+    for history in spec.HISTORIES.values():
+        kinds = sorted({flow.kind for flow in history.flows})
+        others = [h for h in spec.HISTORIES.values() if h is not history]
+        with catalog.connect(Warehouse.open(ledger.root)) as con:
+            placed = con.execute(
+                "SELECT account, ticker, opening_date, closing_date, moved FROM "  # noqa: S608
+                f"(SELECT *, {' + '.join(kinds) or '0'} AS moved FROM account_statement) "
+                "WHERE moved <> 0 ORDER BY ALL"
+            ).fetchall()
+            moved = con.execute(
+                "SELECT count(*) FROM flow_records WHERE source = ? AND amount <> 0", [history.name]
+            ).fetchone()
+            # A view of this connection's own is read before the catalog's, by the views too.
+            con.execute(f"CREATE TEMP VIEW flow_records AS {flows.records_sql(others)}")
+            named = con.execute(
+                "SELECT account, ticker, opening_date, closing_date, residual FROM reconciliation "
+                "ORDER BY ALL"
+            ).fetchall()
+        assert named == placed, history.name
+        assert bool(named) == bool(moved and moved[0]), history.name
 
 
 # --- A record dropped -------------------------------------------------------------------------

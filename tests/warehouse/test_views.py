@@ -360,10 +360,38 @@ def test_net_flows_per_day_hold_each_kind_and_their_net(wh: Warehouse) -> None:
     )}  # fmt: skip
 
 
+def test_a_flow_names_its_record_by_its_key_as_text(wh: Warehouse) -> None:
+    """A time to the second as such, one to the microsecond with its fraction, in UTC."""
+    _flows(wh)
+    named = query(
+        wh,
+        "SELECT DISTINCT source, record_id FROM flow_records "
+        "WHERE source IN ('trades', 'funding_history', 'position_events', 'investments') "
+        "ORDER BY ALL",
+    )
+    assert named == [
+        ("funding_history", f"BTC_PERP {T1:%Y-%m-%dT%H:%M:%S}Z long"),
+        ("funding_history", f"BTC_PERP {T2:%Y-%m-%dT%H:%M:%S}Z long"),
+        ("investments", f"{T2:%Y-%m-%d}"),
+        ("position_events", f"7001 {T1:%Y-%m-%dT%H:%M:%S}.000001Z"),
+        ("trades", "11"),
+        ("trades", "12"),
+    ]
+
+
 def test_a_view_names_the_declarations_facts() -> None:
-    assert catalog.with_facts("v", "SELECT {{SETTLEMENT_TICKER}}, {{ SUCCESSFUL }}") == (
-        f"SELECT '{spec.SETTLEMENT_TICKER}', "
-        + ", ".join(str(code) for code in sorted(spec.SUCCESSFUL))
+    assert catalog.with_facts("v", "SELECT {{SETTLEMENT_TICKER}}, {{ INVESTMENT_ACTIVE }}") == (
+        f"SELECT '{spec.SETTLEMENT_TICKER}', 1"
+    )
+    # A part of many lines is indented as the line it stands on.
+    assert (
+        catalog.with_facts("v", "SELECT\n    {{FLOW_SUMS}}\n    1")
+        == "SELECT\n"
+        + "".join(
+            f"    coalesce(sum(amount) FILTER (WHERE kind = '{kind}'), 0) AS {kind},\n"
+            for kind in spec.FLOW_KINDS
+        )
+        + "    1"
     )
     with pytest.raises(ValueError, match="curated view v: no fact 'NOPE'"):
         catalog.with_facts("v", "SELECT {{NOPE}}")

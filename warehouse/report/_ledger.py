@@ -14,25 +14,13 @@ from typing import Final
 
 import duckdb
 
+from pipeline.spec import FLOW_KINDS
+
 from ._exact import Table, exact_sum
 
 #: A query over the catalog with the report's parameters (``$account``, ``$first``, ``$last``).
 Run = Callable[[str], duckdb.DuckDBPyConnection]
 
-#: The kinds of flow, as `net_flows` and `account_statement` name their columns.
-FLOW_KINDS: Final = (
-    "deposits",
-    "withdrawals",
-    "withdrawals_returned",
-    "spot_trades",
-    "conversions",
-    "funding",
-    "realized_pnl",
-    "position_fees",
-    "transfers_in",
-    "transfers_out",
-    "interest",
-)
 _ACCOUNT_DAYS: Final = "account = $account AND {day} BETWEEN $first AND $last"
 
 #: Each table of the sections, the query over its view that gives it.

@@ -11,12 +11,13 @@ from typing import Final
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pipeline.spec import FLOW_KINDS
 from warehouse import display
 
 from ._charts import HEIGHT, NET, PAID, RECEIVED
 from ._data import TOP_TICKERS
 from ._exact import Table
-from ._ledger import FLOW_KINDS, Ledger
+from ._ledger import Ledger
 
 MAKER, TAKER = "#8e44ad", "#16a085"
 BUYS, SELLS = RECEIVED, PAID

@@ -46,18 +46,7 @@ settled AS (
 ),
 placed AS (
     SELECT account, ticker, closing_date,
-        coalesce(sum(amount) FILTER (WHERE kind = 'deposits'), 0) AS deposits,
-        coalesce(sum(amount) FILTER (WHERE kind = 'withdrawals'), 0) AS withdrawals,
-        coalesce(sum(amount) FILTER (WHERE kind = 'withdrawals_returned'), 0)
-            AS withdrawals_returned,
-        coalesce(sum(amount) FILTER (WHERE kind = 'spot_trades'), 0) AS spot_trades,
-        coalesce(sum(amount) FILTER (WHERE kind = 'conversions'), 0) AS conversions,
-        coalesce(sum(amount) FILTER (WHERE kind = 'funding'), 0) AS funding,
-        coalesce(sum(amount) FILTER (WHERE kind = 'realized_pnl'), 0) AS realized_pnl,
-        coalesce(sum(amount) FILTER (WHERE kind = 'position_fees'), 0) AS position_fees,
-        coalesce(sum(amount) FILTER (WHERE kind = 'transfers_in'), 0) AS transfers_in,
-        coalesce(sum(amount) FILTER (WHERE kind = 'transfers_out'), 0) AS transfers_out,
-        coalesce(sum(amount) FILTER (WHERE kind = 'interest'), 0) AS interest,
+        {{FLOW_SUMS}}
         coalesce(sum(amount), 0) AS flows
     FROM (
         SELECT account, ticker, kind, amount, closing_date FROM exact
@@ -88,17 +77,7 @@ SELECT
     i.opening_at,
     i.closing_at,
     coalesce(opening.holdings, 0) AS opening,
-    coalesce(p.deposits, 0) AS deposits,
-    coalesce(p.withdrawals, 0) AS withdrawals,
-    coalesce(p.withdrawals_returned, 0) AS withdrawals_returned,
-    coalesce(p.spot_trades, 0) AS spot_trades,
-    coalesce(p.conversions, 0) AS conversions,
-    coalesce(p.funding, 0) AS funding,
-    coalesce(p.realized_pnl, 0) AS realized_pnl,
-    coalesce(p.position_fees, 0) AS position_fees,
-    coalesce(p.transfers_in, 0) AS transfers_in,
-    coalesce(p.transfers_out, 0) AS transfers_out,
-    coalesce(p.interest, 0) AS interest,
+    {{FLOW_COLUMNS}}
     coalesce(p.flows, 0) AS flows,
     coalesce(closing.holdings, 0) AS closing,
     coalesce(closing.holdings, 0) - coalesce(opening.holdings, 0) - coalesce(p.flows, 0)
