@@ -9,6 +9,7 @@ It imports `pipeline.spec` and nothing else of the client.
 """
 
 from ._accounts import account_dataset, account_seed
+from ._answers import SPELLINGS, Spelling
 from ._cli import simulator_command
 from ._clock import SimClock
 from ._data import EPOCH, Dataset, Profile, Scale, decimal_text
@@ -21,6 +22,7 @@ __all__ = [
     "EPOCH",
     "MAIN",
     "REGIONS",
+    "SPELLINGS",
     "Credentials",
     "Dataset",
     "Fault",
@@ -31,6 +33,7 @@ __all__ = [
     "SimClock",
     "Simulator",
     "SpawnedSimulator",
+    "Spelling",
     "Tamper",
     "account_dataset",
     "account_seed",

@@ -1,4 +1,5 @@
-"""Every error answer the simulated exchange gives, with the status and body the real one uses.
+"""Every error answer the simulated exchange gives, with the status and body the real one uses,
+and what its answer switches take (a page cap, the spelling its records name a field in).
 
 Bodies are those of `docs/api.md`, "Error responses seen"; where it names only a message, the
 code is the one the same family of errors carries (9 for payload problems).
@@ -7,9 +8,52 @@ code is the one the same family of errors carries (9 for payload problems).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
+
+from pipeline import spec
+
+#: How records name the fields the documentation names two ways (`spec.Field.alias`): ``camel``
+#: as clients recorded the service's answers (``transactionId``), ``openapi`` as WhiteBIT's
+#: OpenAPI file writes them (``transaction_id``).
+Spelling = Literal["camel", "openapi"]
+SPELLINGS: tuple[Spelling, ...] = ("camel", "openapi")
+
+#: Per operation, each field its records may name two ways, as a key of compact JSON under each
+#: name: no string value holds ``"name":`` unescaped, so the bytes are renamed as they are.
+_RESPELLED: dict[str, tuple[tuple[bytes, bytes], ...]] = {
+    op.path: tuple(
+        (b'"%b":' % name.encode(), b'"%b":' % alias.encode())
+        for name, alias in spec.aliases(op.record).items()
+    )
+    for op in spec.OPERATIONS
+}
+
+
+def page_cap_of(value: Any) -> int | None:
+    """A page cap (`SimulatorState.page_cap`): a number of records, or None."""
+    if value is None:
+        return None
+    if type(value) is not int or value < 1:
+        raise ValueError(f"a page cap is a number of records, at least 1, not {value!r}")
+    return value
+
+
+def spelling_of(value: Any) -> Spelling:
+    """A spelling by its name; another name is a `ValueError`."""
+    for known in SPELLINGS:
+        if value == known:
+            return known
+    raise ValueError(f"a spelling is one of {', '.join(SPELLINGS)}, not {value!r}")
+
+
+def respelled(path: str, body: bytes) -> bytes:
+    """A successful answer of ``path``, every field the documentation names two ways under the
+    name WhiteBIT's OpenAPI file gives it."""
+    for name, alias in _RESPELLED[path]:
+        body = body.replace(name, alias)
+    return body
 
 
 @dataclass(frozen=True, slots=True)

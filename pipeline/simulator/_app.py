@@ -35,7 +35,7 @@ from pipeline import spec
 
 from . import _answers as answers
 from ._accounts import Account, Accounts
-from ._answers import Answer
+from ._answers import Answer, Spelling, respelled
 from ._clock import SimClock
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
@@ -79,6 +79,8 @@ class SimulatorState:
         #: Most records a paged answer holds, whatever was asked: an exchange that caps its
         #: pages answers ``limit`` as its cap, with that many records (None: no cap).
         self.page_cap: int | None = None
+        #: How records name the fields the documentation names two ways (`Spelling`).
+        self.spelling: Spelling = "camel"
         self.answered: Counter[tuple[str, int]] = Counter()
         #: Per path, when its first and its last answer of status 200 left (monotonic seconds):
         #: the span a walk used its budget over, as the exchange sees it.
@@ -361,7 +363,10 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
                 params.update(validate(op, fields, account.exists, now))
             except Invalid as invalid:
                 return invalid.answer
-            return handler(state, account, params, key)
+            answer = handler(state, account, params, key)
+            if state.spelling == "openapi" and answer.status == 200:
+                return Answer(200, respelled(op.path, answer.body), answer.media_type)
+            return answer
 
         return await _faulted(state, op.path, run, params)
 

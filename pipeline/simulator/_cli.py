@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from ._answers import SPELLINGS, Spelling
 from ._data import Scale
 from ._keys import DEFAULT_SUBACCOUNTS, REGIONS
 from ._server import DEFAULT_SEED, serve
@@ -51,6 +52,15 @@ from ._server import DEFAULT_SEED, serve
     show_default=True,
     help="The service it stands for: its keys and data differ between regions.",
 )
+@click.option(
+    "--spelling",
+    type=click.Choice(SPELLINGS),
+    default="camel",
+    show_default=True,
+    help="How records name the fields WhiteBIT's documentation names two ways: camel "
+    "(transactionId, uniqueId: as clients recorded its answers) or openapi (transaction_id, "
+    "unique_id: as its OpenAPI file writes them).",
+)
 def simulator_command(
     host: str,
     port: int,
@@ -60,6 +70,7 @@ def simulator_command(
     page_cap: int | None,
     subaccounts: int,
     region: str,
+    spelling: Spelling,
 ) -> None:
     """Serve the simulated WhiteBIT exchange and print its URL and demo credentials (and each
     sub-account's)."""
@@ -77,6 +88,7 @@ def simulator_command(
             page_cap=page_cap,
             subaccounts=subaccounts,
             region=region,
+            spelling=spelling,
         )
     except OSError as exc:
         where = f"{host}:{port}" if port else host

@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ._accounts import Accounts
+from ._answers import Spelling, page_cap_of, spelling_of
 from ._app import DroppedConnection, SimulatorState, build_app
 from ._clock import SimClock
 from ._data import Dataset, Scale
@@ -81,7 +82,9 @@ def _control_routes(state: SimulatorState) -> list[Route]:
         for group, (requests, period) in body.get("budgets", {}).items():
             state.limits.set_budget(group, int(requests), float(period))
         if "page_cap" in body:
-            state.page_cap = _page_cap(body["page_cap"])
+            state.page_cap = page_cap_of(body["page_cap"])
+        if "spelling" in body:
+            state.spelling = spelling_of(body["spelling"])
         return Response(b"{}", media_type="application/json")
 
     async def stats(request: Request) -> Response:
@@ -110,14 +113,6 @@ def _control_routes(state: SimulatorState) -> list[Route]:
     ]
 
 
-def _page_cap(value: Any) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int or value < 1:
-        raise ValueError(f"a page cap is a number of records, at least 1, not {value!r}")
-    return value
-
-
 class Simulator:
     """The simulated exchange, served on loopback from a background thread.
 
@@ -137,6 +132,7 @@ class Simulator:
         page_cap: int | None = None,
         subaccounts: int = DEFAULT_SUBACCOUNTS,
         region: str = "global",
+        spelling: Spelling = "camel",
     ) -> None:
         self.clock = clock or SimClock()
         self.region = check_region(region)
@@ -149,6 +145,7 @@ class Simulator:
         self.state = SimulatorState(self.accounts, self.keys)
         self.state.limits.enabled = rate_limits
         self.page_cap = page_cap
+        self.spelling = spelling
         self.app = build_app(self.state, _control_routes(self.state))
         self._host, self._port = host, port
         self._server: uvicorn.Server | None = None
@@ -171,7 +168,16 @@ class Simulator:
 
     @page_cap.setter
     def page_cap(self, value: int | None) -> None:
-        self.state.page_cap = _page_cap(value)
+        self.state.page_cap = page_cap_of(value)
+
+    @property
+    def spelling(self) -> Spelling:
+        """How records name a field the documentation names two ways (`_answers.Spelling`)."""
+        return self.state.spelling
+
+    @spelling.setter
+    def spelling(self, value: Spelling) -> None:
+        self.state.spelling = spelling_of(value)
 
     @property
     def credentials(self) -> Credentials:
@@ -266,6 +272,7 @@ def serve(
     page_cap: int | None = None,
     subaccounts: int = DEFAULT_SUBACCOUNTS,
     region: str = "global",
+    spelling: Spelling = "camel",
 ) -> None:
     """Run the simulator in the foreground until interrupted (the CLI's ``simulator``)."""
     clock = SimClock(frozen_at) if frozen_at is not None else SimClock.running()
@@ -278,6 +285,7 @@ def serve(
         page_cap=page_cap,
         subaccounts=subaccounts,
         region=region,
+        spelling=spelling,
     )
     # Generate the main account's history before announcing readiness; a sub-account's is
     # generated when first asked for.
@@ -286,6 +294,7 @@ def serve(
         creds = sim.credentials
         print(f"# WhiteBIT simulator listening on {sim.url}", flush=True)
         capped = f", pages capped at {page_cap} records" if page_cap else ""
+        capped += ", fields spelled as the OpenAPI file does" if spelling == "openapi" else ""
         accounts = f"region {region}, {subaccounts} sub-accounts"
         print(f"# seed {seed}, scale {scale}, {accounts}{capped}; in a shell:", flush=True)
         print(_export("WHITEBIT_BASE_URL", sim.url), flush=True)

@@ -68,6 +68,10 @@ NOT_FINAL: Final = (
     f"OR ({_WITHDRAWAL} AND status NOT IN ({_in(WITHDRAWAL_FINAL)}))"
 )
 
+#: What changes in a deposit or a withdrawal while it is on its way: its status, a deposit's
+#: confirmations, a withdrawal's hash once sent, a partial withdrawal's progress.
+_IN_FLIGHT: Final = ("status", "confirmations", "transactionHash", "details")
+
 _MOVEMENT_COLUMNS: Final = (
     Column("transaction_id", "Transaction identifier (UUID, never reused)", ("transactionId",)),
     Column("created_at", "When it was created, to the second", ("createdAt",)),
@@ -160,6 +164,7 @@ DEPOSITS_WITHDRAWALS: Final = History(
         ),
         identity="transactionId",
         time="createdAt",
+        changing=_IN_FLIGHT,
     ),
     unsettled=NOT_FINAL,
 )
@@ -180,6 +185,7 @@ PENDING_FLOWS: Final = History(
             Split("ticker", seen=("ticker",), listed_by=MAIN_BALANCE),
         ),
         identity="transactionId",
+        changing=_IN_FLIGHT,
     ),
     params={"status": list(PENDING_STATUSES)},
 )

@@ -3,8 +3,9 @@ and its collateral positions and balances (docs/api.md, sections 4.13 to 4.20).
 
 Where the official docs contradict themselves, each choice is the one the real service most
 likely makes, from what widely used clients send and read; docs/api.md, section 10.8, gives the
-choice and its evidence (``uniqueId`` rather than ``unique_id``, a 200 rather than the declared
-201, the stricter of two published budgets).
+choice and its evidence (``uniqueId`` rather than ``unique_id`` as the filter, a 200 rather than
+the declared 201, the stricter of two published budgets). A record's field the docs name two ways
+is read under either (`Field.alias`).
 """
 
 from __future__ import annotations
@@ -74,7 +75,13 @@ _TICKER: Final = Param("ticker", str, must_exist=True, exists_in="currencies")
 
 TRANSACTION_FIELDS: Final = (
     Field("address", FieldType.STRING, meaning="Address the funds came from or went to"),
-    Field("uniqueId", FieldType.STRING, nullable=True, meaning="Unique per user; null: none"),
+    Field(
+        "uniqueId",
+        FieldType.STRING,
+        nullable=True,
+        meaning="Unique per user; null: none",
+        alias="unique_id",
+    ),
     Field("createdAt", FieldType.TIMESTAMP, meaning="When it was created"),
     Field("currency", FieldType.STRING, meaning="Currency's full name"),
     Field("ticker", FieldType.STRING, meaning="Currency's ticker"),
@@ -86,7 +93,12 @@ TRANSACTION_FIELDS: Final = (
     Field("status", FieldType.INTEGER, meaning="Status code, read per method"),
     Field("network", FieldType.STRING, nullable=True, meaning="Network of a multi-network coin"),
     Field("transactionHash", FieldType.STRING, meaning="On-chain hash; '' before it is sent"),
-    Field("transactionId", FieldType.STRING, meaning="Transaction UUID, never reused"),
+    Field(
+        "transactionId",
+        FieldType.STRING,
+        meaning="Transaction UUID, never reused",
+        alias="transaction_id",
+    ),
     Field(
         "details",
         FieldType.OBJECT,
@@ -146,7 +158,12 @@ SUBACCOUNT_FIELDS: Final = (
 )
 
 TRANSFER_FIELDS: Final = (
-    Field("transactionId", FieldType.STRING, meaning="Transfer identifier (UUID, time-ordered)"),
+    Field(
+        "transactionId",
+        FieldType.STRING,
+        meaning="Transfer identifier (UUID, time-ordered)",
+        alias="transaction_id",
+    ),
     Field("id", FieldType.STRING, meaning="Deprecated: the same value as transactionId"),
     Field("direction", FieldType.STRING, meaning="main_to_sub or sub_to_main"),
     Field("currency", FieldType.STRING, meaning="Ticker transferred"),

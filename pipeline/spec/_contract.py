@@ -141,6 +141,11 @@ class Field:
     #: Absent from records it does not apply to (a stop order's activation price), rather
     #: than null.
     optional: bool = False
+    #: The other name the documentation gives a record's own field (WhiteBIT's OpenAPI writes
+    #: ``transaction_id`` where its older docs and the answers clients recorded write
+    #: ``transactionId``): an answer may spell it either way; both, with different values, is
+    #: a record nothing can read. Never on a field nested in an object.
+    alias: str = ""
 
     def at(self, path: tuple[str, ...]) -> Field:
         """The field at ``path`` inside this object field."""
@@ -275,6 +280,11 @@ def record_fields(answer: Answer) -> tuple[Field, ...]:
     if isinstance(answer, Keyed | Single):
         return answer.record
     return ()
+
+
+def aliases(fields: tuple[Field, ...]) -> dict[str, str]:
+    """Each field an answer may spell two ways (`Field.alias`): its name, to its alias."""
+    return {f.name: f.alias for f in fields if f.alias}
 
 
 @dataclass(frozen=True, slots=True)

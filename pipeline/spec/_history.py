@@ -145,6 +145,11 @@ class OffsetWindow:
     #: The record's time, for a history partitioned by month: a walk of a range stops each slice
     #: once past the range's start and yields the range's records newest first.
     time: str | None = None
+    #: The fields a record may change in while a walk reads it (a deposit's status, and what
+    #: moves with it): read again under its identity and differing in these only, it is the same
+    #: record in a later state, which the walk keeps in place of the earlier; differing in any
+    #: other field, it is another record (both go on, and the warehouse rejects them).
+    changing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +268,14 @@ class History:
                 self.field_of(column)  # raises for a path the record does not have
         for flow in self.flows:
             self._check(flow, named)
+        if isinstance(self.paging, OffsetWindow):
+            fields = {f.name for f in self.record}
+            unknown = set(self.paging.changing) - (fields - {self.paging.identity})
+            if unknown:
+                raise ValueError(
+                    f"history {self.name}: its changing fields {sorted(unknown)} are not fields "
+                    "of its record other than its identity"
+                )
         object.__setattr__(self, "columns_by_name", by_name)
 
     def _check(self, flow: Flow | Change, named: set[str]) -> None:

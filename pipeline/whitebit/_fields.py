@@ -9,7 +9,8 @@ breaks the contract (`_Mismatch`).
 
 A time with a fraction (`spec.FieldType.TIMESTAMP_FRACTIONAL`) is a `Decimal`: its answer was
 parsed exactly (`_exact`). A field the spec marks ``optional`` may be absent (a spot order has no
-position side); an array of objects (a conversion's path) is checked item by item.
+position side); an array of objects (a conversion's path) is checked item by item. A field the
+documentation names two ways (`spec.Field.alias`) is known under either name.
 """
 
 from __future__ import annotations
@@ -220,7 +221,9 @@ def _record(fields: Iterable[spec.Field]) -> _Record:
     return _Record(
         ok,
         all_ok or (lambda items: all(map(ok, items))),
-        frozenset(shapes),
+        # A field under its other name (`spec.Field.alias`) is no unknown field; its record
+        # fails the fast pass, and passes as received.
+        frozenset(shapes) | {f.alias for f in fields if f.alias},
         nested,
     )
 

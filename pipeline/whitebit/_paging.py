@@ -360,21 +360,26 @@ class OffsetWindow:
         return offset >= self.max_offset and rows >= self.limit
 
 
-def identities(records: list[Any], field: str) -> list[str | bytes]:
-    """What tells a history's records apart: their identity field; for a record without a string
-    one (which the warehouse rejects), its content, so that it is passed on once, never dropped."""
+def identities(records: list[Any], field: str, alias: str = "") -> list[str | bytes]:
+    """What tells a history's records apart: their identity field, under its name or its
+    ``alias`` (`spec.Field.alias`); for a record without a string one, or with two spellings of
+    it that differ (the warehouse rejects either), its content, so that it is passed on once,
+    never dropped."""
     try:
         ids = [r[field] for r in records]
         if set(map(type, ids)) <= {str}:
             return ids
     except (KeyError, TypeError):
         pass
-    return [
-        r[field]
-        if type(r) is dict and type(r.get(field)) is str
-        else orjson.dumps(r, option=orjson.OPT_SORT_KEYS)
-        for r in records
-    ]
+    return [_identity(r, field, alias) for r in records]
+
+
+def _identity(record: Any, field: str, alias: str) -> str | bytes:
+    if type(record) is dict:
+        named = [record[name] for name in (field, alias) if name and name in record]
+        if named and type(named[0]) is str and all(value == named[0] for value in named):
+            return str(named[0])
+    return orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
 
 
 def seen_values(records: list[Any], path: tuple[str, ...]) -> set[str]:

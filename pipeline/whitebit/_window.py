@@ -50,13 +50,19 @@ class _Slice:
         return _Slice(name, params, value if split.owner else self.owner)
 
 
+#: A record as the walk keeps it: its identity, and its declared fields but those that may
+#: change while it is read (`spec.OffsetWindow.changing`), as bytes.
+_Key = tuple[str | bytes, bytes]
+
+
 @dataclass(slots=True)
 class _Read:
-    """Records of one page of a slice, new to the walk, with their times (borrowed where
-    unreadable, see `borrowed_times`) when the history has one."""
+    """Records of one page of a slice, new to the walk, with their keys, and their times
+    (borrowed where unreadable, see `borrowed_times`) when the history has one."""
 
     owner: str | None
     records: list[Any]
+    keys: list[_Key]
     times: list[int | None] = field(default_factory=list)
 
 
@@ -99,7 +105,14 @@ class OffsetWindowWalk:
     Repeats across slices are dropped: a record read again, same identity and same content (two
     records under one identity with different contents both go on, and the warehouse rejects
     them), so the walk remembers every record it read: its memory grows with the records read
-    (tens of thousands), not with pages.
+    (tens of thousands), not with pages. Fields are read under either name (`spec.Field.alias`).
+
+    A record read again differing only in the fields its history declares may change while it
+    is read (`spec.OffsetWindow.changing`: a deposit that settles between two slices) is kept
+    once, in its latest state and the earlier's place, and the change is noted. The state read
+    last is the latest: each request of a slice is sent once every answer of the slice before
+    has come, and within a slice a record shows twice only when arrivals at the head moved it
+    into the next page, answered after. Such a history is gathered, as a range is.
 
     Limitation: the API can filter only by its parameters. A value held nowhere the split looks,
     and not named by the caller, cannot be split out: its records beyond the window of a filled
@@ -140,19 +153,25 @@ class OffsetWindowWalk:
         # The values of each split known so far: named by the caller, seen, listed.
         self._values = {s.param: set((values or {}).get(s.param, ())) for s in paging.splits}
         self._listed: set[str] = set()
-        # Each record read, as its identity and its declared fields' content: a repeat is the
-        # same record read again, never another one under the same identity (both go on, and
-        # are rejected); a field the spec does not name (drift in one answer) is no difference.
-        self._seen: set[tuple[str | bytes, bytes]] = set()
-        self._declared = tuple(f.name for f in getattr(answer, "records", ()))
+        # Each record read, as its key and its changing fields: a repeat is the same record read
+        # again, never another under its identity; a field the spec does not name is no
+        # difference (drift in one answer).
+        self._seen: set[tuple[str | bytes, bytes, bytes]] = set()
+        self._alias = spec.aliases(op.record).get(paging.identity, "")
+        changing = set(paging.changing)
+        self._stable = tuple((f.name, f.alias) for f in op.record if f.name not in changing)
+        self._changing = tuple((f.name, f.alias) for f in op.record if f.name in changing)
+        # Yielded once every slice is read: a range, sorted by time; a record's later state.
+        self._gathers = paging.time is not None or bool(paging.changing)
         self._started = False
 
-    def _content(self, record: Any) -> bytes:
-        """A record's declared fields, as bytes to compare (the record whole where it is not an
-        object: the warehouse rejects it)."""
-        if type(record) is dict:
-            record = {name: record.get(name) for name in self._declared}
-        return orjson.dumps(record, option=orjson.OPT_SORT_KEYS, default=str)
+    def _content(self, record: Any) -> tuple[bytes, bytes]:
+        """A record's declared fields, as bytes to compare: those that may not change, and those
+        that may (the record whole where it is not an object: the warehouse rejects it)."""
+        if type(record) is not dict:
+            return _json(record), b""
+        changing = _json(_fields(record, self._changing)) if self._changing else b""
+        return _json(_fields(record, self._stable)), changing
 
     def __aiter__(self) -> AsyncIterator[WindowPage]:
         if self._started:
@@ -163,12 +182,12 @@ class OffsetWindowWalk:
     async def _run(self) -> AsyncIterator[WindowPage]:
         report, started = self.report, time.monotonic()
         try:
-            if self._paging.time is None:
+            if not self._gathers:
                 async for read in self._slices():
                     report.rows += len(read.records)
                     yield read.records if read.owner is None else {read.owner: read.records}
             else:
-                async for page in self._newest_first():
+                async for page in self._gathered():
                     yield page
         finally:
             report.elapsed_s = time.monotonic() - started
@@ -181,23 +200,42 @@ class OffsetWindowWalk:
                 more=len(report.incomplete_slices) - 1,
             )
 
-    async def _newest_first(self) -> AsyncIterator[WindowPage]:
-        """The range's records of every slice, newest first by time, an owner's together."""
-        gathered: dict[str | None, list[tuple[float, Any]]] = {}
+    async def _gathered(self) -> AsyncIterator[WindowPage]:
+        """Every slice's records (the range's, for a history with a time), each in its latest
+        state, an owner's together: newest first by time where the history has one, else in
+        the order first read."""
+        gathered: dict[str | None, dict[_Key, tuple[float, Any]]] = {}
         async for read in self._slices():
-            kept = gathered.setdefault(read.owner, [])
-            kept.extend(
-                (-t if t is not None else -math.inf, r)
-                for t, r in zip(read.times, read.records, strict=True)
-            )
+            kept = gathered.setdefault(read.owner, {})
+            times = read.times or [None] * len(read.records)
+            for key, t, record in zip(read.keys, times, read.records, strict=True):
+                earlier = kept.get(key)
+                if earlier is not None:
+                    self._changed(key[0], earlier[1], record)
+                kept[key] = (-t if t is not None else -math.inf, record)
         size = self.window.limit
-        for owner, kept in gathered.items():
-            # Stable: records of one time keep the order they were read in.
-            kept.sort(key=_first)
-            self.report.rows += len(kept)
-            for start in range(0, len(kept), size):
-                page = [r for _, r in kept[start : start + size]]
+        for owner, by_key in gathered.items():
+            records = list(by_key.values())
+            if self._paging.time is not None:
+                # Stable: records of one time keep the order they were read in.
+                records.sort(key=_first)
+            self.report.rows += len(records)
+            for start in range(0, len(records), size):
+                page = [r for _, r in records[start : start + size]]
                 yield page if owner is None else {owner: page}
+
+    def _changed(self, identity: str | bytes, before: Any, after: Any) -> None:
+        """Name a record read again in a later state, and what changed."""
+        shown = [
+            (name, _shown(before, name, alias), _shown(after, name, alias))
+            for name, alias in self._changing
+        ]
+        changes = ", ".join(f"{name} {old} -> {new}" for name, old, new in shown if old != new)
+        named = identity.decode() if isinstance(identity, bytes) else identity
+        self.report.notes.append(
+            f"{self._paging.identity} {named} changed while the walk read it ({changes}): "
+            "its latest state is kept"
+        )
 
     async def _slices(self) -> AsyncIterator[_Read]:
         """Every slice's new records in the order read: the unsplit slice first where the
@@ -332,13 +370,16 @@ class OffsetWindowWalk:
                     _follow_page_size(report, self.window.limit, size)
                     self.window = OffsetWindow.of(op, size)
                 window = self.window
-                found = identities(records, paging.identity)
+                found = identities(records, paging.identity, self._alias)
                 new = []  # where the records new to the walk are
+                keys: dict[int, _Key] = {}
                 for n, identity in enumerate(found):
-                    read = (identity, self._content(records[n]))
+                    stable, changing = self._content(records[n])
+                    read = (identity, stable, changing)
                     if read not in seen:
                         seen.add(read)
                         new.append(n)
+                        keys[n] = (identity, stable)
                 for split in paging.splits:
                     if split.seen:
                         self._values[split.param] |= seen_values(records, split.seen)
@@ -354,7 +395,7 @@ class OffsetWindowWalk:
                     times = [every[n] for n in new]
                 fresh = [records[n] for n in new]
                 if fresh:
-                    yield _Read(part.owner, fresh, times)
+                    yield _Read(part.owner, fresh, [keys[n] for n in new], times)
                 ended = (
                     len(records) < window.limit
                     or offset >= window.max_offset
@@ -380,6 +421,23 @@ def _times(records: list[Any], name: str) -> list[int | None]:
 
 def _first(item: tuple[float, Any]) -> float:
     return item[0]
+
+
+def _json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
+
+
+def _fields(record: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The values of these fields, each under its name, else its alias."""
+    return {
+        name: record.get(name) if name in record or not alias else record.get(alias)
+        for name, alias in fields
+    }
+
+
+def _shown(record: Any, name: str, alias: str) -> str:
+    """A field's value as JSON, for a note."""
+    return _json(_fields(record, ((name, alias),))[name] if type(record) is dict else None).decode()
 
 
 def _below(offset: int, total: int | None) -> bool:

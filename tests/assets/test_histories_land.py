@@ -276,3 +276,56 @@ def test_25_000_deposits_and_withdrawals_land_every_one(tmp_path: Path) -> None:
     slices = materialized[0].metadata["slices"].value
     assert isinstance(slices, list)
     assert {"transactionMethod=1,ticker=USDT", "transactionMethod=2,ticker=USDT"} <= set(slices)
+
+
+def test_a_deposit_that_settles_while_it_is_read_lands_settled_and_named(tmp_path: Path) -> None:
+    """Pages of one record, and the clock three hours on once the first is answered: the newest
+    deposit, pending, is read first, then again on the next page, credited (a deposit that
+    arrived meanwhile moved it there). The night lands it once, credited, and its materialization
+    names the change; the answers spell the fields as WhiteBIT's OpenAPI file does, and the rows
+    are those of the usual spelling."""
+    history = spec.DEPOSITS_WITHDRAWALS
+    with Simulator(
+        seed=7,
+        scale=Scale.small(),
+        # 42.5 h after the epoch: its deposit 186 is pending (15) from 41.9 h, credited at 43.0 h;
+        # deposit 187 is made at 52.5 h.
+        clock=SimClock(EPOCH + 42.5 * 3600),
+        rate_limits=False,
+        page_cap=1,
+        spelling="openapi",
+    ) as sim:
+        pending = _movements(sim)[0]
+        assert pending["status"] == 15
+        began = sim.clock.now()
+
+        def settle(params: dict[str, object], body: bytes) -> bytes:
+            sim.faults.tamper(history.operation.path, None)
+            sim.clock.advance(10.5 * 3600)
+            return body
+
+        sim.faults.tamper(history.operation.path, settle)
+        root = tmp_path / "warehouse"
+        month = month_of(_day(sim))
+        result = _run(sim, root, [asset(history.name)], month, month)
+        assert result.success
+        assert "no_rejects" in _checks_passed(result)
+        ledger = _movements(sim)
+    settled = next(r for r in ledger if r["transactionId"] == pending["transactionId"])
+    assert settled["status"] == 3
+    assert ledger[0]["createdAt"] > settled["createdAt"], "a deposit arrived at the head"
+    assert _rejected(root) == []
+    landed = _landed(root, history)
+    since = int(datetime.fromisoformat(f"{month}-01T00:00:00+00:00").timestamp())
+    # What the ledger held when the walk began (the arrival came after its head was read), as
+    # it stands now.
+    month_rows = [r for r in ledger if since <= int(r["createdAt"]) < began]
+    _same_rows(history, landed, _normalized(history, month_rows, _stamped(landed)))
+    [materialized] = result.asset_materializations_for_node(asset(history.name).node_def.name)
+    notes = materialized.metadata["notes"].value
+    assert isinstance(notes, list)
+    assert (
+        f"transactionId {pending['transactionId']} changed while the walk read it (status 15 -> 3"
+        in " ".join(notes)
+    )
+    assert materialized.metadata["unknown_fields"].value == {}

@@ -4,6 +4,7 @@ their transfers, collateral positions and balances; their pages, bounds and erro
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -166,6 +167,34 @@ def test_the_last_reachable_page(sim: Simulator) -> None:
     assert page["records"] == []  # past the end of a small account's history, yet reachable
     r = _refused(sim, spec.MAIN_ACCOUNT_HISTORY, {"offset": 10_000, "limit": 1})
     assert r.json()["errors"] == {"offset": [REACH]}
+
+
+def test_the_openapi_spelling_names_a_record_field_as_the_openapi_file_does(
+    own_sim: Simulator,
+) -> None:
+    """Switched through the control API: a deposit's ``transaction_id`` and ``unique_id``, a
+    transfer's ``transaction_id``; every other field, and every other answer, as before."""
+    creds = own_sim.credentials
+    deposits = ok(own_sim, spec.MAIN_ACCOUNT_HISTORY, {}, creds)
+    sub = ok(own_sim, spec.SUBACCOUNT_LIST, {}, creds)["data"][0]
+    transfers = ok(own_sim, spec.SUBACCOUNT_TRANSFERS, {"id": sub["id"]}, creds)
+    switched = httpx.post(f"{own_sim.url}/_simulator/limits", json={"spelling": "openapi"})
+    assert switched.status_code == 200
+    assert own_sim.spelling == "openapi"
+    for op, page, under, fields in (
+        (spec.MAIN_ACCOUNT_HISTORY, deposits, "records", spec.TRANSACTION_FIELDS),
+        (spec.SUBACCOUNT_TRANSFERS, transfers, "data", spec.TRANSFER_FIELDS),
+    ):
+        names = spec.aliases(fields)
+        spelled = [{names.get(k, k): v for k, v in record.items()} for record in page[under]]
+        params = {"id": sub["id"]} if op is spec.SUBACCOUNT_TRANSFERS else {}
+        assert ok(own_sim, op, params, creds) == {**page, under: spelled}
+        openapi = tuple(replace(f, name=f.alias or f.name) for f in fields)
+        for record in spelled:
+            check_shape(record, openapi)
+    assert ok(own_sim, spec.SUBACCOUNT_LIST, {}, creds)["data"][0] == sub
+    with pytest.raises(ValueError, match="camel, openapi"):
+        own_sim.spelling = "snake_case"  # type: ignore[assignment]
 
 
 # --- Sub-accounts ------------------------------------------------------------------------------

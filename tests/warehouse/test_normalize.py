@@ -18,6 +18,7 @@ from tests.support.records import (
     EXTRACTED_AT,
     funding_record,
     investment,
+    movement,
     plan,
     watcher_link,
 )
@@ -255,6 +256,38 @@ def test_conflicting_duplicates_are_all_rejected_with_the_key() -> None:
     assert reason.startswith("duplicate key (market=BTC_PERP, funding_time=2024-03-01 08:00:00")
     assert "2 records in this batch differ" in reason
     assert batch.rejects["partition"].to_pylist() == ["2024-03-01"] * 2
+
+
+def test_a_field_named_two_ways_is_read_under_either_and_rejected_when_they_differ() -> None:
+    """WhiteBIT's OpenAPI names ``transaction_id`` and ``unique_id`` where the answers clients
+    recorded name ``transactionId`` and ``uniqueId`` (`spec.Field.alias`)."""
+
+    def respelled(n: int, **both: object) -> dict[str, object]:
+        record = movement(transactionId=f"00000000-0000-4000-8000-00000000000{n}", uniqueId="7")
+        record["transaction_id"], record["unique_id"] = record.pop("transactionId"), "7"
+        del record["uniqueId"]
+        return {**record, **both}
+
+    camel = movement(uniqueId="7")
+    batch = normalize.normalize(
+        spec.DEPOSITS_WITHDRAWALS,
+        [camel, respelled(2), respelled(3, uniqueId="7"), respelled(4, transactionId="other")],
+        extracted_at=EXTRACTED_AT,
+        day=DAY,
+    )
+    assert batch.rows["transaction_id"].to_pylist() == [
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+        "00000000-0000-4000-8000-000000000003",
+    ]
+    assert batch.rows["unique_id"].to_pylist() == ["7"] * 3
+    assert batch.rejects["record_index"].to_pylist() == [3]
+    assert batch.rejects["reason"].to_pylist() == [
+        'transactionId "other" and transaction_id "00000000-0000-4000-8000-000000000004": one '
+        "field spelled two ways, with different values"
+    ]
+    assert batch.rejects["partition"].to_pylist() == [DAY.isoformat()]
+    assert_counts_add_up(batch)
 
 
 def test_every_bad_field_is_named_in_one_reject() -> None:

@@ -45,6 +45,8 @@ from warehouse.normalize._intake import (
     Intake,
     read,
 )
+from warehouse.normalize._json import json_text
+from warehouse.normalize._reasons import first_reason
 
 #: How a field of each JSON type is read at intake.
 EXPECTED: Final[Mapping[spec.FieldType, Expected]] = {
@@ -225,21 +227,51 @@ def _fields(history: spec.History, intake: Intake) -> dict[str, Field]:
     flat = [c for c in sourced if c.source != spec.OWNER]
     fields = {c.name: intake.owner_field(c.name, STRING) for c in owned}
     expected = [(c, _expected(history, c)) for c in flat]
+    # A field the answer may spell two ways (`spec.Field.alias`), by the column reading it.
+    aliases = {c.name: history.field_of(c).alias for c in flat if len(c.source) == 1}
     strings = all(
         len(c.source) == 1 and e.arrow_type == pa.string() and e.as_text is None
         for c, e in expected
-    )
+    ) and not any(aliases.values())
     if strings and flat and not any(c.nullable for c in flat):
         read_at_once = intake.strings({str(c.source[0]): e for c, e in expected})
         return fields | {c.name: read_at_once[str(c.source[0])] for c in flat}
     for column, kind in expected:
+        optional = history.field_of(column).optional
+        alias = aliases.get(column.name, "")
+        if alias and any(alias in o for o in intake.objects):
+            key = str(column.source[0])
+            fields[column.name] = _either(intake, key, alias, kind, column.nullable, optional)
+            continue
         fields[column.name] = intake.field(
-            *column.source,
-            expected=kind,
-            nullable=column.nullable,
-            optional=history.field_of(column).optional,
+            *column.source, expected=kind, nullable=column.nullable, optional=optional
         )
     return fields
+
+
+def _either(
+    intake: Intake, key: str, alias: str, expected: Expected, nullable: bool, optional: bool
+) -> Field:
+    """A field of the record spelled either way (`spec.Field.alias`): under its name, else its
+    alias; both, with different values, is a reason (nothing tells which is right)."""
+    values: list[object] = []
+    present: list[bool] = []
+    clashes: list[str | None] = []
+    for o in intake.objects:
+        value, other = o.get(key, o.get(alias)), o.get(alias, o.get(key))
+        clash = key in o and alias in o and (type(value) is not type(other) or value != other)
+        values.append(value)
+        present.append(key in o or alias in o or optional)
+        clashes.append(
+            f"{key} {json_text(value)} and {alias} {json_text(other)}: one field spelled two "
+            "ways, with different values"
+            if clash
+            else None
+        )
+    field = read(key, values, expected, presence=lambda: present, nullable=nullable or optional)
+    if any(clashes):
+        return Field(key, field.values, first_reason(pa.array(clashes, pa.string()), field.reasons))
+    return field
 
 
 def _expected(history: spec.History, column: spec.Column) -> Expected:
