@@ -1,10 +1,14 @@
 """Alerts for an unattended service: a failed run, or a failed blocking check, posts one message
-to a webhook (Slack-compatible: ``{"text": ...}``).
+to a webhook (Slack-compatible: ``{"text": ...}``). What is lost is a failed blocking check: days
+past the exchange's six months never archived (`assets.horizon`), and a residual of the
+reconciliation (``balances_reconcile``); a blocking check that only warns (days still at stake)
+posts nothing.
 
 The webhook's URL is the settings' ``WHITEBIT_ALERT_WEBHOOK_URL``; without it no sensor is defined,
 so nothing runs and nothing is posted. With ``WHITEBIT_UI_URL`` (the webserver's public address) the
 message links to the run. Each failed run gets one message: the check sensor reports the runs in
-which a blocking check failed, the run-failure sensor every other failed run.
+which a blocking check failed with severity error, whoever launched them (the command line's runs
+too), the run-failure sensor every other failed run of the code location.
 
 The message names the job, the partition(s), each failed step or check and its reason. Neither
 the webhook URL (itself a credential) nor an API key or secret (of any account), a database
@@ -98,14 +102,16 @@ def _partitions(run: dg.DagsterRun) -> str:
     return f"partitions {start} .. {end}, " if start and end else ""
 
 
-def _failed_evaluation(entry: dg.EventLogEntry) -> dg.AssetCheckEvaluation | None:
+def _failed_blocking(entry: dg.EventLogEntry) -> bool:
+    """Whether the entry is a blocking check's evaluation that failed the run: an error (a
+    warning fails nothing)."""
     data = entry.dagster_event.event_specific_data if entry.dagster_event else None
-    return data if isinstance(data, dg.AssetCheckEvaluation) and not data.passed else None
-
-
-def _failed_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dg.AssetCheckEvaluation]:
-    entries = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-    return [e for e in map(_failed_evaluation, entries) if e is not None]
+    return (
+        isinstance(data, dg.AssetCheckEvaluation)
+        and not data.passed
+        and bool(data.blocking)
+        and data.severity == dg.AssetCheckSeverity.ERROR
+    )
 
 
 def message(
@@ -129,35 +135,20 @@ def message(
 
 
 def _has_failed_blocking_check(instance: dg.DagsterInstance, run_id: str) -> bool:
-    return any(e.blocking for e in _failed_evaluations(instance, run_id))
+    entries = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    return any(map(_failed_blocking, entries))
 
 
-def _check_failures_after(instance: dg.DagsterInstance, cursor: int) -> tuple[list[str], int]:
-    """Runs with a failed blocking check evaluation recorded after ``cursor``, and the new
-    cursor."""
-    records = instance.get_event_records(
-        dg.EventRecordsFilter(
-            event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=cursor
-        ),
-        ascending=True,
-        limit=1000,
+def _failed_runs(
+    instance: dg.DagsterInstance, cursor: str | None, limit: int = 1000
+) -> tuple[list[str], str]:
+    """The runs that failed after ``cursor`` (oldest first; with no cursor, the newest only), of
+    any job and launched from anywhere, and the new cursor. Run failures are read from the event
+    log's index, which every storage keeps across runs (SQLite's too)."""
+    found = instance.fetch_run_status_changes(
+        dg.DagsterEventType.RUN_FAILURE, limit=limit, cursor=cursor, ascending=cursor is not None
     )
-    runs: dict[str, None] = {}
-    for record in records:
-        cursor = max(cursor, record.storage_id)
-        evaluation = _failed_evaluation(record.event_log_entry)
-        if evaluation is not None and evaluation.blocking:
-            runs[record.event_log_entry.run_id] = None
-    return list(runs), cursor
-
-
-def _latest_storage_id(instance: dg.DagsterInstance) -> int:
-    records = instance.get_event_records(
-        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION),
-        ascending=False,
-        limit=1,
-    )
-    return records[0].storage_id if records else 0
+    return [record.event_log_entry.run_id for record in found.records], found.cursor
 
 
 def sensors(settings: Settings, accounts: Sequence[Account]) -> list[dg.SensorDefinition]:
@@ -183,20 +174,23 @@ def sensors(settings: Settings, accounts: Sequence[Account]) -> list[dg.SensorDe
         name="alert_on_blocking_check_failure",
         minimum_interval_seconds=INTERVAL_S,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Posts a run whose blocking check failed to the webhook.",
+        description="Posts a run a blocking check failed (days lost to the exchange's six "
+        "months, a residual, rejected records) to the webhook, whoever launched it.",
     )
     def alert_on_blocking_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason:
         instance = context.instance
         if context.cursor is None:
             # Like a run-failure sensor, it starts from now: no alerts for what failed before.
-            context.update_cursor(str(_latest_storage_id(instance)))
-            return dg.SkipReason("started: watching check evaluations from now on")
-        run_ids, cursor = _check_failures_after(instance, int(context.cursor))
+            context.update_cursor(_failed_runs(instance, None, limit=1)[1])
+            return dg.SkipReason("started: watching failed runs from now on")
+        run_ids, cursor = _failed_runs(instance, context.cursor)
+        posted = 0
         for run_id in run_ids:
             run = instance.get_run_by_id(run_id)
-            if run is not None:
+            if run is not None and _has_failed_blocking_check(instance, run_id):
                 alerts.post(message(instance, run, alerts))
-        context.update_cursor(str(cursor))
-        return dg.SkipReason(f"{len(run_ids)} run(s) with a failed blocking check posted")
+                posted += 1
+        context.update_cursor(cursor)
+        return dg.SkipReason(f"{posted} run(s) with a failed blocking check posted")
 
     return [alert_on_run_failure, alert_on_blocking_check_failure]

@@ -1,14 +1,18 @@
 """The horizon check: of a history the exchange answers for six months only (fills, orders,
 conversions), the days the warehouse has not archived, and when they are lost.
 
-A day is archived once a walk covered it after it ended (`warehouse.archive`). The check fails,
-as a warning, while days the exchange still answers are not archived, and as an error once the
-first of them falls past its six months within `WARNING_DAYS`, naming the account, the history,
-the days and the date they are lost. Days already past it are named as lost once, as a warning,
-then recorded as said (nothing but the exchange's web export brings them back). It reads the
-month files' footers only, and runs with the nightly runs and, on its own, in the daily watch
-job (`assets.jobs`): it needs the warehouse, not the exchange, so a night whose runs all fail
-still says what is at stake.
+A day is archived once a walk covered it after it ended (`warehouse.archive`). Days the exchange
+still answers that are not archived are *at stake*: the check warns, naming the account, the
+history, the days, the date they are lost and the command that reads them (the nightly reads them
+again; soon past the six months, it says so). Days that fell past the six months unarchived since
+the check last looked are *lost*: an alert. The check is blocking and fails with severity error,
+so the run that found them fails (the command line exits non-zero, the webhook is posted),
+naming the days and the date they were lost; then they are recorded as said (nothing but the
+exchange's web export brings them back). Days already past the six months when the check first
+looked at the account's history (a start date further back than the exchange answers) were never
+within the warehouse's reach: named once, as a warning. It reads the month files' footers only,
+and runs with the nightly runs and, on its own, in the daily watch job (`assets.jobs`): it needs
+the warehouse, not the exchange, so a night whose runs all fail still says what is at stake.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from warehouse.store import Store
 from .resources import WarehouseResource
 
 HORIZON: Final = "horizon"
-#: A gap whose first day is lost within this many days is an error.
+#: A gap whose first day is lost within this many days is said to be lost soon.
 WARNING_DAYS: Final = 14
 
 
@@ -32,16 +36,28 @@ def horizon(
     store: Store, table: str, account: str, first: date, today: date, *, key: dg.AssetKey
 ) -> dg.AssetCheckResult:
     """The days of ``first`` .. yesterday of the account's ``table`` not archived: an error
-    when some are lost within `WARNING_DAYS`, a warning while others are at stake or when days
-    are found lost (said once: then recorded in the warehouse)."""
+    when some were lost since the check last looked (said once: then recorded in the
+    warehouse), a warning while others are at stake, or for days lost before it first looked."""
     walked = partitions.coverage(store, table, account)
     found = archive.horizon(walked, first, today)
     due = found.due_within(today, WARNING_DAYS)
     said_before = archive.reported_lost(store, table, account)
     newly_lost = archive.gaps(
-        d for g in found.lost for d in _days(g.first, g.last) if d not in said_before
+        d for g in found.lost for d in _days(g.first, g.last) if d not in (said_before or ())
     )
+    # A loss only if the warehouse was looking while the exchange still answered the days.
+    alert = bool(newly_lost) and said_before is not None
     said = []
+    if newly_lost:
+        days = sum(g.days for g in newly_lost)
+        gaps = "; ".join(map(str, newly_lost))
+        said.append(
+            f"{table} of {account}: {days} day(s) lost: never archived and past the exchange's "
+            f"six months (its web export has them): {gaps}."
+            if alert
+            else f"{table} of {account}: {days} day(s) were past the exchange's six months "
+            f"before the warehouse first looked (its web export has them): {gaps}."
+        )
     if found.at_stake:
         said.append(
             f"{table} of {account}: not archived"
@@ -52,13 +68,7 @@ def horizon(
             f"{table} --account {account} --from {found.at_stake[0].first} "
             f"--to {found.at_stake[-1].last}"
         )
-    if newly_lost:
-        days = sum(g.days for g in newly_lost)
-        said.append(
-            f"{table} of {account}: {days} day(s) were never archived and are past the "
-            "exchange's six months, lost to the API (its web export has them): "
-            + "; ".join(f"{g.first} .. {g.last}" for g in newly_lost)
-        )
+    if newly_lost or said_before is None:
         archive.record_lost(
             store, table, account, (d for g in newly_lost for d in _days(g.first, g.last))
         )
@@ -66,8 +76,9 @@ def horizon(
         check_name=HORIZON,
         asset_key=key,
         passed=not found.at_stake and not newly_lost,
-        severity=dg.AssetCheckSeverity.ERROR if due else dg.AssetCheckSeverity.WARN,
-        description=" ".join(said)
+        severity=dg.AssetCheckSeverity.ERROR if alert else dg.AssetCheckSeverity.WARN,
+        # The loss first, on its own line: the command's last line and the alert name it.
+        description="\n".join(said)
         or f"every day of {table} of {account} since {first} that "
         "the exchange still answers is archived",
         metadata={
@@ -90,7 +101,8 @@ def horizon_check(key: dg.AssetKey, account: str, first: date) -> dg.AssetChecks
         asset=key,
         name=HORIZON,
         description=f"Every day of {table} of {account} is archived before the exchange's six "
-        f"months pass it (an error {WARNING_DAYS} days before a day is lost)",
+        "months pass it (warns while days are at stake; a day lost fails the run)",
+        blocking=True,
     )
     def check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
         today = datetime.now(UTC).date()

@@ -36,6 +36,7 @@ import dagster as dg
 import yaml
 
 from warehouse.locks import file_lock
+from warehouse.store import said_if_refused
 
 from .dagster_private import InstanceRef
 from .settings import Settings
@@ -103,8 +104,9 @@ def _write(config: Path, *, postgres: bool, celery: bool) -> None:
     # Whole or not at all: another process may be reading it already.
     temp = config.with_name(f".{config.name}.{os.getpid()}.tmp")
     text = yaml.safe_dump(instance_config(postgres=postgres, celery=celery), sort_keys=False)
-    temp.write_text(f"{WRITTEN_HEADER}\n{text}", encoding="utf-8")
-    os.replace(temp, config)
+    with said_if_refused(str(config)):
+        temp.write_text(f"{WRITTEN_HEADER}\n{text}", encoding="utf-8")
+        os.replace(temp, config)
 
 
 def _home(home: Path, *, postgres: bool, celery: bool | None = None) -> Path:
@@ -113,8 +115,10 @@ def _home(home: Path, *, postgres: bool, celery: bool | None = None) -> Path:
     dagster-celery's, or the default; None: whichever it has; the launcher holds no history), or
     written by a version with other settings (the run monitoring's limits). An operator's own
     file is left as
-    it is, and refused when it has the other launcher, saying what to change."""
-    home.mkdir(parents=True, exist_ok=True)
+    it is, and refused when it has the other launcher, saying what to change. A home that
+    cannot be written is said in one line (`said_if_refused`)."""
+    with said_if_refused(str(home)):
+        home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         _write(config, postgres=postgres, celery=bool(celery))
@@ -184,7 +188,8 @@ def instance(
     broker, whose URLs are given in memory, never written nor put in this process's
     environment; for the ``command_line``'s runs: without compute logs). Two processes starting
     at once on a new home would both create its storage, and one would fail on the other's
-    half-made schema: they take turns opening it."""
+    half-made schema: they take turns opening it. A home that cannot be written is said in one
+    line (`said_if_refused`)."""
     home, _ = instance_home(settings, celery=celery)
     overrides: dict[str, Any] = {}
     if broker is not None:
@@ -192,7 +197,7 @@ def instance(
         overrides["run_launcher"] = {**CELERY_LAUNCHER, "config": config}
     if command_line:
         overrides["compute_logs"] = NO_COMPUTE_LOGS
-    with file_lock(str(home / INSTANCE_LOCK)):
+    with said_if_refused(str(home)), file_lock(str(home / INSTANCE_LOCK)):
         if not overrides:
             return dg.DagsterInstance.from_config(str(home))
         return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))

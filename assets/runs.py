@@ -33,6 +33,7 @@ from assets.dagster_private import (
     check_captured_interrupt,
 )
 from assets.definitions import Location
+from assets.horizon import HORIZON
 from assets.instance import (
     free_slots_of_ended_runs,
     release_dead_runs,
@@ -43,7 +44,9 @@ from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
 from assets.partitions import today
 from assets.reporting import INTERRUPTS
+from assets.view_checks import BALANCES_RECONCILE
 from warehouse.schemas import month_days
+from warehouse.store import StoreError
 
 #: Dagster's own console logging during CLI runs: none. The CLI says what happens (`_Watch`) and
 #: sums up failures without their stacks (`outcome`); `make ui` has every event.
@@ -194,20 +197,24 @@ def failed_part(error: BaseException) -> str | None:
     return None
 
 
-#: The parts of a deployment a step's error may name, by the error's class.
-_STEP_PARTS: Final = {"StoreError": "the warehouse's object store"}
+#: The checks whose failure is a loss, which the command's last line names: days lost to the
+#: exchange's six months, a residual of the reconciliation.
+LOSSES: Final = (HORIZON, BALANCES_RECONCILE)
 
 
-def failed_part_of(result: RunOutcome) -> str | None:
-    """The part of the deployment that failed a run's step, with what it said (its first
-    line), when the step's error names one (the store that did not answer); None else."""
+def cause_of(result: RunOutcome) -> str | None:
+    """What the command's last line says failed a run, in one line, when it is something to
+    name there: the store's error (the file and why: a write refused, a store that did not
+    answer), or what was lost (the days past the six months, a residual); None else (the
+    failed step's message is printed above the last line)."""
     for said in result.said:
-        lines = said.text.splitlines()
-        if said.warns or not said.what.startswith("step ") or not lines:
+        first = said.text.splitlines()[0] if said.text else ""
+        if said.warns:
             continue
-        part = _STEP_PARTS.get(lines[0].partition(":")[0])
-        if part is not None:
-            return f"{part} failed it ({lines[0]})"
+        if said.what.startswith("step ") and first.startswith(f"{StoreError.__name__}: "):
+            return first.partition(": ")[2]
+        if said.what.startswith("check ") and said.what.rpartition(".")[2] in LOSSES:
+            return first
     return None
 
 

@@ -6,7 +6,8 @@ own footer (so that it is replaced with the rows, atomically), which of its days
 and when (`COVERED`): a day is *archived* once a walk covered it after it ended. `horizon` tells
 the days that are not, between a first day and yesterday: *at stake* while the exchange still
 answers them, *lost* once it does not; lost days are said once, then recorded as said
-(`record_lost`).
+(`record_lost`: the record is made at the first look, empty if nothing is lost, so that a day
+lost later is told from one the exchange had forgotten before the warehouse first looked).
 """
 
 from __future__ import annotations
@@ -107,15 +108,16 @@ def _lost_record(table: str, account: str) -> str:
     return f"{LOST_RECORDS}/{table}/{account}.json"
 
 
-def reported_lost(store: Store, table: str, account: str) -> set[date]:
-    """The days of the account's table already said to be lost."""
+def reported_lost(store: Store, table: str, account: str) -> set[date] | None:
+    """The days of the account's table already said to be lost; None when the horizon was
+    never looked at (no record, not even an empty one)."""
     data = store.read_bytes(_lost_record(table, account))
-    return {date.fromisoformat(d) for d in json.loads(data)} if data else set()
+    return None if data is None else {date.fromisoformat(d) for d in json.loads(data)}
 
 
 def record_lost(store: Store, table: str, account: str, days: Iterable[date]) -> None:
     """Record these days as said to be lost, beside those recorded before."""
-    known = reported_lost(store, table, account) | set(days)
+    known = (reported_lost(store, table, account) or set()) | set(days)
     text = json.dumps(sorted(d.isoformat() for d in known))
     store.write_bytes(_lost_record(table, account), text.encode())
 

@@ -66,7 +66,7 @@ from warehouse.locks import file_lock
 from warehouse.partitions import tables_with_files
 from warehouse.root import Warehouse
 from warehouse.schemas import TableSchema
-from warehouse.store import Store, read_again
+from warehouse.store import Store, StoreError, read_again, said_if_refused
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,16 +129,25 @@ def refresh(wh: Warehouse, *, out: str | os.PathLike[str] | None = None) -> Cata
     """Rebuild the catalog's views beside it and swap it in; idempotent. ``out``: the file to
     write (default: the warehouse's catalog)."""
     target = Path(os.path.abspath(out)) if out is not None else wh.catalog_path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(str(target.with_name(f".{target.name}.lock"))):
-        for killed in target.parent.glob(f".{target.name}.*.tmp*"):
-            killed.unlink(missing_ok=True)
-        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        try:
-            curated, empty = _build(temp, wh)
-            os.replace(temp, target)
-        finally:
-            _remove(temp)
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with said_if_refused(str(target)):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with file_lock(str(target.with_name(f".{target.name}.lock"))):
+                for killed in target.parent.glob(f".{target.name}.*.tmp*"):
+                    killed.unlink(missing_ok=True)
+                try:
+                    curated, empty = _build(temp, wh)
+                    os.replace(temp, target)
+                finally:
+                    _remove(temp)
+    except duckdb.Error as exc:
+        # DuckDB says which of its files it could not write: the one being built, or its log.
+        refused = re.search(rf'"{re.escape(str(temp))}[^"]*": (.+)', str(exc))
+        if refused is None:
+            raise
+        reason = refused.group(1)
+        raise StoreError(f"cannot write {target}: {reason[:1].lower()}{reason[1:]}") from exc
     return CatalogRefresh(target, tuple(schemas.TABLES), curated, empty)
 
 

@@ -167,9 +167,15 @@ class ObjectStore(Store):
     def write_bytes(self, relative: str, data: bytes) -> None:
         key = self.key(relative)
         try:
-            self._bounded(f"the write of {relative}", lambda: self.fs._pipe_file(key, data))
+            self._bounded(
+                f"the write of {relative}", lambda: self.fs._pipe_file(key, data), raw=True
+            )
         except FileNotFoundError:
             raise StoreError(f"{self.location}: the bucket {self._bucket} does not exist") from None
+        except StoreError:
+            raise
+        except Exception as exc:  # refused (access denied, a quota): as a disk's refusal says it
+            raise StoreError(f"cannot write {self.url(relative)}: {_reason(exc)}") from None
 
     def delete(self, relative: str, *, prune_to: str = "") -> None:
         # A store has no directories: a prefix is gone with its last object.

@@ -10,7 +10,9 @@ turns (`lock`). Whatever differs between local disk and an object store is decid
 On local disk a file is written beside its target (a dot-named ``.tmp`` file in the same
 directory, which no ``*.parquet`` glob matches), fsynced, and renamed over it; a process killed
 mid-write leaves the old file whole, and its temp file is removed by the next write of that
-file. Writers take turns under a file lock in ``parquet/.locks``.
+file. Writers take turns under a file lock in ``parquet/.locks``. A write the disk refuses (full,
+read-only, a file where a directory must be) leaves the old file whole too, and says in one line
+which file and why (`said_if_refused`), as a store's refusal does.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import struct
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from typing import Final
 
 import duckdb
@@ -37,8 +39,26 @@ LOCKS_DIR: Final = "parquet/.locks"
 
 
 class StoreError(RuntimeError):
-    """The store could not do what was asked (it did not answer in time, refused, or is not
-    there): which store, which file, and why, in one line."""
+    """The store, or the disk under the warehouse's local files (its catalog), could not do what
+    was asked (it did not answer in time, refused, or is not there): which store, which file,
+    and why, in one line."""
+
+
+@contextmanager
+def said_if_refused(path: str, what: str = "write") -> Iterator[None]:
+    """A write of ``path`` (the file, the directories it goes in, its lock; or ``what`` else is
+    done to it) that the disk refuses, whatever the reason (full, read-only, not permitted, a
+    file where a directory must be, a file too large), raises `StoreError` in one line naming
+    the path and the reason: ``cannot write data/parquet/...: no space left on device``, never a
+    bare ``OSError``; with the path refused when it is another directory's."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        refused = os.fsdecode(exc.filename) if exc.filename is not None else ""
+        elsewhere = refused and os.path.dirname(refused) != os.path.dirname(path)
+        at = f" ({refused})" if elsewhere else ""
+        raise StoreError(f"cannot {what} {path}: {reason[:1].lower()}{reason[1:]}{at}") from exc
 
 
 class Store(ABC):
@@ -165,11 +185,13 @@ class LocalStore(Store):
         return sorted(found)
 
     def read_bytes(self, relative: str) -> bytes | None:
-        try:
-            with open(self._path(relative), "rb") as source:
-                return source.read()
-        except FileNotFoundError:
-            return None
+        path = self._path(relative)
+        with said_if_refused(path, "read"):
+            try:
+                with open(path, "rb") as source:
+                    return source.read()
+            except FileNotFoundError:
+                return None
 
     def read_table(self, relative: str, columns: Sequence[str] | None = None) -> pa.Table | None:
         path = self._path(relative)
@@ -190,27 +212,29 @@ class LocalStore(Store):
         self._replace(relative, lambda sink: sink.write(data))
 
     def _replace(self, relative: str, write: Callable[..., object]) -> None:
-        """Write beside the file, make that durable, then rename it over."""
+        """Write beside the file, make that durable, then rename it over; a write refused leaves
+        the file as it was, and says why (`said_if_refused`)."""
         path = self._path(relative)
         directory, name = os.path.split(path)
-        os.makedirs(directory, exist_ok=True)
         temp_path = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(temp_path, "wb") as sink:
-                write(sink)
-                sink.flush()
-                os.fsync(sink.fileno())
-            os.replace(temp_path, path)
-            # The rename itself is durable only once the directory entry is.
-            handle = os.open(directory, os.O_RDONLY)
+        with said_if_refused(path):
+            os.makedirs(directory, exist_ok=True)
             try:
-                os.fsync(handle)
-            finally:
-                os.close(handle)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(temp_path)
-            raise
+                with open(temp_path, "wb") as sink:
+                    write(sink)
+                    sink.flush()
+                    os.fsync(sink.fileno())
+                os.replace(temp_path, path)
+                # The rename itself is durable only once the directory entry is.
+                handle = os.open(directory, os.O_RDONLY)
+                try:
+                    os.fsync(handle)
+                finally:
+                    os.close(handle)
+            except BaseException:
+                with suppress(FileNotFoundError):
+                    os.unlink(temp_path)
+                raise
         # Temp files a killed writer left beside this file.
         prefix = f".{name}."
         for entry in os.scandir(directory):
@@ -220,10 +244,11 @@ class LocalStore(Store):
 
     def delete(self, relative: str, *, prune_to: str = "") -> None:
         path = self._path(relative)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            return
+        with said_if_refused(path, "remove"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return
         stop = self._path(prune_to) if prune_to else self.location
         directory = os.path.dirname(path)
         while directory != stop and directory.startswith(stop):
@@ -235,7 +260,11 @@ class LocalStore(Store):
 
     @contextmanager
     def lock(self, name: str) -> Iterator[Callable[[], None]]:
-        with file_lock(self._path(f"{LOCKS_DIR}/{name}.lock")):
+        path = self._path(f"{LOCKS_DIR}/{name}.lock")
+        with ExitStack() as held:
+            # Only the lock's own making is its write: what the block raises is the block's.
+            with said_if_refused(path):
+                held.enter_context(file_lock(path))
             yield _held_locally
 
     def reach(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -248,9 +277,10 @@ class LocalStore(Store):
     def put_local(self, relative: str, data: bytes) -> None:
         """Write a file plainly (a scratch copy: nobody reads it while it is written)."""
         path = self._path(relative)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as copy:
-            copy.write(data)
+        with said_if_refused(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as copy:
+                copy.write(data)
 
 
 def _held_locally() -> None:

@@ -159,12 +159,12 @@ def _title(account: str, request: dg.RunRequest, several: bool) -> str:
 def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: Console) -> None:
     """Run each request, saying what each run had to say; exit naming the runs that failed."""
     from assets.instance import instance
-    from assets.runs import failed_part, failed_part_of, materialize
+    from assets.runs import cause_of, failed_part, materialize
 
     opened = instance(settings(), command_line=True)
     several = len({account for account, _ in requests}) > 1
     failed: list[tuple[str, str]] = []
-    part: str | None = None
+    cause: str | None = None
     for account, request in requests:
         try:
             result = materialize(
@@ -196,15 +196,14 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
             out.print(f"run {result.run_id} succeeded")
         else:
             failed.append((account, result.run_id))
-            part = part or failed_part_of(result)
-    if len(failed) == 1 and part is not None:
-        raise click.ClickException(f"run {failed[0][1]} failed: {part} (details: make ui)")
+            cause = cause or cause_of(result)
     if len(failed) == 1:
-        raise click.ClickException(f"run {failed[0][1]} failed (details: make ui)")
+        why = f": {cause}" if cause is not None else ""
+        raise click.ClickException(f"run {failed[0][1]} failed{why} (details: make ui)")
     if failed:
         runs = ", ".join(f"{run_id} ({account})" for account, run_id in failed)
-        cause = f"; {part}" if part is not None else ""
-        raise click.ClickException(f"runs failed: {runs}{cause} (details: make ui)")
+        why = f"; {cause}" if cause is not None else ""
+        raise click.ClickException(f"runs failed: {runs}{why} (details: make ui)")
 
 
 @click.command()

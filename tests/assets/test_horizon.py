@@ -140,7 +140,7 @@ def root(stopped: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def test_a_nightly_stopped_five_months_and_a_half_ago_is_an_error_naming_the_days_at_stake(
+def test_a_nightly_stopped_five_months_and_a_half_ago_warns_naming_the_days_at_stake(
     root: Path, instance: dg.DagsterInstance
 ) -> None:
     found = _location(root)
@@ -149,13 +149,15 @@ def test_a_nightly_stopped_five_months_and_a_half_ago_is_an_error_naming_the_day
     early = _horizon(found, instance, date(2027, 3, 15))
     assert not early.passed
     assert early.severity == dg.AssetCheckSeverity.WARN
+    assert "soon" not in (early.description or "")
     assert "trades of main: not archived: 2026-10-01 .. 2027-03-14 (165 days), lost from " in (
         early.description or ""
     )
-    # Thirteen days before: an error, naming the account, the history, the days and the date.
+    # Thirteen days before: still a warning (the days can be read), saying they are lost soon,
+    # naming the account, the history, the days and the date.
     due = _horizon(found, instance, date(2027, 3, 20))
     assert not due.passed
-    assert due.severity == dg.AssetCheckSeverity.ERROR
+    assert due.severity == dg.AssetCheckSeverity.WARN
     text = due.description or ""
     assert text.startswith(
         "trades of main: not archived and soon past the exchange's six months: "
@@ -170,7 +172,7 @@ def test_a_nightly_stopped_five_months_and_a_half_ago_is_an_error_naming_the_day
     assert archive.reported_lost(Warehouse.open(root).store, TRADES.name, ACCOUNT.name) == set()
 
 
-def test_days_past_the_six_months_are_named_lost_once(
+def test_days_past_the_six_months_are_named_lost_once_as_an_error(
     root: Path, instance: dg.DagsterInstance
 ) -> None:
     found = _location(root)
@@ -178,11 +180,12 @@ def test_days_past_the_six_months_are_named_lost_once(
     first = _horizon(found, instance, date(2027, 4, 10))
     text = first.description or ""
     assert not first.passed
-    assert first.severity == dg.AssetCheckSeverity.ERROR  # October 10th is lost tomorrow
-    assert (
-        "trades of main: 9 day(s) were never archived and are past the exchange's six months, "
-        "lost to the API (its web export has them): 2026-10-01 .. 2026-10-09"
-    ) in text
+    # The check looked on October 1st, when the exchange still answered them: a loss.
+    assert first.severity == dg.AssetCheckSeverity.ERROR
+    assert text.startswith(
+        "trades of main: 9 day(s) lost: never archived and past the exchange's six months (its "
+        "web export has them): 2026-10-01 .. 2026-10-09 (9 days), lost from 2027-04-02."
+    )
     assert "not archived and soon past the exchange's six months: 2026-10-10 .. 2027-04-09" in text
     # August and September are past the six months too, but archived: not named.
     assert "2026-08" not in text
@@ -190,22 +193,46 @@ def test_days_past_the_six_months_are_named_lost_once(
     lost = [STOPPED + timedelta(days=n) for n in range(9)]
     assert archive.reported_lost(store, TRADES.name, ACCOUNT.name) == set(lost)
 
-    # Evaluated again: the days at stake are named again, the lost ones not.
+    # Evaluated again: the days at stake are named again, as a warning, the lost ones not.
     again = _horizon(found, instance, date(2027, 4, 10))
     assert not again.passed
-    assert "were never archived" not in (again.description or "")
+    assert again.severity == dg.AssetCheckSeverity.WARN
+    assert "lost:" not in (again.description or "")
     assert "2026-10-10 .. 2027-04-09" in (again.description or "")
     # The check's metadata still lists every gap lost, for the UI.
     assert _metadata(again)["lost"] == [str(g) for g in archive.gaps(lost)]
 
     # Five days later, only the five days lost since are said.
     later = _horizon(found, instance, date(2027, 4, 15))
-    assert "5 day(s) were never archived" in (later.description or "")
+    assert later.severity == dg.AssetCheckSeverity.ERROR
+    assert "5 day(s) lost: never archived" in (later.description or "")
     assert ": 2026-10-10 .. 2026-10-14" in (later.description or "")
     assert "2026-10-01" not in (later.description or "")
     assert archive.reported_lost(store, TRADES.name, ACCOUNT.name) == {
         STOPPED + timedelta(days=n) for n in range(14)
     }
+
+
+def test_days_lost_before_the_check_first_looked_are_a_warning_said_once(
+    root: Path, instance: dg.DagsterInstance
+) -> None:
+    """A warehouse whose horizon was never looked at (a start date further back than the
+    exchange answers): the days already past the six months were never within its reach."""
+    store = Warehouse.open(root).store
+    shutil.rmtree(root / archive.LOST_RECORDS)
+    assert archive.reported_lost(store, TRADES.name, ACCOUNT.name) is None
+    found = _location(root)
+    first = _horizon(found, instance, date(2027, 4, 10))
+    assert first.severity == dg.AssetCheckSeverity.WARN
+    assert (first.description or "").startswith(
+        "trades of main: 9 day(s) were past the exchange's six months before the warehouse "
+        "first looked (its web export has them): 2026-10-01 .. 2026-10-09 (9 days), lost from "
+        "2027-04-02."
+    )
+    # From then on it looks: a day lost since is a loss.
+    later = _horizon(found, instance, date(2027, 4, 11))
+    assert later.severity == dg.AssetCheckSeverity.ERROR
+    assert (later.description or "").startswith("trades of main: 1 day(s) lost: never archived")
 
 
 def _unsettled(root: Path, month: str) -> int:
@@ -303,7 +330,9 @@ def test_a_month_past_the_floor_is_never_asked_for_and_its_archive_stays(
     # The month that holds the floor: read from the floor on, not a day before it.
     (october,) = [r for r in asked if r.partition_key == "2026-10"]
     result = _run(found, instance, day, [KEY], partition="2026-10", tags=dict(october.tags))
-    assert result.success
+    # The days before the floor, lost since the last night looked, fail the run that found them.
+    assert not result.success
+    assert [e.check_name for e in result.get_asset_check_evaluations() if not e.passed] == [HORIZON]
     (written,) = result.asset_materializations_for_node("main__trades")
     assert written.metadata["days_written"].value == 22  # October 10th .. 31st
     walked = partitions.coverage(Warehouse.open(root).store, TRADES.name, "main")

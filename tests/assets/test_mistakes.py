@@ -38,7 +38,7 @@ class Mistake:
     status: int
     #: The one error line, as a regular expression.
     line: str
-    #: Files the case writes in its directory before the command (name -> bytes).
+    #: Files the case writes in its directory before the command (path -> bytes).
     files: dict[str, bytes] = field(default_factory=dict)
     #: What must not exist afterwards (relative to the case's directory).
     not_created: tuple[str, ...] = ()
@@ -190,6 +190,23 @@ MISTAKES: dict[str, Mistake] = {
         # retried lookup (minutes) would miss, and a machine busy with the suite does not.
         within_s=120,
     ),
+    # A write the disk refuses, as it refuses it to root too: a file where a directory must be.
+    "a file where the warehouse's directory must be": Mistake(
+        ["materialize", "hedge_mode", "--account", "main"],
+        {"WAREHOUSE_ROOT": "wh", "DAGSTER_HOME": "home"},
+        1,
+        r"^Error: run [0-9a-f-]+ failed: cannot write /\S+/wh/parquet/\.locks/source-main\.lock: "
+        r"not a directory \(/\S+/wh/parquet/\.locks\) \(details: make ui\)$",
+        files={"wh/parquet": b""},
+    ),
+    "a file where the Dagster home must be": Mistake(
+        ["materialize", "hedge_mode"],
+        {"DAGSTER_HOME": "home/dagster"},
+        1,
+        r"^Error: cannot write home/dagster: not a directory$",
+        files={"home": b""},
+        not_created=("data",),
+    ),
     "an exchange that refuses the connection": Mistake(
         ["materialize", "hedge_mode"],
         {
@@ -281,6 +298,7 @@ def _ends_as_said(done: Ended, status: int, line: str) -> None:
 
 def _prepared(mistake: Mistake, directory: Path) -> Path:
     for file, content in mistake.files.items():
+        (directory / file).parent.mkdir(parents=True, exist_ok=True)
         (directory / file).write_bytes(content)
     return directory
 
@@ -296,7 +314,13 @@ def test_a_mistake_ends_in_its_one_line(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["a key without its secret", "an accounts file that is not text", "an empty query"]
+    "name",
+    [
+        "a key without its secret",
+        "an accounts file that is not text",
+        "an empty query",
+        "a file where the warehouse's directory must be",
+    ],
 )
 def test_the_started_command_prints_no_traceback_either(name: str, tmp_path: Path) -> None:
     mistake = MISTAKES[name]

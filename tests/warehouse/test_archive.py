@@ -115,6 +115,9 @@ def test_the_day_a_day_is_lost(day: date, lost: date) -> None:
 
 def test_lost_days_are_recorded_once_said(tmp_path: Path) -> None:
     wh = Warehouse.open(tmp_path)
+    # Never looked at: no record; looked at with nothing lost: an empty one.
+    assert archive.reported_lost(wh.store, "trades", ACCOUNT) is None
+    archive.record_lost(wh.store, "trades", ACCOUNT, [])
     assert archive.reported_lost(wh.store, "trades", ACCOUNT) == set()
     archive.record_lost(wh.store, "trades", ACCOUNT, [date(2026, 1, 2), date(2026, 1, 1)])
     archive.record_lost(wh.store, "trades", ACCOUNT, [date(2026, 1, 3)])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from tests.warehouse.children import large_funding_table
 from warehouse import Warehouse, layout, normalize, partitions, schemas
 from warehouse.layout import InvalidPartitionValue
 from warehouse.partitions import SchemaMismatch
+from warehouse.store import StoreError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -203,6 +206,49 @@ def test_a_write_killed_midway_leaves_the_old_partition_whole(root: Path, wh: Wa
 
     # The next write of that partition clears what the killed writer left.
     partitions.replace_partition(wh, "funding_history", (ACCOUNT, DAY), old)
+    assert list(target.parent.iterdir()) == [target]
+
+
+def test_a_write_the_disk_refuses_says_the_file_and_why_and_leaves_the_old_partition(
+    root: Path, wh: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk full, or a file grown past what the process may write: one line naming the file
+    and the reason, and the partition as it was."""
+    old = large_funding_table(DAY, 1000, seed=7)
+    partitions.replace_partition(wh, "funding_history", (ACCOUNT, DAY), old)
+    target = root / layout.partition_file("funding_history", (ACCOUNT, DAY))
+    old_bytes = target.read_bytes()
+
+    # A real refusal, whoever runs the test (root too): a child whose files may not pass 64 KiB.
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.warehouse.children", "write-large", str(root),
+         DAY.isoformat(), "20000"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert child.returncode == 1, child.stderr
+    said = child.stderr.strip().splitlines()[-1]
+    assert said == f"warehouse.store.StoreError: cannot write {target}: file too large"
+    assert target.read_bytes() == old_bytes
+    assert list(target.parent.iterdir()) == [target]
+
+    # A disk full (ENOSPC) as the file is made durable: the same, in this process.
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(StoreError) as refused:
+        partitions.replace_partition(wh, "funding_history", (ACCOUNT, DAY), old.slice(0, 10))
+    assert str(refused.value) == f"cannot write {target}: no space left on device"
+    assert target.read_bytes() == old_bytes
     assert list(target.parent.iterdir()) == [target]
 
 

@@ -33,7 +33,7 @@ import duckdb
 
 from warehouse import catalog, display
 from warehouse.root import Warehouse
-from warehouse.store import read_again
+from warehouse.store import read_again, said_if_refused
 
 from ._data import ALL_TABLES, AccountData, Reader
 from ._exact import exact_sum
@@ -146,13 +146,14 @@ def write(
 
     report = built()
     target = Path(os.path.abspath(out)) if out is not None else default_path(wh)
-    target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        temp.write_text(report.html, encoding="utf-8")
-        os.replace(temp, target)
-    finally:
-        temp.unlink(missing_ok=True)
+    with said_if_refused(str(target)):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            temp.write_text(report.html, encoding="utf-8")
+            os.replace(temp, target)
+        finally:
+            temp.unlink(missing_ok=True)
     return Report(report.html, report.headline, target)
 
 
