@@ -33,6 +33,7 @@ from ._errors import (
     WhiteBITError,
 )
 from ._pacing import Pacer
+from ._histories import Together
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
 from ._timewindows import TimeWindowsWalk
@@ -83,6 +84,7 @@ __all__ = [
     "TimeWindowsWalk",
     "TradingBalance",
     "TransportError",
+    "Together",
     "TransportTimeout",
     "UnreadableResponseError",
     "ValidationError",
