@@ -28,7 +28,7 @@ found AS (
         AND list_contains(
             list_transform(
                 regexp_extract_all(j.raw_json, '"(-?[0-9]+(?:\.[0-9]+)?)"', 1),
-                x -> TRY_CAST(x AS DECIMAL(38, 18))
+                lambda x: TRY_CAST(x AS DECIMAL(38, 18))
             ),
             abs(r.residual)
         )
