@@ -32,8 +32,8 @@ from ._errors import (
     WalkError,
     WhiteBITError,
 )
-from ._pacing import Pacer
 from ._histories import Together
+from ._pacing import Pacer
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
 from ._timewindows import TimeWindowsWalk
@@ -82,9 +82,9 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "TimeWindowsWalk",
+    "Together",
     "TradingBalance",
     "TransportError",
-    "Together",
     "TransportTimeout",
     "UnreadableResponseError",
     "ValidationError",

@@ -43,7 +43,13 @@ class Together:
     reports: dict[str, WalkReport]
     span: WalkReport
     collects: int
-    consistent: bool
+    #: None: asked once (`one`).
+    consistent: bool | None
+
+    @classmethod
+    def one(cls, history: spec.History, answer: Any, report: WalkReport) -> Together:
+        """A snapshot taken alone, as if together with nothing."""
+        return cls({history.name: answer}, {history.name: report}, report, 1, None)
 
 
 class Histories:
