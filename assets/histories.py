@@ -39,7 +39,6 @@ from .reporting import (
 from .resources import SIMULATOR_DAY_TAG, Exchange, WarehouseResource, WhiteBITResource
 
 
-
 class HistoryConfig(dg.Config):
     """Run configuration of a run of a history partitioned by month."""
 

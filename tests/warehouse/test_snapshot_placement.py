@@ -71,7 +71,8 @@ def _moving_on(sim: Simulator, draw: random.Random) -> Any:
 
 def _written(sim: Simulator, took: Together, day: date) -> dict[str, normalize.Batch]:
     span = took.span
-    assert span.observed_from is not None and span.observed_until is not None
+    assert span.observed_from is not None
+    assert span.observed_until is not None
     out = {}
     for history in TOGETHER:
         report = took.reports[history.name]
