@@ -5,12 +5,13 @@ of a month, or a range of months (a single run, one walk down the history), repl
 them up to today, or only the days from ``first_day`` to ``last_day`` its config names. A snapshot
 (`spec.Snapshot`: balances, hedge mode, links, investments) is not partitioned: each
 materialization takes today's, kept beside the earlier days'; one that others are nested in (an
-investment's plans) is one multi-asset with them, from one walk. An account whose key may not read
-a history (only B2B partner keys read the investments) has no asset of it.
+investment's plans) is one multi-asset with them, from one walk; the balances and the flows
+pending (`spec.TOGETHER`) are one multi-asset, asked together until two collects agree. An
+account whose key may not read a history (only B2B partner keys read the investments) has no
+asset of it.
 """
 
 import asyncio
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from dagster import AssetExecutionContext
 from pydantic import Field
 
 from pipeline import spec
-from pipeline.whitebit import AsyncWhiteBIT, ConnectionRefused, WalkReport
+from pipeline.whitebit import AsyncWhiteBIT, ConnectionRefused, Together
 from warehouse import Warehouse, catalog, normalize, partitions, schemas, sources
 
 from . import checks
@@ -36,8 +37,6 @@ from .reporting import (
     walk_metadata,
 )
 from .resources import SIMULATOR_DAY_TAG, Exchange, WarehouseResource, WhiteBITResource
-
-log = logging.getLogger(__name__)
 
 
 class HistoryConfig(dg.Config):
@@ -258,43 +257,16 @@ def _spec(account: Account, history: spec.History) -> dg.AssetSpec:
     )
 
 
-async def _fetch(
-    client: AsyncWhiteBIT, exchange: Exchange, history: spec.History
-) -> tuple[Any, WalkReport]:
-    """A snapshot's answer as the exchange gave it (every page's records of one walked), and
-    its walk's (or call's) report."""
-    paging, values = history.paging, exchange.settings()
-    if isinstance(paging, spec.OffsetWindow):
-        walk = client.walk(history, values=values, on_window_exceeded="report")
-        records: Any = None
-        async for page in walk:
-            records = _joined(records, page)
-        return (records if records is not None else []), walk.report
-    if isinstance(paging, spec.Fanout) and not values.get(paging.setting):
-        log.warning(f"no {paging.setting} configured: no {history.name} to list")
-    report = WalkReport(history.name)
-    return await client.snapshot(history, values=values, report=report), report
-
-
-def _joined(records: Any, page: Any) -> Any:
-    """Pages gathered: lists of records, or records by owner (``{owner: [record, ...]}``)."""
-    if records is None:
-        return page
-    if isinstance(page, dict):
-        for owner, more in page.items():
-            records.setdefault(owner, []).extend(more)
-        return records
-    records.extend(page)
-    return records
-
-
-def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefinition:
-    """The account's asset of a snapshot, with the histories nested in it (one walk)."""
-    tables = (history, *normalize.nested(history))
+def snapshot_asset(account: Account, histories: Sequence[spec.History]) -> dg.AssetsDefinition:
+    """The account's asset of a snapshot, with the histories nested in it (one walk); of more
+    than one (`spec.TOGETHER`), one asset taking them together (`AsyncWhiteBIT.together`)."""
+    top = {t.name: h for h in histories for t in (h, *normalize.nested(h))}
+    tables = [spec.HISTORIES[name] for name in top]
     keys = {h.name: asset_key(account, h.name) for h in tables}
+    name = histories[0].name if len(histories) == 1 else "together"
 
     @dg.multi_asset(
-        name=f"{account.name}_{history.name}",
+        name=f"{account.name}_{name}",
         specs=[_spec(account, h) for h in tables],
         check_specs=[spec for h in tables for spec in checks.specs(keys[h.name], h)],
         pool=account.pool,
@@ -302,27 +274,32 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
         required_resource_keys={account.resource_key, "warehouse"},
     )
     def snapshot(context: AssetExecutionContext) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
-        async def act(client: AsyncWhiteBIT, exchange: Exchange) -> tuple[Any, WalkReport]:
-            return await _fetch(client, exchange, history)
+        async def act(client: AsyncWhiteBIT, exchange: Exchange) -> Together:
+            values = exchange.settings()
+            if len(histories) > 1:
+                return await client.together(histories, values=values)
+            answer, report = await client.whole(histories[0], values=values)
+            return Together.one(histories[0], answer, report)
 
         with retry_only_transient():
-            (raw, report), exchange = _exchange_run(context, account, act)
+            took, exchange = _exchange_run(context, account, act)
+        if took.consistent is False:
+            context.log.warning(
+                f"{', '.join(took.answers)} of {account.name} never answered alike twice in a "
+                f"row in {took.collects} collects: the last is kept, its rows not consistent"
+            )
         extracted_at = datetime.now(UTC)
-        observed = report.observed_at
+        observed = took.span.observed_at
         # The exchange's day: a snapshot shows the account as the exchange's clock stood.
         day = observed.astimezone(UTC).date() if observed is not None else today()
-        batches = {
-            h.name: normalize.normalize(
-                h, raw, extracted_at=extracted_at, day=day, observed_at=observed
-            )
-            for h in tables
-        }
+        batches = {h.name: _normalized(h, top[h.name], took, extracted_at, day) for h in tables}
         fetched = {h.name: batches[h.name].received for h in tables}
-        fetched[history.name] = normalize.records_received(history, raw)
-        out_of_reach = [str(exceeded) for exceeded in report.incomplete_slices]
+        for h in histories:
+            fetched[h.name] = normalize.records_received(h, took.answers[h.name])
+        out_of_reach = [str(e) for r in took.reports.values() for e in r.incomplete_slices]
         if out_of_reach:
             context.log.error(
-                f"{history.name} out of the offset window's reach: " + "; ".join(out_of_reach)
+                f"{name} out of the offset window's reach: " + "; ".join(out_of_reach)
             )
         warehouse: WarehouseResource = context.resources.warehouse
         wh = warehouse.warehouse
@@ -330,12 +307,13 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
             written = write_snapshot(wh, batches, account=account.name)
             catalog.refresh_if_stale(wh)
         for h in tables:
-            batch = batches[h.name]
+            batch, report = batches[h.name], took.reports[top[h.name].name]
             report_progress(account.name, h.name, day, batch.normalized, batch.rejected)
             yield dg.MaterializeResult(
                 asset_key=keys[h.name],
                 metadata={
                     **walk_metadata(report, written[h.name], simulated=exchange.simulated),
+                    **({"collects": took.collects} if took.consistent is not None else {}),
                     "preview": preview(wh, h.name, account.name, list(written[h.name].days)),
                 },
                 check_results=checks.for_written(
@@ -351,6 +329,29 @@ def snapshot_asset(account: Account, history: spec.History) -> dg.AssetsDefiniti
     return snapshot
 
 
+def _normalized(
+    table: spec.History, top: spec.History, took: Together, extracted_at: datetime, day: date
+) -> normalize.Batch:
+    """A table of a snapshot, from its answer (of ``top``, the one it is nested in or itself),
+    with when it was seen."""
+    report, span = took.reports[top.name], took.span
+    seen = normalize.Seen(
+        observed_from=span.observed_from,
+        observed_until=span.observed_until,
+        asked_at=report.asked_at,
+        answered_at=report.answered_at,
+        consistent=took.consistent,
+    )
+    return normalize.normalize(
+        table,
+        took.answers[top.name],
+        extracted_at=extracted_at,
+        day=day,
+        observed_at=report.observed_at,
+        seen=seen,
+    )
+
+
 def account_assets(
     account: Account,
     months: dg.PartitionsDefinition,
@@ -359,5 +360,9 @@ def account_assets(
     """The account's assets of histories partitioned by month, and of snapshots."""
     extracted = [h for h in spec.HISTORIES.values() if h.nested_in is None and account.extracts(h)]
     monthly = tuple(monthly_asset(account, h, months, writer_env) for h in extracted if h.monthly)
-    snapshots = tuple(snapshot_asset(account, h) for h in extracted if not h.monthly)
+    together = [h for h in spec.TOGETHER if h in extracted]
+    alone = [(h,) for h in extracted if not h.monthly and h not in together]
+    snapshots = tuple(
+        snapshot_asset(account, hs) for hs in [*alone, *([together] if together else [])]
+    )
     return monthly, snapshots

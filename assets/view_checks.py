@@ -383,10 +383,13 @@ def balances_reconcile(
         f"FROM reconciliation_intervals WHERE account = $account{within}",
         params,
     )
+    candidates = _candidates(wh, account, before)
     shown = "; ".join(
         f"{r['ticker']} {_text(r['opening_date'])} .. {_text(r['closing_date'])}: "
         f"{_text(r['residual'])} (opening {_text(r['opening'])}, flows {_text(r['flows'])}, "
-        f"closing {_text(r['closing'])})"
+        f"closing {_text(r['closing'])}; "
+        + candidates.get((r["ticker"], r["closing_date"]), "no record of this amount")
+        + ")"
         for r in residuals[:FIRST]
     )
     more = f" and {len(residuals) - FIRST} more" if len(residuals) > FIRST else ""
@@ -408,9 +411,39 @@ def balances_reconcile(
                         "opening_date": _text(r["opening_date"]),
                         "closing_date": _text(r["closing_date"]),
                         "residual": _text(r["residual"]),
+                        "records": candidates.get(
+                            (r["ticker"], r["closing_date"]), "no record of this amount"
+                        ),
                     }
                     for r in residuals
                 ]
             ),
         },
     )
+
+
+def _candidates(wh: Warehouse, account: str, before: date | None) -> dict[tuple[str, date], str]:
+    """Per residual (asset, closing day), the records of its amount (``residual_candidates``),
+    named: history, day and record, and the interval a record the statement holds is in."""
+    within = "" if before is None else " AND closing_date < $before"
+    rows = _rows(
+        wh,
+        "SELECT ticker, closing_date, history, day, record_id, kind, amount, placed_in "  # noqa: S608
+        f"FROM residual_candidates WHERE account = $account AND history IS NOT NULL{within} "
+        "ORDER BY closing_date, ticker, history, day, record_id",
+        {"account": account, "before": before},
+    )
+    named: dict[tuple[str, date], list[str]] = {}
+    for r in rows:
+        record = f" {r['record_id']}" if r["record_id"] is not None else ""
+        where = f", in the interval closing {_text(r['placed_in'])}" if r["placed_in"] else ""
+        what = f"{r['kind']} {_text(r['amount'])}" if r["kind"] else "a field of that value"
+        named.setdefault((r["ticker"], r["closing_date"]), []).append(
+            f"{r['history']} of {_text(r['day'])}{record} ({what}{where})"
+        )
+    return {
+        key: "records of this amount: "
+        + ", ".join(found[:FIRST])
+        + (f" and {len(found) - FIRST} more" if len(found) > FIRST else "")
+        for key, found in named.items()
+    }

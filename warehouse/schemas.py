@@ -133,6 +133,47 @@ ACCOUNT_COLUMN: Final = Column(
 )
 
 
+#: When a snapshot was seen, beside its ``observed_at``: a snapshot shows the account at an
+#: instant after ``observed_from`` and before ``observed_until`` + 1 s, by the exchange's clock.
+SEEN_COLUMNS: Final = (
+    "observed_from",
+    "observed_until",
+    "asked_at",
+    "answered_at",
+    "consistent",
+)
+
+
+def _when_seen() -> tuple[Column, ...]:
+    return (
+        Column(
+            "observed_from",
+            UTC_TIME,
+            True,
+            "The exchange's time known to have passed before the snapshot was asked for (the "
+            "Date of the answer before it, to the second): it shows the account after it",
+        ),
+        Column(
+            "observed_until",
+            UTC_TIME,
+            True,
+            "The exchange's time of the snapshot's last answer (its Date, to the second): it "
+            "shows the account before the end of that second",
+        ),
+        Column("asked_at", UTC_TIME, True, "This machine's time when this table was asked for"),
+        Column(
+            "answered_at", UTC_TIME, True, "This machine's time when this table's last answer came"
+        ),
+        Column(
+            "consistent",
+            pa.bool_(),
+            True,
+            "Asked together with the other balances, twice, and the two collects agreed: all "
+            "show one instant; false: they never agreed, the last was kept; null: asked once",
+        ),
+    )
+
+
 def _extracted_at() -> Column:
     return Column("extracted_at", UTC_TIME, False, "When the run that wrote this row fetched it")
 
@@ -199,6 +240,7 @@ def _columns(history: spec.History) -> tuple[Column, ...]:
                 "the snapshot shows; null where the answer did not say",
             )
         )
+        columns.extend(_when_seen())
     return (*columns, _extracted_at())
 
 

@@ -181,6 +181,11 @@ HISTORIES: Final[Mapping[str, History]] = {
     )
 }
 
+#: The snapshots the account statement reads at one instant: the balances, and the deposits and
+#: withdrawals pending (which the balances do not show yet, or still hold). Taken together, as
+#: one asset: asked at once, twice, until two collects agree.
+TOGETHER: Final = (MAIN_BALANCES, TRADING_BALANCES, COLLATERAL_BALANCES, PENDING_FLOWS)
+
 __all__ = [
     "ACCOUNT_OPERATIONS",
     "API_PREFIX",
@@ -265,6 +270,7 @@ __all__ = [
     "SUCCESSFUL",
     "TICKER",
     "TICKER_FORM",
+    "TOGETHER",
     "TRADES",
     "TRADE_OPERATIONS",
     "TRADING_BALANCE",

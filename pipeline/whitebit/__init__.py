@@ -32,6 +32,7 @@ from ._errors import (
     WalkError,
     WhiteBITError,
 )
+from ._histories import Together
 from ._pacing import Pacer
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
@@ -81,6 +82,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "TimeWindowsWalk",
+    "Together",
     "TradingBalance",
     "TransportError",
     "TransportTimeout",

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -274,6 +275,9 @@ class AsyncWhiteBIT(Histories):
             pacer = self._pacer()
             if pacer is not None:
                 await pacer.acquire(operation)
+            if report is not None and report.asked_at is None:
+                report.asked_at = datetime.now(UTC)
+                report.observed_from = self._clock.latest
             if not operation.private:
                 request = self._http.build_request("GET", self._urls[operation.name])
                 response = await self._send(operation, request)
@@ -348,12 +352,26 @@ class AsyncWhiteBIT(Histories):
                         operation.name,
                         ", ".join(f"{p} (e.g. {unknown[p]})" for p in list(unknown)[known:]),
                     )
-                if report is not None and report.observed_at is None:
-                    report.observed_at = answered_at
+                if report is not None:
+                    _answered(report, answered_at)
                 return doc
         elif status == 429 and report is not None:
             report.rate_limited += 1
         raise error_for_answer(operation, status, response.headers, content)
+
+
+def _answered(report: WalkReport, dated: datetime | None) -> None:
+    """A successful answer's times in its report: the exchange's first and last, this
+    machine's last."""
+    report.answered_at = datetime.now(UTC)
+    if dated is None:
+        return
+    if report.observed_at is None:
+        report.observed_at = dated
+    if report.observed_from is None or report.observed_from > dated:
+        report.observed_from = dated  # no answer before it said the exchange's time
+    if report.observed_until is None or report.observed_until < dated:
+        report.observed_until = dated
 
 
 def _failure(state: RetryCallState) -> BaseException | None:

@@ -63,6 +63,11 @@ class ExchangeClock:
         """Whether it tells the exchange's time (given a clock, or an answer's ``Date`` seen)."""
         return self._given is not None or self._seen is not None
 
+    @property
+    def latest(self) -> datetime | None:
+        """The time the latest answer's ``Date`` said, if one did."""
+        return self._moment
+
     def observe(self, header: str | None) -> datetime | None:
         """Take an answer's ``Date`` header; the time it says, if it says one."""
         if header is None:

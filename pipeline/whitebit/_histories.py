@@ -8,10 +8,12 @@ checked, retried `call`, its `ping`, its concurrency and its clock (`_clock.Exch
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pipeline import spec
 
@@ -21,6 +23,33 @@ from ._retry import RetryPolicy
 from ._timewindows import TimeWindowsWalk
 from ._walks import NewestFirstWalk
 from ._window import OffsetWindowWalk
+
+log = logging.getLogger("pipeline.whitebit")
+
+
+#: Collects of `Histories.together` before it keeps one that no second collect confirmed.
+COLLECTS: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Together:
+    """Snapshots taken together (`Histories.together`): each one's answer and report (of the
+    collect kept), by history name; ``span``, the times of the collects that agreed (the
+    account was as the answers show at an instant after ``span.observed_from`` and before
+    ``span.observed_until`` + 1 s, by the exchange's clock); how many collects it took, and
+    whether two in a row agreed."""
+
+    answers: dict[str, Any]
+    reports: dict[str, WalkReport]
+    span: WalkReport
+    collects: int
+    #: None: asked once (`one`).
+    consistent: bool | None
+
+    @classmethod
+    def one(cls, history: spec.History, answer: Any, report: WalkReport) -> Together:
+        """A snapshot taken alone, as if together with nothing."""
+        return cls({history.name: answer}, {history.name: report}, report, 1, None)
 
 
 class Histories:
@@ -104,6 +133,54 @@ class Histories:
         )
         return {value: _listed(op, answer) for value, answer in zip(fanned, answers, strict=True)}
 
+    async def whole(
+        self, history: spec.History, *, values: Mapping[str, Sequence[str]] | None = None
+    ) -> tuple[Any, WalkReport]:
+        """A snapshot's answer as the exchange gave it (every page's records of one walked by
+        offset window, a slice out of the window's reach reported), and its report."""
+        if isinstance(history.paging, spec.OffsetWindow):
+            walk = self.walk(history, values=values, on_window_exceeded="report")
+            records: Any = None
+            async for page in walk:
+                records = _joined(records, page)
+            return (records if records is not None else []), walk.report
+        paging = history.paging
+        if isinstance(paging, spec.Fanout) and not (values or {}).get(paging.setting):
+            log.warning(f"no {paging.setting} configured: no {history.name} to list")
+        report = WalkReport(history.name)
+        return await self.snapshot(history, values=values, report=report), report
+
+    async def together(
+        self,
+        histories: Sequence[spec.History],
+        *,
+        values: Mapping[str, Sequence[str]] | None = None,
+        collects: int = COLLECTS,
+    ) -> Together:
+        """Snapshots that show the account at one instant: each asked at once (concurrently),
+        then all again, until two collects in a row answer alike (each of them then held from
+        the first collect's answer to the second's: so all of them at an instant between the
+        two), at most ``collects`` times; then the last collect is kept, not ``consistent``."""
+        names = [h.name for h in histories]
+        last = max(collects, 2)
+        before: tuple[list[Any], WalkReport] | None = None  # the collect before: answers, span
+        for collect in range(1, last + 1):
+            got = await asyncio.gather(*(self.whole(h, values=values) for h in histories))
+            answers = [answer for answer, _ in got]
+            reports = {name: report for name, (_, report) in zip(names, got, strict=True)}
+            agreed = before is not None and answers == before[0]
+            if agreed or collect == last:
+                first = before[1] if agreed and before is not None else None
+                return Together(
+                    dict(zip(names, answers, strict=True)),
+                    reports,
+                    _span(first, reports),
+                    collect,
+                    consistent=agreed,
+                )
+            before = answers, _span(None, reports)
+        raise AssertionError("unreachable: the last collect returns")
+
     async def exchange_time(self) -> float:
         """The exchange's present, in Unix seconds: the client's ``clock`` if it was given one,
         else the latest answer's ``Date`` plus the time since (a ping first, when no answer has
@@ -120,6 +197,43 @@ def _seconds(moment: datetime | None, name: str) -> int | None:
     if moment.tzinfo is None:
         raise ValueError(f"{name} must be timezone-aware (UTC), not a naive datetime")
     return math.floor(moment.timestamp())
+
+
+def _span(first: WalkReport | None, reports: Mapping[str, WalkReport]) -> WalkReport:
+    """The times of a collect (from ``first``'s start, when given, to its end): when its
+    first request was sent and its last answer came, by the exchange's clock and by this
+    machine's."""
+    span = WalkReport("together")
+    every = list(reports.values())
+    starts = [first] if first is not None else every
+    span.observed_at = _least([r.observed_at for r in starts])
+    span.observed_from = _least([r.observed_from for r in starts])
+    span.asked_at = _least([r.asked_at for r in starts])
+    span.observed_until = _most([r.observed_until for r in every])
+    span.answered_at = _most([r.answered_at for r in every])
+    return span
+
+
+def _least(times: Sequence[datetime | None]) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+def _most(times: Sequence[datetime | None]) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+def _joined(records: Any, page: Any) -> Any:
+    """Pages gathered: lists of records, or records by owner (``{owner: [record, ...]}``)."""
+    if records is None:
+        return page
+    if isinstance(page, dict):
+        for owner, more in page.items():
+            records.setdefault(owner, []).extend(more)
+        return records
+    records.extend(page)
+    return records
 
 
 def _listed(operation: spec.Operation, answer: Any) -> Any:

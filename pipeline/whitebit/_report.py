@@ -40,6 +40,16 @@ class WalkReport:
     #: The exchange's time of the first answer (its ``Date`` header, to the second): when the
     #: account was seen as the rows show it. None: no answer carried a date.
     observed_at: datetime | None = None
+    #: The exchange's time of the last answer (its ``Date``): the rows show the account at an
+    #: instant before ``observed_until`` + 1 s.
+    observed_until: datetime | None = None
+    #: The exchange's time known to have passed before the first request was sent (the ``Date``
+    #: of the latest answer before it; else the first answer's): the rows show the account at
+    #: an instant after it.
+    observed_from: datetime | None = None
+    #: This machine's clock (UTC) when the first request was sent and the last answer arrived.
+    asked_at: datetime | None = None
+    answered_at: datetime | None = None
     #: A history the exchange keeps for `spec.HISTORY_MONTHS` only: the floor the walk's range
     #: was cut at (nothing older was asked for, and a note says so). None: nothing was cut.
     cut_before: datetime | None = None

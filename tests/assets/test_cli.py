@@ -22,6 +22,7 @@ from assets.jobs import MAX_RUNTIME_TAG, nightly_requests
 from assets.partitions import today
 from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
+from pipeline import spec
 from pipeline.simulator import Simulator
 from warehouse import schemas
 
@@ -172,7 +173,8 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
     exchange_now = datetime.fromtimestamp(own_sim.clock.now(), UTC)
     result = CliRunner().invoke(main, ["materialize", "hedge_mode", "main_balances"], env=env)
     assert result.exit_code == 0, result.output
-    assert "main_balances, hedge_mode: today" in result.output
+    # The main balances are taken together with the others (`spec.TOGETHER`): one asset.
+    assert f"{len(spec.TOGETHER) + 1} assets: today" in result.output
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
         for table in ("hedge_mode", "main_balances"):
             query = f"SELECT DISTINCT snapshot_date, observed_at FROM {table}"  # noqa: S608
@@ -185,7 +187,10 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
 def _warehouse_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Each table's rows without the instants of the runs and answers (a snapshot's last
     column is its snapshot_date)."""
-    when = "COLUMNS(lambda c: c NOT IN ('extracted_at', 'observed_at'))"
+    when = (
+        "COLUMNS(lambda c: c NOT IN ('extracted_at', 'observed_at', 'observed_from', "
+        "'observed_until', 'asked_at', 'answered_at'))"
+    )
     with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as con:
         return {
             table: con.execute(f'SELECT {when} FROM "{table}" ORDER BY ALL').fetchall()  # noqa: S608

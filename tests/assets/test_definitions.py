@@ -39,10 +39,13 @@ MONTHLY_OPS = {f"default__{name}" for name in MONTHLY}
 #: The horizon check of each history the exchange forgets.
 HORIZON_OPS = {f"default__{name}_horizon" for name in FORGOTTEN}
 #: The op of each snapshot: a multi-asset named after its account and history (one nested in
-#: another is written by the other's op: the investments' plans, from one walk).
+#: another is written by the other's op: the investments' plans, from one walk; those taken
+#: together, by one op: the balances and the flows pending).
 SNAPSHOT_OPS = {
-    f"default_{h.name}" for h in spec.HISTORIES.values() if not h.monthly and h.nested_in is None
-}
+    f"default_{h.name}"
+    for h in spec.HISTORIES.values()
+    if not h.monthly and h.nested_in is None and h not in spec.TOGETHER
+} | {"default_together"}
 #: The checks over the catalog's views, one op per account, in every job of a table they check.
 VIEWED = {h.name for h in spec.HISTORIES.values() if view_specs(dg.AssetKey("t"), h)}
 VIEWS_OPS = {"default_views"}
@@ -54,7 +57,8 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
         for job in defs.resolve_all_job_defs()
         if not job.name.startswith("__")
     }
-    assert {"default_investments", "default_main_balances"} <= SNAPSHOT_OPS
+    assert {"default_investments", "default_together"} <= SNAPSHOT_OPS
+    assert "default_main_balances" not in SNAPSHOT_OPS
     assert "default_fixed_plans" not in SNAPSHOT_OPS
     assert {"trades", "orders", "conversions"} <= set(FORGOTTEN) < set(MONTHLY)
     assert runs == {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,31 @@ def test_every_snapshot_materializes_today(
     }
     failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
     assert failed == []
+
+
+def test_the_balances_are_one_step_taken_together_with_when_they_were_seen(
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+) -> None:
+    """The balances and the flows pending: one asset of one step, asked together until two
+    collects agreed (on a frozen clock, the first two), each table with the snapshot's bounds
+    by the exchange's clock and its own answer's times by this machine's."""
+    together = account_assets().tables[spec.MAIN_BALANCES.name]
+    assert {k.path[-1] for k in together.keys} == {h.name for h in spec.TOGETHER}
+    result = dg.materialize([together], resources=resources_for(own_sim, root), instance=instance)
+    assert result.success
+    for table in spec.TOGETHER:
+        (event,) = _materialized(result, table.name)
+        assert event.metadata["collects"].value == 2
+    with catalog.connect(Warehouse.open(root)) as con:
+        seen = con.execute(
+            " UNION ".join(
+                f"SELECT DISTINCT observed_from, observed_at, observed_until, consistent, "  # noqa: S608
+                f"asked_at <= answered_at FROM {h.name}"
+                for h in spec.TOGETHER
+            )
+        ).fetchall()
+    frozen = datetime.fromtimestamp(own_sim.clock.now(), UTC).replace(microsecond=0)
+    assert seen == [(frozen, frozen, frozen, True, True)]
 
 
 def test_the_whole_location_materializes_with_checks(

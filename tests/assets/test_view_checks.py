@@ -151,7 +151,25 @@ def test_balances_reconcile_names_account_asset_days_and_amount(wh: Warehouse) -
     assert result.description == (
         f"1 holding(s) of {ACCOUNT} moved by other than the flows its records tell "
         "(residual = closing - opening - flows): USDT 2024-03-01 .. 2024-03-02: "
-        "0.000000000000000001 (opening 1000, flows 249, closing 1249.000000000000000001)"
+        "0.000000000000000001 (opening 1000, flows 249, closing 1249.000000000000000001; "
+        "no record of this amount)"
+    )
+    # The deposit read again without it: the residual is its amount, and names it where the
+    # warehouse still holds a record of that amount (the deposit, rejected).
+    _snapshot(wh, T2, "1249")
+    spoiled = dict(credited, amount="249", fee=0)  # a number for a string: rejected
+    batch = normalize.normalize(
+        spec.DEPOSITS_WITHDRAWALS, [spoiled], extracted_at=T2, day=T2.date()
+    )
+    assert batch.rejected == 1
+    partitions.write_batch(wh, batch, account=ACCOUNT, replace=[T1.date()])
+    catalog.refresh(wh)
+    result = view_checks.balances_reconcile(wh, ACCOUNT, key=KEY)
+    assert not result.passed
+    assert result.description is not None
+    assert result.description.endswith(
+        f"USDT 2024-03-01 .. 2024-03-02: 249 (opening 1000, flows 0, closing 1249; records of "
+        f"this amount: _rejects: deposits_withdrawals of {T1.date()} (a field of that value))"
     )
     # An interval closing on the day the check runs is not checked: that day's histories are
     # written the night after.

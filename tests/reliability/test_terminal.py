@@ -469,8 +469,8 @@ CASES = {
         _tamper(spec.MAIN_BALANCE.path, repeated_key({"main_balance": "1"})),
         SNAPSHOTS,
         1,
-        ("failed step default_main_balances:", "a ticker listed more than once"),
-        failed=("main_balances",),
+        ("failed step default_together:", "a ticker listed more than once"),
+        failed=tuple(h.name for h in spec.TOGETHER),  # taken together: one step
     ),
 }
 

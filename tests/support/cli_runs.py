@@ -75,7 +75,7 @@ Rows = dict[str, list[tuple[Any, ...]]]
 #: Columns that say when a run ran, not what it read: runs compared may be minutes apart, on
 #: either side of midnight (a snapshot is taken for the day the run takes it, at the instant the
 #: exchange answers it).
-WHEN_COLUMNS = ("extracted_at", "snapshot_date", "observed_at")
+WHEN_COLUMNS = ("extracted_at", "snapshot_date", "observed_at", *schemas.SEEN_COLUMNS[:4])
 
 
 def warehouse_rows(root: Path | str, account: str = "default", **options: Any) -> Rows:

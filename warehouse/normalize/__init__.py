@@ -48,7 +48,7 @@ Everything is vectorized with `pyarrow.compute`; Python loops only build the per
 from the list of dicts, and handle the (rare) rejected records.
 """
 
-from warehouse.normalize._assemble import Batch, has_equal_keys, has_equal_neighbours
+from warehouse.normalize._assemble import Batch, Seen, has_equal_keys, has_equal_neighbours
 from warehouse.normalize._convert import (
     EARLIEST,
     FRACTION_DIGITS,
@@ -74,6 +74,7 @@ __all__ = [
     "MILLISECONDS_FROM",
     "OWNER_MAX_LENGTH",
     "Batch",
+    "Seen",
     "has_equal_keys",
     "has_equal_neighbours",
     "nested",

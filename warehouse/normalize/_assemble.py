@@ -23,6 +23,20 @@ Rejected = tuple[int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
+class Seen:
+    """When a snapshot was seen, beside its ``observed_at`` (`schemas.SEEN_COLUMNS`): the
+    exchange's times bounding the instant it shows, this machine's times of asking and of the
+    last answer, and whether the snapshots taken with it agreed on one instant (None: asked
+    once)."""
+
+    observed_from: datetime | None = None
+    observed_until: datetime | None = None
+    asked_at: datetime | None = None
+    answered_at: datetime | None = None
+    consistent: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Batch:
     """One table's share of a normalization: typed rows, rejected records and counts."""
 
@@ -62,6 +76,7 @@ def assemble(
     reject_partition: pa.Array | None = None,
     snapshot_date: date | None = None,
     observed_at: datetime | None = None,
+    seen: Seen | None = None,
 ) -> Batch:
     """The batch of ``columns`` (one per column of the table but ``extracted_at``, and a
     snapshot's ``snapshot_date`` and ``observed_at``, which are constants). A record is rejected
@@ -74,6 +89,10 @@ def assemble(
     if snapshot_date is not None:
         constants["snapshot_date"] = pa.repeat(pa.scalar(snapshot_date, schemas.DAY), length)
         constants["observed_at"] = pa.repeat(pa.scalar(observed_at, schemas.UTC_TIME), length)
+        for name in schemas.SEEN_COLUMNS:
+            kind = schema.column(name).type
+            value = getattr(seen or Seen(), name)
+            constants[name] = pa.repeat(pa.scalar(value, kind), length)
     arrays = {name: converted.values for name, converted in columns.items()} | constants
     unknown = set(arrays) ^ {c.name for c in schema.columns}
     if unknown:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pipeline import spec
 from warehouse import schemas
-from warehouse.normalize._assemble import Batch, assemble
+from warehouse.normalize._assemble import Batch, Seen, assemble
 from warehouse.normalize._convert import (
     Converted,
     TimeBounds,
@@ -72,16 +72,17 @@ def normalize(
     extracted_at: datetime,
     day: date,
     observed_at: datetime | None = None,
+    seen: Seen | None = None,
 ) -> Batch:
     """A history's answer (the JSON as parsed: a page's records, a keyed object, one record, the
     records of each owner (a fanned-out value, a market); for a nested history, the records it
     is nested in) -> its table's `Batch`.
 
-    ``day`` is the snapshot day of a snapshot, and ``observed_at`` the exchange's time of its
-    answer. A history partitioned by month puts each row in the
-    day of its own time; a record whose time cannot be read is rejected into the day of the
-    record before it in the batch (the exchange lists newest first, so every rerun of that day
-    rejects it into that day again), or into ``day`` (the day the caller was reading) when no
+    ``day`` is the snapshot day of a snapshot, ``observed_at`` the exchange's time of its
+    answer, and ``seen`` the rest of when it was seen. A history partitioned by month puts each
+    row in the day of its own time; a record whose time cannot be read is rejected into the day
+    of the record before it in the batch (the exchange lists newest first, so every rerun of that
+    day rejects it into that day again), or into ``day`` (the day the caller was reading) when no
     record before it has a readable time.
     """
     extracted_at = _utc(extracted_at)
@@ -146,6 +147,7 @@ def normalize(
         extracted_at=extracted_at,
         snapshot_date=day,
         observed_at=observed_at,
+        seen=seen,
         home_partition=day,
     )
 
