@@ -91,6 +91,7 @@ SPEC_FACTS: Final = {
     "SETTLEMENT_TICKER": "'" + spec.SETTLEMENT_TICKER + "'",
     "PERP_MARKET": "'" + spec.PERP_MARKET + "'",
     "INVESTMENT_ACTIVE": _code_of(spec.INVESTMENT_STATUSES, "active"),
+    "DEPOSIT": _code_of(spec.TRANSACTION_METHODS, "deposit"),
 }
 _FILLED: Final = {**SPEC_FACTS, **flows.PARTS}
 _FACT: Final = re.compile(r"\{\{\s*([A-Z_]+)\s*\}\}")
@@ -323,13 +324,16 @@ def _create_table_views(
     empty = []
     with_files = tables_with_files(wh.store) if files else set()
     for schema in schemas.TABLES.values():
-        columns = ", ".join(_quoted(c.name) for c in schema.view_columns)
         view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
         if schema.name in with_files:
             source = _parquet_source(schema, wh)
-            # Identifiers come from the schemas, quoted; the path is an escaped literal.
-            query = f"SELECT {columns} FROM {source}"  # noqa: S608
-            con.execute(f"{view} {query}")
+            try:
+                con.execute(f"{view} {_select(_columns(schema), source)}")
+            except duckdb.BinderException:  # a column no file has yet: added after them
+                held = {
+                    row[0] for row in con.execute(f"DESCRIBE {_select('*', source)}").fetchall()
+                }
+                con.execute(f"{view} {_select(_columns(schema, held), source)}")
         else:
             empty.append(schema.name)
             typed_nulls = ", ".join(
@@ -342,6 +346,21 @@ def _create_table_views(
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
             con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
     return tuple(empty)
+
+
+def _select(columns: str, source: str) -> str:
+    # Identifiers come from the schemas, quoted; the path is an escaped literal.
+    return f"SELECT {columns} FROM {source}"  # noqa: S608
+
+
+def _columns(schema: TableSchema, held: set[str] | None = None) -> str:
+    """The view's columns; one the files do not hold (``held``: those they do) as a typed null."""
+    return ", ".join(
+        _quoted(c.name)
+        if held is None or c.name in held
+        else f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}"
+        for c in schema.view_columns
+    )
 
 
 def _parquet_source(schema: TableSchema, wh: Warehouse) -> str:

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,7 +41,7 @@ from tests.support.records import (
     watcher_link,
 )
 from tests.warehouse.test_normalize import decimal_strings
-from warehouse import Warehouse, catalog, normalize, partitions, schemas
+from warehouse import Warehouse, catalog, layout, normalize, partitions, schemas
 from warehouse.display import decimal_text
 from warehouse.root import CATALOG_FILE
 
@@ -422,3 +423,22 @@ def test_query_of_a_root_with_nothing_in_it_says_so(root: Path) -> None:
     with pytest.raises(catalog.CatalogError, match=f"no warehouse at {root}: nothing has been"):
         warehouse.query("SELECT * FROM funding_history", root=str(root))
     assert not (root / CATALOG_FILE).exists()
+
+
+def test_a_column_added_after_a_tables_files_were_written_reads_as_null(
+    root: Path, wh: Warehouse
+) -> None:
+    """Files written before a column was declared (a warehouse of an earlier version) keep
+    their table's view, and the views over it, working: the column is null in them."""
+    write_snapshots(wh)
+    catalog.refresh(wh)
+    holdings = "SELECT ticker, holdings FROM holdings ORDER BY 1"
+    before = query(wh, holdings)
+    for path in root.rglob(f"main_balances/**/{layout.PARTITION_FILE}"):
+        pq.write_table(pq.read_table(path).drop_columns(["observed_from"]), path)
+    catalog.refresh(wh)
+    assert query(wh, "SELECT ticker, observed_from FROM main_balances ORDER BY 1") == [
+        ("BTC", None),
+        ("USDT", None),
+    ]
+    assert query(wh, holdings) == before
