@@ -12,7 +12,7 @@ from ._accounts import account_dataset, account_seed
 from ._cli import simulator_command
 from ._clock import SimClock
 from ._data import EPOCH, Dataset, Profile, Scale, decimal_text
-from ._faults import Fault, FaultInjector, Tamper, new_field, repeated_key
+from ._faults import Fault, FaultInjector, Tamper, left_out, new_field, repeated_key
 from ._keys import MAIN, REGIONS, Credentials, KeyStore
 from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, serve, spawn
 
@@ -35,6 +35,7 @@ __all__ = [
     "account_dataset",
     "account_seed",
     "decimal_text",
+    "left_out",
     "new_field",
     "repeated_key",
     "serve",

@@ -18,10 +18,19 @@ its last second, both included, as the exchange reads them (docs/api.md, section
   refused. A range reaching past it is cut there, and the cut is reported (``cut_before``, and a
   note); the warehouse keeps what it read before.
 - **Pages.** Inside a window, offset pages of the operation's largest ``limit``, newest first,
-  requested ahead (`_walks._Ahead`), until a short page. Pages shift if a record is still arriving
-  in the window as it is read: each record is told by its declared ``identity`` fields (a record
-  without usable ones, by its content) and yielded once; windows are disjoint in time, so the
-  walk remembers one window's identities at a time.
+  requested ahead (`_walks._Ahead`). Pages shift if a record is still arriving in the window as
+  it is read: each record is told by its declared ``identity`` fields (a record without usable
+  ones, by its content) and yielded once; windows are disjoint in time, so the walk remembers one
+  window's identities at a time.
+- **The end of a window** is proven, never taken from a short page: the answer's stated
+  ``total`` met, or nothing past a short page. A page shorter than asked is followed by a probe,
+  the offset just past it asked for as many records as it fell short (one request per window
+  that ends on a short page): empty, the window ends there; not, the page left records out
+  (`_paging.left_out`), and it is asked once more. Still short, the walk reads on, and the answer
+  is reported (`RecordsLeftOut`, in the report's ``left_out``: raised once the walk has yielded
+  all it could), naming the window, the offset and the days of the page's records. A window
+  whose answers state a ``total`` (conversions) that its records do not meet is read once more,
+  then reported alike.
 - **Reach.** An operation with a ``max_reach`` (``offset + limit`` at most 10,000: closed
   positions) answers no page past it. Before a window is walked, its last reachable page is read:
   full, the window may hold more than can be reached, so it is split into two halves (by
@@ -43,7 +52,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Coroutine, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -56,10 +65,11 @@ from pipeline import spec
 
 from ._clock import history_floor
 from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
-from ._errors import ContractError, OffsetWindowExceeded, excerpt
+from ._errors import ContractError, OffsetWindowExceeded, RecordsLeftOut, excerpt
 from ._exact import decimal_text
+from ._paging import Tally, utc_days
 from ._report import WalkReport
-from ._walks import Caller, _Ahead, _follow_page_size
+from ._walks import Caller, _Ahead, _follow_page_size, tell_short
 
 DAY_S: Final = 86_400
 
@@ -138,6 +148,13 @@ class _Got:
     groups: list[tuple[str | None, list[Any]]]
     count: int
     size: int
+    #: The records the answer says the window holds, where it says (`spec.PageEnvelope.total`).
+    total: int | None = None
+
+    def ends(self, offset: int) -> bool:
+        """The page, answered for ``offset``, proves the window ends with it: it is empty, or
+        meets the answer's total."""
+        return not self.count or (self.total is not None and offset + self.count >= self.total)
 
 
 _IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
@@ -208,6 +225,7 @@ class TimeWindowsWalk:
                 end = window.start
         finally:
             report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
         if report.incomplete_slices and self.on_window_exceeded == "raise":
             first = report.incomplete_slices[0]
             raise OffsetWindowExceeded(
@@ -247,8 +265,23 @@ class TimeWindowsWalk:
                 self.report.incomplete_slices.append(
                     OffsetWindowExceeded(self._history.name, window.name, reach)
                 )
-        async for records in self._pages(window, reach, first):
-            yield records
+        tally = Tally()
+        for _ in range(2):
+            tally.whole = False
+            async for records in self._pages(window, reach, first, tally):
+                yield records
+            if not tally.falls_short:
+                return
+            first = None  # read once more from its first page
+        self.report.left_out.append(
+            RecordsLeftOut(
+                self._history.name,
+                f"window {window.name}",
+                utc_days((window.start, window.end - 1)),
+                f"its answers state a total of {tally.total} records and the walk got "
+                f"{len(tally.seen)}, again when the window was read once more",
+            )
+        )
 
     def _params(self, window: Window) -> dict[str, Any]:
         return {
@@ -257,10 +290,10 @@ class TimeWindowsWalk:
             self._window.end: window.end - 1,
         }
 
-    async def _fetch(self, params: Mapping[str, Any], offset: int) -> _Got:
+    async def _fetch(self, params: Mapping[str, Any], offset: int, limit: int = 0) -> _Got:
         page = await self._client.call(
             self._history.operation,
-            {**params, "limit": self._size, "offset": offset},
+            {**params, "limit": limit or self._size, "offset": offset},
             report=self.report,
         )
         self.report.pages += 1
@@ -280,12 +313,13 @@ class TimeWindowsWalk:
         return [*range(start, last, self._size), last] if start <= last else []
 
     async def _pages(
-        self, window: Window, reach: int | None, first: _Got | None
+        self, window: Window, reach: int | None, first: _Got | None, tally: Tally
     ) -> AsyncIterator[Records]:
-        """Every page of one window, each record once (``first``: its first page, if read)."""
+        """Every page of one window, each record once (``first``: its first page, if read), to
+        its proven end (see the module's text); what it found goes to ``tally``."""
         report, params = self.report, self._params(window)
         report.slices.append(window.name)
-        seen: set[Hashable] = set()
+        seen = tally.seen
 
         async def fetch(offset: int) -> _Got:
             return await self._fetch(params, offset)
@@ -305,11 +339,21 @@ class TimeWindowsWalk:
                     await ahead.aclose()
                     _follow_page_size(report, self._size, got.size)
                     self._size = got.size
+                if got.total is not None:
+                    tally.total = got.total
                 fresh = self._fresh(got, seen)
                 if fresh:
                     yield fresh
-                if got.count < self._size:
+                if got.ends(offset):
+                    tally.whole = True
                     return
+                if got.count < self._size:
+                    ended, brought = await self._short(window, offset, got, tally, reach)
+                    for records in brought:
+                        yield records
+                    if ended:
+                        tally.whole = True
+                        return
                 following = offset + self._size
                 if reach is not None:
                     if offset + self._size >= reach:
@@ -320,9 +364,43 @@ class TimeWindowsWalk:
         finally:
             await ahead.aclose()
 
+    async def _short(
+        self, window: Window, offset: int, got: _Got, tally: Tally, reach: int | None
+    ) -> tuple[bool, list[Records]]:
+        """A page shorter than asked, answered for ``offset``: whether the window ends with it
+        (`_walks.tell_short`), and the records new to the window that telling it brought."""
+        params, identity = self._params(window), self._paging.identity
+
+        def fetch(offset: int, limit: int) -> Coroutine[Any, Any, _Got]:
+            return self._fetch(params, offset, limit)
+
+        told = await tell_short(
+            got,
+            offset,
+            self._size,
+            fetch=fetch,
+            keys=lambda answer: _keys(answer, identity),
+            max_reach=reach,
+        )
+        brought = [found for answer in told.read if (found := self._fresh(answer, tally.seen))]
+        if told.probe is not None:
+            tally.short = True
+            field = self._window.applies_to
+            self.report.left_out.append(
+                RecordsLeftOut(
+                    self._history.name,
+                    f"window {window.name}",
+                    utc_days(r.get(field) for r in _all(told.page, told.probe) if type(r) is dict),
+                    f"the answer at offset {offset} held {told.page.count} of {self._size} "
+                    f"records though more followed, again when asked once more: {told.lost} "
+                    "record(s) left out",
+                )
+            )
+        return told.ended, brought
+
     def _read(self, page: Any, params: Mapping[str, Any]) -> _Got:
         """A checked answer's records by owner, how many, and the page size it says."""
-        answer, size = self._history.operation.answer, self._size
+        answer, size, total = self._history.operation.answer, self._size, None
         groups: list[tuple[str | None, list[Any]]]
         if isinstance(answer, spec.Grouped):
             if type(page) is dict:
@@ -345,9 +423,11 @@ class TimeWindowsWalk:
             said = page["limit"]
             if type(said) is int and 1 <= said < size:
                 size = said
+            if isinstance(answer, spec.PageEnvelope) and answer.total:
+                total = page["total"]
         else:
             groups = [(None, page)]
-        return _Got(groups, sum(len(records) for _, records in groups), size)
+        return _Got(groups, sum(len(records) for _, records in groups), size, total)
 
     def _fresh(self, got: _Got, seen: set[Hashable]) -> Records | None:
         """The page's records the window has not yielded yet, in the form the walk yields."""
@@ -370,6 +450,14 @@ class TimeWindowsWalk:
         if isinstance(self._history.operation.answer, spec.Grouped):
             return {str(owner): records for owner, records in kept.items()}
         return kept[None]
+
+
+def _all(*pages: _Got) -> list[Any]:
+    return [record for got in pages for _, records in got.groups for record in records]
+
+
+def _keys(got: _Got, fields: tuple[str, ...]) -> list[Hashable]:
+    return [_identity(r, fields, owner) for owner, records in got.groups for r in records]
 
 
 def _identity(record: Any, fields: tuple[str, ...], owner: str | None) -> Hashable:

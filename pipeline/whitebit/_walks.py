@@ -30,10 +30,12 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Coroutine,
+    Hashable,
     Iterable,
     Mapping,
     Sequence,
 )
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from pipeline import spec
@@ -42,8 +44,9 @@ from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_
 from ._errors import (
     ContractError,
     HistoryOrderError,
+    RecordsLeftOut,
 )
-from ._paging import NewestFirstCursor, RecordKeys
+from ._paging import NewestFirstCursor, RecordKeys, left_out, utc_days
 from ._report import WalkReport
 
 T = TypeVar("T")
@@ -124,6 +127,69 @@ def _follow_page_size(report: WalkReport, asked: int, size: int) -> None:
         report.notes.append(note)
 
 
+@dataclass(slots=True)
+class Short(Generic[T]):
+    """What a page shorter than asked turned out to be (`tell_short`)."""
+
+    #: The page as last answered (asked again where it moved).
+    page: T
+    #: Nothing is listed past it: the history (the window, the slice) ends with it.
+    ended: bool
+    #: Records it left out, the same when asked once more (0: none).
+    lost: int
+    #: Every answer read to tell it (probes, the page again), in order: their records count too.
+    read: list[T]
+    #: Where records were left out: the probe that showed it, the records just past the page.
+    probe: T | None = None
+
+
+async def tell_short(
+    page: T,
+    offset: int,
+    size: int,
+    *,
+    fetch: Callable[[int, int], Coroutine[Any, Any, T]],
+    keys: Callable[[T], Sequence[Hashable]],
+    max_offset: int | None = None,
+    max_reach: int | None = None,
+) -> Short[T]:
+    """Whether a page of fewer than ``size`` records, answered for ``offset``, ends what is
+    paged, proven with one request where it does.
+
+    The offset just past the page is asked for as many records as the page fell short (the
+    probe; ``fetch(offset, limit)``), within the operation's ``max_offset`` and ``max_reach``
+    (``offset + limit``; none past them can be asked: the page ends what can be read). Empty:
+    the page ends it. Records of the page's tail the page left out are in the probe itself, and
+    the walk reads on. The page's own records in it (`_paging.left_out`) stand for records left
+    out before them, or for records that arrived at the head meanwhile and shifted every offset:
+    the page is asked again. The same page again: nothing moved, so the records are left out
+    of its answers. Another: it is told again (at most `MAX_REFETCHES` times while the history
+    keeps moving, then the walk reads on, and a page past the end ends it)."""
+    read: list[T] = []
+    for _ in range(MAX_REFETCHES):
+        held = keys(page)
+        after = offset + len(held)
+        limit = size - len(held)
+        if max_reach is not None:
+            limit = min(limit, max_reach - after)
+        if limit < 1 or (max_offset is not None and after > max_offset):
+            return Short(page, True, 0, read)
+        probe = await fetch(after, limit)
+        read.append(probe)
+        shown = keys(probe)
+        lost = left_out(held, shown)
+        if not shown or not lost:
+            return Short(page, not shown, 0, read)
+        again = await fetch(offset, size)
+        read.append(again)
+        if keys(again) == held:
+            return Short(page, False, lost, read, probe)
+        page = again
+        if len(keys(again)) >= size:
+            break
+    return Short(page, False, 0, read)
+
+
 async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
     try:
         return await anext(stream)
@@ -137,7 +203,9 @@ class NewestFirstWalk:
     Pages overlap by one record and are checked against each other (see `_paging`): records that
     arrive at the head mid-walk cause neither a repeat nor a gap, whatever order the concurrent
     pages were answered in. Records newer than ``until`` are paged through but not yielded; the
-    walk stops at the first short page or once a page reaches records older than ``since``, and
+    walk stops once a page reaches records older than ``since``, or at a short page past which
+    nothing is listed (`_stream`'s ``short``: a page that left records out is asked once more,
+    then reported as `RecordsLeftOut`, raised once the walk has yielded every other record), and
     raises `HistoryOrderError` when page after page brings nothing new (`MAX_PAGES_WITHOUT_NEWS`).
     Given values of the declaration's ``split_setting`` (in ``values``, the account's settings by
     name: its markets), each is walked on its own, concurrently, and the walks merged newest
@@ -190,6 +258,7 @@ class NewestFirstWalk:
                     yield batch
         finally:
             report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
 
     def _in_window(self, records: list[Any], times: list[int | None], until: int | None) -> _Batch:
         since = self.since
@@ -217,10 +286,23 @@ class NewestFirstWalk:
             assert self._paging.split_param is not None  # a split value has its parameter
             params[self._paging.split_param] = value
 
-        async def fetch(offset: int) -> tuple[list[Any], int]:
-            page = await client.call(op, {**params, "offset": offset}, report=report)
+        async def fetch(offset: int, limit: int = 0) -> tuple[list[Any], int]:
+            asked = {**params, "offset": offset, **({"limit": limit} if limit else {})}
+            page = await client.call(op, asked, report=report)
             report.pages += 1
             return _records(page)
+
+        async def records_at(offset: int, limit: int) -> list[Any]:
+            return (await fetch(offset, limit))[0]
+
+        def short_page(offset: int, records: list[Any]) -> Coroutine[Any, Any, Short[list[Any]]]:
+            return tell_short(
+                records,
+                offset,
+                cursor.page_size,
+                fetch=records_at,
+                keys=self._keys.keys,
+            )
 
         ahead = _Ahead(fetch, depth)
         offset, refetched, without_news = 0, 0, 0
@@ -243,6 +325,12 @@ class NewestFirstWalk:
                         )
                     _follow_page_size(report, cursor.page_size, size)
                     cursor.page_size = params["limit"] = size
+                proven, resume = True, None
+                if 0 < len(records) < cursor.page_size and not self._before_since(records[-1]):
+                    told = await short_page(offset, records)
+                    records, proven = told.page, told.ended
+                    if told.probe is not None:
+                        resume = self._left_out(told, offset, cursor.page_size, value)
                 step = cursor.read(records, offset)
                 if step.action == "refetch":
                     refetched += 1
@@ -263,7 +351,7 @@ class NewestFirstWalk:
                         "the exchange answers the same records whatever the offset"
                     )
                 report.duplicates_dropped += step.repeated
-                offset = step.offset
+                offset = step.offset if resume is None else resume
                 if step.action == "skip":
                     continue
                 if step.fresh:
@@ -271,13 +359,36 @@ class NewestFirstWalk:
                     if records:
                         yield records, times
                 oldest = cursor.last_time
-                if step.last or (
+                if (step.last and proven) or (
                     self.since is not None and oldest is not None and oldest < self.since
                 ):
                     return
                 ahead.grow()
         finally:
             await ahead.aclose()
+
+    def _left_out(
+        self, told: Short[list[Any]], offset: int, size: int, value: str | None
+    ) -> int | None:
+        """Report records a page left out; where the next page starts: the page's last record,
+        where the probe shows it (None: where the cursor says)."""
+        keys, page, probe = self._keys, told.page, told.probe or []
+        self.report.left_out.append(
+            RecordsLeftOut(
+                self._history.name,
+                f"slice {value or 'all'}",
+                utc_days(r.get(keys.time_field) for r in page + probe if type(r) is dict),
+                f"the answer at offset {offset} held {len(page)} of {size} records though more "
+                f"followed, again when asked once more: {told.lost} record(s) left out",
+            )
+        )
+        held, shown = keys.keys(page), keys.keys(probe)
+        return offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
+
+    def _before_since(self, record: Any) -> bool:
+        """The record lies before the walk's range: the walk has reached the range's start."""
+        t = self._keys.time_of(record, time.time())
+        return self.since is not None and t is not None and t < self.since
 
     async def _head_time(self) -> int | None:
         """The newest time of the whole history, as the walk begins."""

@@ -14,16 +14,18 @@ import orjson
 
 from pipeline import spec
 
-from ._errors import OffsetWindowExceeded, ValidationError
+from ._errors import OffsetWindowExceeded, RecordsLeftOut, ValidationError
 from ._paging import (
     OffsetWindow,
+    Tally,
     borrowed_times,
     identities,
     record_time,
     seen_values,
+    utc_days,
 )
 from ._report import WalkReport
-from ._walks import Caller, _Ahead, _follow_page_size, _records
+from ._walks import Caller, _Ahead, _follow_page_size, _records, tell_short
 
 #: What the walk yields: a page of records, or, for a history split by its owner (the
 #: sub-account a transfer belongs to), the records under their owner, ``{owner: [record, ...]}``.
@@ -48,6 +50,13 @@ class _Slice:
             f"{k}={v[0] if type(v) is list and len(v) == 1 else v}" for k, v in params.items()
         )
         return _Slice(name, params, value if split.owner else self.owner)
+
+
+@dataclass(slots=True)
+class _Tally(Tally):
+    """A slice's `Tally`, and the times of its records, for the days a message names."""
+
+    times: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -172,6 +181,7 @@ class OffsetWindowWalk:
                     yield page
         finally:
             report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
         if report.incomplete_slices and self.on_window_exceeded == "raise":
             first = report.incomplete_slices[0]
             raise OffsetWindowExceeded(
@@ -303,25 +313,108 @@ class OffsetWindowWalk:
             offset = min(offset + size, window.max_offset)
 
     async def _read(self, part: _Slice, *, last: bool) -> AsyncIterator[_Read]:
+        """One slice (see `_read_once`); one whose records fall short of the total its answers
+        state is read once more, then reported (`RecordsLeftOut`)."""
+        tally = _Tally()
+        for _ in range(2):
+            tally.whole = False
+            async for read in self._read_once(part, tally, last=last):
+                yield read
+            if not tally.falls_short:
+                return
+        self.report.left_out.append(
+            RecordsLeftOut(
+                self._history.name,
+                f"slice {part.name}",
+                utc_days(tally.times),
+                f"its answers state a total of {tally.total} records and the walk got "
+                f"{len(tally.seen)}, again when the slice was read once more",
+            )
+        )
+
+    async def _read_once(self, part: _Slice, tally: _Tally, *, last: bool) -> AsyncIterator[_Read]:
         """One slice, newest first from offset 0, as pages of records new to the walk (within
-        the range, for a history with a time). Sets ``part.filled``; ``last``: no split is left
-        to narrow it."""
+        the range, for a history with a time), to its proven end: the range's start passed, the
+        total its answers state met, or nothing past a short page (`_short`). Sets
+        ``part.filled``; ``last``: no split is left to narrow it."""
         client, report, seen = self._client, self.report, self._seen
         op, paging = self._history.operation, self._paging
         since, until, name = self.since, self.until, paging.time
         base = {**self._history.params, **part.params}
         report.slices.append(part.name)
 
-        async def fetch(offset: int) -> tuple[list[Any], int, int | None]:
-            params = {**base, "limit": self.window.limit, "offset": offset}
+        async def fetch(offset: int, limit: int = 0) -> tuple[list[Any], int, int | None]:
+            params = {**base, "limit": limit or self.window.limit, "offset": offset}
             page = await client.call(op, params, report=report)
             report.pages += 1
             records, size = _records(page, self._under)
             return records, size, page.get("total") if self._counted else None
 
+        passed = False
+        previous: int | None = None  # the time of the slice's last record read
+
+        def take(records: list[Any]) -> _Read | None:
+            """The records of a page new to the walk (and within the range)."""
+            nonlocal passed, previous
+            found = identities(records, paging.identity)
+            tally.seen.update(found)
+            new = []  # where the records new to the walk are
+            for n, identity in enumerate(found):
+                read = (identity, self._content(records[n]))
+                if read not in seen:
+                    seen.add(read)
+                    new.append(n)
+            for split in paging.splits:
+                if split.seen:
+                    self._values[split.param] |= seen_values(records, split.seen)
+            report.duplicates_dropped += len(records) - len(new)
+            times: list[int | None] = []
+            if name is not None and records:
+                own = _times(records, name)
+                known = [t for t in own if t is not None]
+                tally.times += known[:1] + known[-1:]
+                passed = passed or (since is not None and bool(known) and min(known) < since)
+                every = borrowed_times(own, previous)
+                previous = every[-1]
+                new = [n for n in new if _within(every[n], since, until)]
+                times = [every[n] for n in new]
+            fresh = [records[n] for n in new]
+            return _Read(part.owner, fresh, times) if fresh else None
+
+        async def records_at(offset: int, limit: int) -> list[Any]:
+            return (await fetch(offset, limit))[0]
+
+        async def short(offset: int, records: list[Any]) -> tuple[bool, list[_Read]]:
+            """A page shorter than asked, answered for ``offset``: whether the slice ends with
+            it (`_walks.tell_short`, within the operation's offsets), and what telling it
+            brought."""
+            told = await tell_short(
+                records,
+                offset,
+                self.window.limit,
+                fetch=records_at,
+                keys=lambda page: identities(page, paging.identity),
+                max_offset=op.bound("offset"),
+                max_reach=op.max_reach,
+            )
+            brought = [read for answer in told.read if (read := take(answer)) is not None]
+            if told.probe is not None:
+                tally.short = True
+                page = told.page + told.probe
+                report.left_out.append(
+                    RecordsLeftOut(
+                        self._history.name,
+                        f"slice {part.name}",
+                        utc_days(_times(page, name) if name is not None else ()),
+                        f"the answer at offset {offset} held {len(told.page)} of "
+                        f"{self.window.limit} records though more followed, again when asked "
+                        f"once more: {told.lost} record(s) left out",
+                    )
+                )
+            return told.ended or passed, brought
+
         ahead = _Ahead(fetch, client.max_concurrency)
         offset, total = 0, None
-        previous: int | None = None  # the time of the slice's last record read
         try:
             while True:
                 ahead.request(o for o in self.window.offsets_from(offset) if _below(o, total))
@@ -332,44 +425,33 @@ class OffsetWindowWalk:
                     _follow_page_size(report, self.window.limit, size)
                     self.window = OffsetWindow.of(op, size)
                 window = self.window
-                found = identities(records, paging.identity)
-                new = []  # where the records new to the walk are
-                for n, identity in enumerate(found):
-                    read = (identity, self._content(records[n]))
-                    if read not in seen:
-                        seen.add(read)
-                        new.append(n)
-                for split in paging.splits:
-                    if split.seen:
-                        self._values[split.param] |= seen_values(records, split.seen)
-                report.duplicates_dropped += len(records) - len(new)
-                passed, times = False, []
-                if name is not None and records:
-                    own = _times(records, name)
-                    known = [t for t in own if t is not None]
-                    passed = since is not None and bool(known) and min(known) < since
-                    every = borrowed_times(own, previous)
-                    previous = every[-1]
-                    new = [n for n in new if _within(every[n], since, until)]
-                    times = [every[n] for n in new]
-                fresh = [records[n] for n in new]
-                if fresh:
-                    yield _Read(part.owner, fresh, times)
-                ended = (
-                    len(records) < window.limit
-                    or offset >= window.max_offset
-                    or (total is not None and offset + len(records) >= total)
-                )
+                if total is not None:
+                    tally.total = total
+                read = take(records)
+                if read is not None:
+                    yield read
+                proven = not records or _met(total, offset, records)
+                if not (passed or proven) and len(records) < window.limit:
+                    proven, brought = await short(offset, records)
+                    for read in brought:
+                        yield read
+                ended = proven or offset >= window.max_offset
                 beyond = total is not None and total > window.reachable
                 if passed or ended or (beyond and since is None and not last):
                     part.filled = not passed and (
                         beyond if total is not None else window.filled(offset, len(records))
                     )
+                    tally.whole = proven and not passed
                     return
                 offset = min(offset + window.limit, window.max_offset)
                 ahead.grow()
         finally:
             await ahead.aclose()
+
+
+def _met(total: int | None, offset: int, records: list[Any]) -> bool:
+    """A page, answered for ``offset``, meets the total its answer states."""
+    return total is not None and offset + len(records) >= total
 
 
 def _times(records: list[Any], name: str) -> list[int | None]:
