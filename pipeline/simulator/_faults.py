@@ -88,8 +88,8 @@ def left_out(
     """A record left out of an answer, as exchanges do now and then: the record at ``index`` of
     the answer's records in their order (-1: the last; across the markets of an answer grouped by
     market, in the order they come) is removed from the first ``answers`` answers whose request's
-    parameters ``when`` accepts (None: from every one) and that hold such a record. Everything else is as answered, its
-    ``total`` too, every other record byte for byte."""
+    parameters ``when`` accepts (None: from every one) and that hold such a record. Everything
+    else is as answered, its ``total`` too, every other record byte for byte."""
     lock, left = threading.Lock(), [answers]
 
     def rewrite(params: dict[str, object], body: bytes) -> bytes:

@@ -347,14 +347,15 @@ class TimeWindowsWalk:
                 if got.ends(offset):
                     tally.whole = True
                     return
+                following = offset + self._size
                 if got.count < self._size:
-                    ended, brought = await self._short(window, offset, got, tally, reach)
+                    ended, after, brought = await self._short(window, offset, got, tally, reach)
                     for records in brought:
                         yield records
                     if ended:
                         tally.whole = True
                         return
-                following = offset + self._size
+                    following = after or following
                 if reach is not None:
                     if offset + self._size >= reach:
                         return  # the last reachable page (a window out of reach is reported)
@@ -366,9 +367,10 @@ class TimeWindowsWalk:
 
     async def _short(
         self, window: Window, offset: int, got: _Got, tally: Tally, reach: int | None
-    ) -> tuple[bool, list[Records]]:
+    ) -> tuple[bool, int | None, list[Records]]:
         """A page shorter than asked, answered for ``offset``: whether the window ends with it
-        (`_walks.tell_short`), and the records new to the window that telling it brought."""
+        (`_walks.tell_short`), the offset to read on from (None: a page on), and the records
+        new to the window that telling it brought."""
         params, identity = self._params(window), self._paging.identity
 
         def fetch(offset: int, limit: int) -> Coroutine[Any, Any, _Got]:
@@ -396,7 +398,7 @@ class TimeWindowsWalk:
                     "record(s) left out",
                 )
             )
-        return told.ended, brought
+        return told.ended, told.after, brought
 
     def _read(self, page: Any, params: Mapping[str, Any]) -> _Got:
         """A checked answer's records by owner, how many, and the page size it says."""

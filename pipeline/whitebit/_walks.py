@@ -141,6 +141,9 @@ class Short(Generic[T]):
     read: list[T]
     #: Where records were left out: the probe that showed it, the records just past the page.
     probe: T | None = None
+    #: The offset to read on from, past the page and the records its probe showed (None: the
+    #: page's own next, a page on).
+    after: int | None = None
 
 
 async def tell_short(
@@ -178,12 +181,15 @@ async def tell_short(
         read.append(probe)
         shown = keys(probe)
         lost = left_out(held, shown)
+        # An exchange that answers fewer than asked without saying so (a plain array) is read
+        # on from past what it answered, so that no offset is skipped.
+        past = after + len(shown)
         if not shown or not lost:
-            return Short(page, not shown, 0, read)
+            return Short(page, not shown, 0, read, after=past)
         again = await fetch(offset, size)
         read.append(again)
         if keys(again) == held:
-            return Short(page, False, lost, read, probe)
+            return Short(page, False, lost, read, probe, after=past)
         page = again
         if len(keys(again)) >= size:
             break
@@ -326,7 +332,8 @@ class NewestFirstWalk:
                     _follow_page_size(report, cursor.page_size, size)
                     cursor.page_size = params["limit"] = size
                 proven, resume = True, None
-                if 0 < len(records) < cursor.page_size and not self._before_since(records[-1]):
+                # Past the range's start too: a page that reaches it is full but at the end.
+                if 0 < len(records) < cursor.page_size:
                     told = await short_page(offset, records)
                     records, proven = told.page, told.ended
                     if told.probe is not None:
@@ -384,11 +391,6 @@ class NewestFirstWalk:
         )
         held, shown = keys.keys(page), keys.keys(probe)
         return offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
-
-    def _before_since(self, record: Any) -> bool:
-        """The record lies before the walk's range: the walk has reached the range's start."""
-        t = self._keys.time_of(record, time.time())
-        return self.since is not None and t is not None and t < self.since
 
     async def _head_time(self) -> int | None:
         """The newest time of the whole history, as the walk begins."""

@@ -384,10 +384,10 @@ class OffsetWindowWalk:
         async def records_at(offset: int, limit: int) -> list[Any]:
             return (await fetch(offset, limit))[0]
 
-        async def short(offset: int, records: list[Any]) -> tuple[bool, list[_Read]]:
+        async def short(offset: int, records: list[Any]) -> tuple[bool, int | None, list[_Read]]:
             """A page shorter than asked, answered for ``offset``: whether the slice ends with
-            it (`_walks.tell_short`, within the operation's offsets), and what telling it
-            brought."""
+            it (`_walks.tell_short`, within the operation's offsets), the offset to read on from
+            (None: a page on), and what telling it brought."""
             told = await tell_short(
                 records,
                 offset,
@@ -411,7 +411,7 @@ class OffsetWindowWalk:
                         f"once more: {told.lost} record(s) left out",
                     )
                 )
-            return told.ended or passed, brought
+            return told.ended or passed, told.after, brought
 
         ahead = _Ahead(fetch, client.max_concurrency)
         offset, total = 0, None
@@ -431,10 +431,13 @@ class OffsetWindowWalk:
                 if read is not None:
                     yield read
                 proven = not records or _met(total, offset, records)
-                if not (passed or proven) and len(records) < window.limit:
-                    proven, brought = await short(offset, records)
+                # Past the range's start too: a page that reaches it is full but at the end.
+                following = offset + window.limit
+                if not proven and len(records) < window.limit:
+                    proven, after, brought = await short(offset, records)
                     for read in brought:
                         yield read
+                    following = after or following
                 ended = proven or offset >= window.max_offset
                 beyond = total is not None and total > window.reachable
                 if passed or ended or (beyond and since is None and not last):
@@ -443,7 +446,7 @@ class OffsetWindowWalk:
                     )
                     tally.whole = proven and not passed
                     return
-                offset = min(offset + window.limit, window.max_offset)
+                offset = min(following, window.max_offset)
                 ahead.grow()
         finally:
             await ahead.aclose()
