@@ -196,6 +196,11 @@ async def tell_short(
     return Short(page, False, 0, read)
 
 
+def _in_range(oldest: int, newest: int, since: int | None, until: int | None) -> bool:
+    """Records of these times may lie in ``since <= time < until``."""
+    return (since is None or newest >= since) and (until is None or oldest < until)
+
+
 async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
     try:
         return await anext(stream)
@@ -337,7 +342,7 @@ class NewestFirstWalk:
                     told = await short_page(offset, records)
                     records, proven = told.page, told.ended
                     if told.probe is not None:
-                        resume = self._left_out(told, offset, cursor.page_size, value)
+                        resume = self._left_out(told, offset, cursor.page_size, value, until)
                 step = cursor.read(records, offset)
                 if step.action == "refetch":
                     refetched += 1
@@ -375,11 +380,18 @@ class NewestFirstWalk:
             await ahead.aclose()
 
     def _left_out(
-        self, told: Short[list[Any]], offset: int, size: int, value: str | None
+        self, told: Short[list[Any]], offset: int, size: int, value: str | None, until: int | None
     ) -> int | None:
-        """Report records a page left out; where the next page starts: the page's last record,
-        where the probe shows it (None: where the cursor says)."""
+        """Report records a page left out, unless they lie outside the walk's range (between
+        the page's first record and the probe's last, as they do); where the next page starts:
+        the page's last record, where the probe shows it (None: where the cursor says)."""
         keys, page, probe = self._keys, told.page, told.probe or []
+        held, shown = keys.keys(page), keys.keys(probe)
+        resume = offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
+        now = time.time()
+        times = [t for r in page + probe if (t := keys.time_of(r, now)) is not None]
+        if times and not _in_range(min(times), max(times), self.since, until):
+            return resume
         self.report.left_out.append(
             RecordsLeftOut(
                 self._history.name,
@@ -389,8 +401,7 @@ class NewestFirstWalk:
                 f"followed, again when asked once more: {told.lost} record(s) left out",
             )
         )
-        held, shown = keys.keys(page), keys.keys(probe)
-        return offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
+        return resume
 
     async def _head_time(self) -> int | None:
         """The newest time of the whole history, as the walk begins."""

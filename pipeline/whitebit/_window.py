@@ -25,7 +25,7 @@ from ._paging import (
     utc_days,
 )
 from ._report import WalkReport
-from ._walks import Caller, _Ahead, _follow_page_size, _records, tell_short
+from ._walks import Caller, _Ahead, _follow_page_size, _in_range, _records, tell_short
 
 #: What the walk yields: a page of records, or, for a history split by its owner (the
 #: sub-account a transfer belongs to), the records under their owner, ``{owner: [record, ...]}``.
@@ -398,14 +398,17 @@ class OffsetWindowWalk:
                 max_reach=op.max_reach,
             )
             brought = [read for answer in told.read if (read := take(answer)) is not None]
-            if told.probe is not None:
+            page = told.page + (told.probe or [])
+            own = [t for t in _times(page, name) if t is not None] if name is not None else []
+            if told.probe is not None and (
+                not own or _in_range(min(own), max(own), self.since, self.until)
+            ):
                 tally.short = True
-                page = told.page + told.probe
                 report.left_out.append(
                     RecordsLeftOut(
                         self._history.name,
                         f"slice {part.name}",
-                        utc_days(_times(page, name) if name is not None else ()),
+                        utc_days(own),
                         f"the answer at offset {offset} held {len(told.page)} of "
                         f"{self.window.limit} records though more followed, again when asked "
                         f"once more: {told.lost} record(s) left out",
