@@ -26,12 +26,6 @@ Remembering what was passed needs only the last record and the keys of the recor
 time: memory bounded by the largest group of entries of one time (for funding, one per market
 and position side), never by the length of the walk.
 
-A page shorter than asked is not the end of what is paged: an exchange leaves a record out of
-one answer now and then. Every walk asks the offset just past a short page for as many records as
-it fell short (the probe): empty, the page ended the history; not, the page left records out
-(`left_out` counts those the probe does not show itself), and it is asked once more. The UTC days
-of such records, for the message that names them, are `utc_days`.
-
 A history read in fixed slices of offsets up to the spec's maximum (`spec.OffsetWindow`: the
 investments, deposits and withdrawals, sub-account transfers) has `OffsetWindow` say which offsets
 a slice has (up to the largest offset, and no page past the operation's ``max_reach``) and whether
@@ -44,10 +38,8 @@ unreadable, taken from their neighbours (`borrowed_times`).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
 from itertools import chain
 from operator import itemgetter
 from time import time as wall_clock
@@ -59,9 +51,6 @@ from pipeline import spec
 
 from ._config import EARLIEST_TIME, FUTURE_TOLERANCE_S
 from ._errors import HistoryOrderError
-
-#: 2100-01-01 UTC: a later record time is no day to name.
-_LATEST_TIME = 4_102_444_800
 
 #: What a newest-first record is known by: its key fields' values (and, with a side, whether it
 #: is short). A record without them: ("", its JSON).
@@ -410,6 +399,17 @@ def record_time(value: object, now: float) -> int | None:
     return plausible_time(value, now)
 
 
+def record_times(records: list[Any], name: str) -> list[int | None]:
+    """Each record's own time at ``name``, None where unreadable (see `record_time`)."""
+    now = wall_clock()
+    return [record_time(r.get(name) if type(r) is dict else None, now) for r in records]
+
+
+def within(t: int | None, since: int | None, until: int | None) -> bool:
+    """In the range ``since <= t < until``; a time no record of the page gives is kept."""
+    return t is None or ((since is None or t >= since) and (until is None or t < until))
+
+
 def borrowed_times(times: list[int | None], before: int | None) -> list[int | None]:
     """Each record's time, an unreadable one (None) taking its neighbour's: the record before
     it (``before`` for the first), else the record after it; so a record the walk cannot place
@@ -430,48 +430,3 @@ def borrowed_times(times: list[int | None], before: int | None) -> list[int | No
         else:
             following = out[i]
     return out
-
-
-def left_out(page: Sequence[Hashable], probe: Sequence[Hashable]) -> int:
-    """Records a short page left out that its probe does not show: the keys of the page's
-    records, and of the probe's (asked at the offset just past the page, for as many records as
-    the page fell short, so it covers the rest of the page's positions). A page that left k
-    records out shows k fewer, so its probe starts k positions early: each of the page's own
-    records it shows again stands for a record left out before it; a left-out record of the
-    page's tail is in the probe itself, and is not counted."""
-    held = set(page)
-    return sum(1 for key in probe if key in held)
-
-
-def utc_days(times: Iterable[object]) -> str:
-    """The UTC day or days of these record times (Unix seconds: integers, decimals, or their
-    text), as ``2026-05-03`` or ``2026-05-03..2026-05-05``: where a record left out lies."""
-    days = []
-    for value in times:
-        try:
-            seconds = int(Decimal(str(value))) if type(value) in (int, str, Decimal) else None
-        except (InvalidOperation, ValueError):
-            continue
-        if seconds is not None and EARLIEST_TIME <= seconds < _LATEST_TIME:
-            days.append(datetime.fromtimestamp(seconds, UTC).date())
-    if not days:
-        return "days unknown"
-    first, last = min(days), max(days)
-    return f"{first}" if first == last else f"{first}..{last}"
-
-
-@dataclass(slots=True)
-class Tally:
-    """What reading one window or slice found: the keys of its records, the total its latest
-    answer states (`spec.PageEnvelope.total`), whether its end was proven (not cut at a reach or
-    a range's start), and whether an answer of it was reported as leaving records out."""
-
-    seen: set[Hashable] = field(default_factory=set)
-    total: int | None = None
-    whole: bool = False
-    short: bool = False
-
-    @property
-    def falls_short(self) -> bool:
-        """Read to its end, with no answer reported yet, its records are not the total stated."""
-        return self.whole and not self.short and self.total not in (None, len(self.seen))

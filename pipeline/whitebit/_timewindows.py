@@ -22,15 +22,11 @@ its last second, both included, as the exchange reads them (docs/api.md, section
   it is read: each record is told by its declared ``identity`` fields (a record without usable
   ones, by its content) and yielded once; windows are disjoint in time, so the walk remembers one
   window's identities at a time.
-- **The end of a window** is proven, never taken from a short page: the answer's stated
-  ``total`` met, or nothing past a short page. A page shorter than asked is followed by a probe,
-  the offset just past it asked for as many records as it fell short (one request per window
-  that ends on a short page): empty, the window ends there; not, the page left records out
-  (`_paging.left_out`), and it is asked once more. Still short, the walk reads on, and the answer
-  is reported (`RecordsLeftOut`, in the report's ``left_out``: raised once the walk has yielded
-  all it could), naming the window, the offset and the days of the page's records. A window
-  whose answers state a ``total`` (conversions) that its records do not meet is read once more,
-  then reported alike.
+- **The end of a window** is proven (`_proof`): the answer's stated ``total`` met, or nothing
+  past a short page. A page that left records out is asked once more, then reported
+  (`RecordsLeftOut`, raised once the walk has yielded all it could), naming the window, the
+  offset and the days; a window short of its stated total (conversions) is read once more, then
+  reported alike.
 - **Reach.** An operation with a ``max_reach`` (``offset + limit`` at most 10,000: closed
   positions) answers no page past it. Before a window is walked, its last reachable page is read:
   full, the window may hold more than can be reached, so it is split into two halves (by
@@ -52,9 +48,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import count
 from typing import Any, Final, Literal, Protocol
@@ -65,13 +60,12 @@ from pipeline import spec
 
 from ._clock import history_floor
 from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
-from ._errors import ContractError, OffsetWindowExceeded, RecordsLeftOut, excerpt
+from ._errors import ContractError, OffsetWindowExceeded, excerpt
 from ._exact import decimal_text
-from ._paging import Tally, utc_days
+from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
 from ._report import WalkReport
-from ._walks import Caller, _Ahead, _follow_page_size, tell_short
-
-DAY_S: Final = 86_400
+from ._spans import Window, next_window, utc, window_days
+from ._walks import Caller, _Ahead, _follow_page_size
 
 #: What a walk yields: records by market (`spec.Grouped`), or a list of records.
 Records = list[Any] | dict[str, list[Any]]
@@ -82,62 +76,6 @@ class ClockedCaller(Caller, Protocol):
     has it)."""
 
     async def exchange_time(self) -> float: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """Seconds ``start`` (included) to ``end`` (excluded); sent as ``start`` and ``end - 1``."""
-
-    start: int
-    end: int
-
-    @property
-    def name(self) -> str:
-        first, last = _utc(self.start), _utc(self.end - 1)
-        return f"{first:%Y-%m-%dT%H:%M:%S}Z..{last:%Y-%m-%dT%H:%M:%S}Z"
-
-    def halves(self) -> tuple[Window, Window]:
-        """The newer half, then the older."""
-        middle = self.start + (self.end - self.start) // 2
-        return Window(middle, self.end), Window(self.start, middle)
-
-
-def _utc(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
-def _month_start(seconds: int) -> int:
-    day = _utc(seconds)
-    return int(datetime(day.year, day.month, 1, tzinfo=UTC).timestamp())
-
-
-def window_days(max_span_s: int | None) -> int | None:
-    """Whole days a window may hold under this span (end minus start, both included); None:
-    no limit but the month."""
-    if max_span_s is None:
-        return None
-    if max_span_s < DAY_S - 1:
-        raise ValueError(f"a span of {max_span_s} s holds no whole day")
-    return (max_span_s + 1) // DAY_S
-
-
-def next_window(low: int, end: int, days: int | None) -> Window:
-    """The newest window of ``[low, end)``: it ends at ``end`` and starts at 00:00 UTC of a day
-    (or at ``low``), never before the month of its last second, at most ``days`` days long."""
-    last = end - 1
-    start = _month_start(last)
-    if days is not None:
-        start = max(start, last - last % DAY_S - (days - 1) * DAY_S)
-    return Window(max(start, low), end)
-
-
-def windows(low: int, high: int, max_span_s: int | None) -> list[Window]:
-    """``[low, high)`` cut into windows, newest first (`next_window`)."""
-    days, out, end = window_days(max_span_s), [], high
-    while end > low:
-        out.append(next_window(low, end, days))
-        end = out[-1].start
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,10 +179,10 @@ class TimeWindowsWalk:
 
     def _cut(self, floor: int, low: int) -> None:
         report = self.report
-        report.cut_before = _utc(floor)
+        report.cut_before = utc(floor)
         note = (
             f"{self._history.name} is kept by the exchange for {spec.HISTORY_MONTHS} months, "
-            f"back to {_utc(floor):%Y-%m-%d %H:%M} UTC: the range from {_utc(low):%Y-%m-%d %H:%M} "
+            f"back to {utc(floor):%Y-%m-%d %H:%M} UTC: the range from {utc(low):%Y-%m-%d %H:%M} "
             "UTC was cut there, and nothing older was asked for"
         )
         if note not in report.notes:
@@ -273,14 +211,9 @@ class TimeWindowsWalk:
             if not tally.falls_short:
                 return
             first = None  # read once more from its first page
+        days = utc_days((window.start, window.end - 1))
         self.report.left_out.append(
-            RecordsLeftOut(
-                self._history.name,
-                f"window {window.name}",
-                utc_days((window.start, window.end - 1)),
-                f"its answers state a total of {tally.total} records and the walk got "
-                f"{len(tally.seen)}, again when the window was read once more",
-            )
+            short_of_total(self._history.name, f"window {window.name}", days, tally, "window")
         )
 
     def _params(self, window: Window) -> dict[str, Any]:
@@ -372,15 +305,11 @@ class TimeWindowsWalk:
         (`_walks.tell_short`), the offset to read on from (None: a page on), and the records
         new to the window that telling it brought."""
         params, identity = self._params(window), self._paging.identity
-
-        def fetch(offset: int, limit: int) -> Coroutine[Any, Any, _Got]:
-            return self._fetch(params, offset, limit)
-
         told = await tell_short(
             got,
             offset,
             self._size,
-            fetch=fetch,
+            fetch=lambda at, limit: self._fetch(params, at, limit),
             keys=lambda answer: _keys(answer, identity),
             max_reach=reach,
         )
@@ -388,15 +317,11 @@ class TimeWindowsWalk:
         if told.probe is not None:
             tally.short = True
             field = self._window.applies_to
+            page = _all(told.page, told.probe)
+            days = utc_days(r.get(field) for r in page if type(r) is dict)
+            name, held = f"window {window.name}", told.page.count
             self.report.left_out.append(
-                RecordsLeftOut(
-                    self._history.name,
-                    f"window {window.name}",
-                    utc_days(r.get(field) for r in _all(told.page, told.probe) if type(r) is dict),
-                    f"the answer at offset {offset} held {told.page.count} of {self._size} "
-                    f"records though more followed, again when asked once more: {told.lost} "
-                    "record(s) left out",
-                )
+                short_by(self._history.name, name, days, offset, held, self._size, told.lost)
             )
         return told.ended, told.after, brought
 

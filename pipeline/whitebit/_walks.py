@@ -30,12 +30,10 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Coroutine,
-    Hashable,
     Iterable,
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from pipeline import spec
@@ -44,9 +42,9 @@ from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_
 from ._errors import (
     ContractError,
     HistoryOrderError,
-    RecordsLeftOut,
 )
-from ._paging import NewestFirstCursor, RecordKeys, left_out, utc_days
+from ._paging import NewestFirstCursor, RecordKeys
+from ._proof import Short, in_range, short_by, tell_short, utc_days
 from ._report import WalkReport
 
 T = TypeVar("T")
@@ -125,80 +123,6 @@ def _follow_page_size(report: WalkReport, asked: int, size: int) -> None:
     )
     if note not in report.notes:
         report.notes.append(note)
-
-
-@dataclass(slots=True)
-class Short(Generic[T]):
-    """What a page shorter than asked turned out to be (`tell_short`)."""
-
-    #: The page as last answered (asked again where it moved).
-    page: T
-    #: Nothing is listed past it: the history (the window, the slice) ends with it.
-    ended: bool
-    #: Records it left out, the same when asked once more (0: none).
-    lost: int
-    #: Every answer read to tell it (probes, the page again), in order: their records count too.
-    read: list[T]
-    #: Where records were left out: the probe that showed it, the records just past the page.
-    probe: T | None = None
-    #: The offset to read on from, past the page and the records its probe showed (None: the
-    #: page's own next, a page on).
-    after: int | None = None
-
-
-async def tell_short(
-    page: T,
-    offset: int,
-    size: int,
-    *,
-    fetch: Callable[[int, int], Coroutine[Any, Any, T]],
-    keys: Callable[[T], Sequence[Hashable]],
-    max_offset: int | None = None,
-    max_reach: int | None = None,
-) -> Short[T]:
-    """Whether a page of fewer than ``size`` records, answered for ``offset``, ends what is
-    paged, proven with one request where it does.
-
-    The offset just past the page is asked for as many records as the page fell short (the
-    probe; ``fetch(offset, limit)``), within the operation's ``max_offset`` and ``max_reach``
-    (``offset + limit``; none past them can be asked: the page ends what can be read). Empty:
-    the page ends it. Records of the page's tail the page left out are in the probe itself, and
-    the walk reads on. The page's own records in it (`_paging.left_out`) stand for records left
-    out before them, or for records that arrived at the head meanwhile and shifted every offset:
-    the page is asked again. The same page again: nothing moved, so the records are left out
-    of its answers. Another: it is told again (at most `MAX_REFETCHES` times while the history
-    keeps moving, then the walk reads on, and a page past the end ends it)."""
-    read: list[T] = []
-    for _ in range(MAX_REFETCHES):
-        held = keys(page)
-        after = offset + len(held)
-        limit = size - len(held)
-        if max_reach is not None:
-            limit = min(limit, max_reach - after)
-        if limit < 1 or (max_offset is not None and after > max_offset):
-            return Short(page, True, 0, read)
-        probe = await fetch(after, limit)
-        read.append(probe)
-        shown = keys(probe)
-        lost = left_out(held, shown)
-        # An exchange that answers fewer than asked without saying so (a plain array) is read
-        # on from past what it answered, so that no offset is skipped.
-        past = after + len(shown)
-        if not shown or not lost:
-            return Short(page, not shown, 0, read, after=past)
-        again = await fetch(offset, size)
-        read.append(again)
-        if keys(again) == held:
-            return Short(page, False, lost, read, probe, after=past)
-        page = again
-        if len(keys(again)) >= size:
-            break
-    return Short(page, False, 0, read)
-
-
-def _in_range(oldest: int, newest: int, since: int | None, until: int | None) -> bool:
-    """Records of these times may lie in ``since <= time < until``."""
-    return (since is None or newest >= since) and (until is None or oldest < until)
 
 
 async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
@@ -390,17 +314,12 @@ class NewestFirstWalk:
         resume = offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
         now = time.time()
         times = [t for r in page + probe if (t := keys.time_of(r, now)) is not None]
-        if times and not _in_range(min(times), max(times), self.since, until):
+        if times and not in_range(min(times), max(times), self.since, until):
             return resume
-        self.report.left_out.append(
-            RecordsLeftOut(
-                self._history.name,
-                f"slice {value or 'all'}",
-                utc_days(r.get(keys.time_field) for r in page + probe if type(r) is dict),
-                f"the answer at offset {offset} held {len(page)} of {size} records though more "
-                f"followed, again when asked once more: {told.lost} record(s) left out",
-            )
-        )
+        days = utc_days(r.get(keys.time_field) for r in page + probe if type(r) is dict)
+        name = f"slice {value or 'all'}"
+        left = short_by(self._history.name, name, days, offset, len(page), size, told.lost)
+        self.report.left_out.append(left)
         return resume
 
     async def _head_time(self) -> int | None:

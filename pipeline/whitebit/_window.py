@@ -14,18 +14,11 @@ import orjson
 
 from pipeline import spec
 
-from ._errors import OffsetWindowExceeded, RecordsLeftOut, ValidationError
-from ._paging import (
-    OffsetWindow,
-    Tally,
-    borrowed_times,
-    identities,
-    record_time,
-    seen_values,
-    utc_days,
-)
+from ._errors import OffsetWindowExceeded, ValidationError
+from ._paging import OffsetWindow, borrowed_times, identities, record_times, seen_values, within
+from ._proof import Tally, in_range, short_by, short_of_total, tell_short, utc_days
 from ._report import WalkReport
-from ._walks import Caller, _Ahead, _follow_page_size, _in_range, _records, tell_short
+from ._walks import Caller, _Ahead, _follow_page_size, _records
 
 #: What the walk yields: a page of records, or, for a history split by its owner (the
 #: sub-account a transfer belongs to), the records under their owner, ``{owner: [record, ...]}``.
@@ -50,13 +43,6 @@ class _Slice:
             f"{k}={v[0] if type(v) is list and len(v) == 1 else v}" for k, v in params.items()
         )
         return _Slice(name, params, value if split.owner else self.owner)
-
-
-@dataclass(slots=True)
-class _Tally(Tally):
-    """A slice's `Tally`, and the times of its records, for the days a message names."""
-
-    times: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -315,27 +301,20 @@ class OffsetWindowWalk:
     async def _read(self, part: _Slice, *, last: bool) -> AsyncIterator[_Read]:
         """One slice (see `_read_once`); one whose records fall short of the total its answers
         state is read once more, then reported (`RecordsLeftOut`)."""
-        tally = _Tally()
+        tally = Tally()
         for _ in range(2):
             tally.whole = False
             async for read in self._read_once(part, tally, last=last):
                 yield read
             if not tally.falls_short:
                 return
-        self.report.left_out.append(
-            RecordsLeftOut(
-                self._history.name,
-                f"slice {part.name}",
-                utc_days(tally.times),
-                f"its answers state a total of {tally.total} records and the walk got "
-                f"{len(tally.seen)}, again when the slice was read once more",
-            )
-        )
+        where, days = f"slice {part.name}", utc_days(tally.times)
+        self.report.left_out.append(short_of_total(self._history.name, where, days, tally, "slice"))
 
-    async def _read_once(self, part: _Slice, tally: _Tally, *, last: bool) -> AsyncIterator[_Read]:
+    async def _read_once(self, part: _Slice, tally: Tally, *, last: bool) -> AsyncIterator[_Read]:
         """One slice, newest first from offset 0, as pages of records new to the walk (within
         the range, for a history with a time), to its proven end: the range's start passed, the
-        total its answers state met, or nothing past a short page (`_short`). Sets
+        total its answers state met, or nothing past a short page (``short``). Sets
         ``part.filled``; ``last``: no split is left to narrow it."""
         client, report, seen = self._client, self.report, self._seen
         op, paging = self._history.operation, self._paging
@@ -370,13 +349,13 @@ class OffsetWindowWalk:
             report.duplicates_dropped += len(records) - len(new)
             times: list[int | None] = []
             if name is not None and records:
-                own = _times(records, name)
+                own = record_times(records, name)
                 known = [t for t in own if t is not None]
                 tally.times += known[:1] + known[-1:]
                 passed = passed or (since is not None and bool(known) and min(known) < since)
                 every = borrowed_times(own, previous)
                 previous = every[-1]
-                new = [n for n in new if _within(every[n], since, until)]
+                new = [n for n in new if within(every[n], since, until)]
                 times = [every[n] for n in new]
             fresh = [records[n] for n in new]
             return _Read(part.owner, fresh, times) if fresh else None
@@ -385,9 +364,8 @@ class OffsetWindowWalk:
             return (await fetch(offset, limit))[0]
 
         async def short(offset: int, records: list[Any]) -> tuple[bool, int | None, list[_Read]]:
-            """A page shorter than asked, answered for ``offset``: whether the slice ends with
-            it (`_walks.tell_short`, within the operation's offsets), the offset to read on from
-            (None: a page on), and what telling it brought."""
+            """A short page at ``offset``: whether the slice ends with it (`tell_short`), the
+            offset to read on from (None: a page on), and what telling it brought."""
             told = await tell_short(
                 records,
                 offset,
@@ -398,22 +376,18 @@ class OffsetWindowWalk:
                 max_reach=op.max_reach,
             )
             brought = [read for answer in told.read if (read := take(answer)) is not None]
-            page = told.page + (told.probe or [])
-            own = [t for t in _times(page, name) if t is not None] if name is not None else []
+            shown = told.page + (told.probe or [])
+            own = (
+                [t for t in record_times(shown, name) if t is not None] if name is not None else []
+            )
             if told.probe is not None and (
-                not own or _in_range(min(own), max(own), self.since, self.until)
+                not own or in_range(min(own), max(own), self.since, self.until)
             ):
                 tally.short = True
-                report.left_out.append(
-                    RecordsLeftOut(
-                        self._history.name,
-                        f"slice {part.name}",
-                        utc_days(own),
-                        f"the answer at offset {offset} held {len(told.page)} of "
-                        f"{self.window.limit} records though more followed, again when asked "
-                        f"once more: {told.lost} record(s) left out",
-                    )
-                )
+                held, size = len(told.page), self.window.limit
+                where, days = f"slice {part.name}", utc_days(own)
+                left = short_by(self._history.name, where, days, offset, held, size, told.lost)
+                report.left_out.append(left)
             return told.ended or passed, told.after, brought
 
         ahead = _Ahead(fetch, client.max_concurrency)
@@ -460,12 +434,6 @@ def _met(total: int | None, offset: int, records: list[Any]) -> bool:
     return total is not None and offset + len(records) >= total
 
 
-def _times(records: list[Any], name: str) -> list[int | None]:
-    """Each record's own time, None where unreadable (see `record_time`)."""
-    now = time.time()
-    return [record_time(r.get(name) if type(r) is dict else None, now) for r in records]
-
-
 def _first(item: tuple[float, Any]) -> float:
     return item[0]
 
@@ -473,8 +441,3 @@ def _first(item: tuple[float, Any]) -> float:
 def _below(offset: int, total: int | None) -> bool:
     """An offset that may still hold records: below the slice's ``total``, when known."""
     return total is None or offset < total
-
-
-def _within(t: int | None, since: int | None, until: int | None) -> bool:
-    """In the range ``since <= t < until``; a time no record of the page gives is kept."""
-    return t is None or ((since is None or t >= since) and (until is None or t < until))
