@@ -17,7 +17,7 @@ from typing import Any, Final
 import pyarrow.compute as pc
 
 from pipeline import spec
-from pipeline.whitebit import AsyncWhiteBIT, WalkReport
+from pipeline.whitebit import AsyncWhiteBIT, RecordsLeftOut, WalkReport
 from warehouse import Warehouse, partitions
 from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, Progress
 from warehouse.normalize import Batch
@@ -109,7 +109,9 @@ async def load_monthly(
     account's settings by name, for the walk to take those its history's paging names.
 
     Every day of ``days`` is replaced, emptied when the exchange holds nothing for it (unless
-    the warehouse held records there: see `FewerRowsRefused`).
+    the warehouse held records there: see `FewerRowsRefused`, whose message says whether an
+    answer of the walk left records out). An answer that left records out (`RecordsLeftOut`) is
+    raised once every other record is written.
     """
     if not days:
         raise ValueError("no day to load")
@@ -139,17 +141,43 @@ async def load_monthly(
         environ=environ,
         allow_fewer_rows=allow_fewer_rows,
     )
+    left_out: RecordsLeftOut | None = None
     async with writer:
-        chunk = Chunk()
-        async for page in walk:
-            chunk.add(page)
-            if len(chunk) >= CHUNK_RECORDS:
+        try:
+            chunk = Chunk()
+            try:
+                async for page in walk:
+                    chunk.add(page)
+                    if len(chunk) >= CHUNK_RECORDS:
+                        record(await writer.take(chunk.records()))
+                        chunk = Chunk()
+            except RecordsLeftOut as missing:
+                left_out = missing  # raised once every other record is in hand: written first
+            if len(chunk):
                 record(await writer.take(chunk.records()))
-                chunk = Chunk()
-        if len(chunk):
-            record(await writer.take(chunk.records()))
-        record(await writer.finish())
+            record(await writer.finish())
+        except FewerRowsRefused as refused:
+            raise FewerRowsRefused(f"{refused} {_why_fewer(walk.report)}") from None
+    if left_out is not None:
+        raise left_out
     return Load(walk.report, written)
+
+
+def _why_fewer(report: WalkReport) -> str:
+    """Why a walk listed fewer records than the warehouse holds: an answer it found leaving
+    records out, or none, so the exchange no longer lists them."""
+    if report.left_out:
+        first = report.left_out[0]
+        return (
+            f"They are missing from one answer, not forgotten by the exchange: {first.slice} "
+            f"left records out of {first.days} (UTC), again when asked once more; the next run "
+            "asks again."
+        )
+    return (
+        "No answer of this walk left a record out (each short page ended its window, each "
+        "total was met): the exchange no longer lists them as the warehouse can read them; the "
+        "warehouse keeps them."
+    )
 
 
 def write_snapshot(

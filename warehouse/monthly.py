@@ -14,9 +14,10 @@ A load replaces exactly the days it was given: a month's file keeps the rows of 
 
 A rewrite never silently loses records the warehouse already holds: when the exchange lists fewer
 of a day's records than the warehouse has, it stops and says which are missing
-(`FewerRowsRefused`) unless the caller allows it. Given the pid of the process the load belongs
-to, it checks before each partition write that this process is still its parent, so a writer
-orphaned by a SIGKILLed run never writes after a rerun began: it raises `LoadAbandoned`.
+(`FewerRowsRefused`, never suggesting to write fewer) unless the caller allows it. Given the
+pid of the process the load belongs to, it checks before each partition write that this process
+is still its parent, so a writer orphaned by a SIGKILLed run never writes after a rerun began: it
+raises `LoadAbandoned`.
 """
 
 from __future__ import annotations
@@ -265,11 +266,10 @@ class MonthlyLoad:
             )
             others = len(missing) - len(of_day)
             raise FewerRowsRefused(
-                f"{self._history.name} of {self._account}, {day}: the exchange no longer lists "
+                f"{self._history.name} of {self._account}, {day}: the exchange did not list "
                 f"{len(of_day)} record(s) the warehouse holds for that day (first: {of_day[0]})"
                 + (f", and {others} of later days of {month}" if others else "")
-                + f"; the partition {month} is left as it was.{rejected} If the exchange really "
-                "removed them, rerun with allow_fewer_rows."
+                + f"; the partition {month} is left as it was.{rejected}"
             )
         if self._parent is not None and os.getppid() != self._parent:
             # Orphaned: the run that started it is gone, and a rerun may be writing.

@@ -13,7 +13,7 @@ from ._answers import SPELLINGS, Spelling
 from ._cli import simulator_command
 from ._clock import SimClock
 from ._data import EPOCH, Dataset, Profile, Scale, decimal_text
-from ._faults import Fault, FaultInjector, Tamper, new_field, repeated_key
+from ._faults import Fault, FaultInjector, Tamper, left_out, new_field, repeated_key
 from ._keys import MAIN, REGIONS, Credentials, KeyStore
 from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, serve, spawn
 
@@ -38,6 +38,7 @@ __all__ = [
     "account_dataset",
     "account_seed",
     "decimal_text",
+    "left_out",
     "new_field",
     "repeated_key",
     "serve",

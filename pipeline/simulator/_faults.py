@@ -6,6 +6,7 @@ random stream, so a run is repeatable) or scripts the exact sequence the next re
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter, deque
@@ -79,6 +80,46 @@ def _records(doc: Any) -> list[Any]:
         if envelope in doc:
             return list(doc[envelope])
     return [record for group in doc.values() if isinstance(group, list) for record in group]
+
+
+def left_out(
+    index: int, *, when: Callable[[dict[str, object]], bool] | None = None, answers: int | None = 1
+) -> Tamper:
+    """A record left out of an answer, as exchanges do now and then: the record at ``index`` of
+    the answer's records in their order (-1: the last; across the markets of an answer grouped by
+    market, in the order they come) is removed from the first ``answers`` answers whose request's
+    parameters ``when`` accepts (None: from every one) and that hold such a record. Everything
+    else is as answered, its ``total`` too, every other record byte for byte."""
+    lock, left = threading.Lock(), [answers]
+
+    def rewrite(params: dict[str, object], body: bytes) -> bytes:
+        with lock:
+            if left[0] == 0 or (when is not None and not when(params)):
+                return body
+            # Numbers kept as written: the records left in are the exchange's, exactly.
+            doc = json.loads(body, parse_float=orjson.Fragment, parse_int=orjson.Fragment)
+            groups = (
+                [doc]
+                if isinstance(doc, list)
+                else [
+                    group
+                    for key, group in doc.items()
+                    if isinstance(group, list)
+                    and (key in ("records", "data") or "offset" not in doc)
+                ]
+            )
+            places = [(group, n) for group in groups for n in range(len(group))]
+            if not -len(places) <= index < len(places):
+                return body  # no such record: answered as it is
+            group, n = places[index]
+            del group[n]
+            if isinstance(doc, dict) and "offset" not in doc:
+                doc = {key: group for key, group in doc.items() if group}  # no empty market
+            if left[0] is not None:
+                left[0] -= 1
+        return orjson.dumps(doc)
+
+    return rewrite
 
 
 def repeated_key(value: Any = None) -> Tamper:

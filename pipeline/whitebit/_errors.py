@@ -21,6 +21,8 @@ WhiteBITError
 │                                 limit other than asked, a key listed twice [retried once, at once]
 └── WalkError                     a walk cannot vouch that it fetched everything
     ├── OffsetWindowExceeded      a slice still fills the offset window after splitting
+    ├── RecordsLeftOut            an answer left records out, or fell short of its total,
+    │                             again when asked once more
     └── HistoryOrderError         a newest-first history broke its order, or repeats
 ```
 
@@ -211,6 +213,27 @@ class OffsetWindowExceeded(WalkError):
         self.history = history
         self.slice = slice
         self.reachable = reachable
+
+
+class RecordsLeftOut(WalkError):
+    """An answer left records out, and did again when asked once more: a page shorter than
+    asked with more records after it, or a window or slice whose records fall short of the total
+    its answer states. The walk read on and yielded every other record; ``days`` are the UTC days
+    the missing records lie in."""
+
+    def __init__(self, history: str, slice: str, days: str, detail: str, *, more: int = 0) -> None:
+        also = f"; {more} more answer(s) likewise, see the walk's report" if more else ""
+        super().__init__(
+            f"{history} {slice}: {detail}, of {days} (UTC); every other record was read{also}"
+        )
+        self.history = history
+        self.slice = slice
+        self.days = days
+        self.detail = detail
+
+    def again(self, more: int) -> RecordsLeftOut:
+        """The same, saying how many more answers fell short likewise."""
+        return RecordsLeftOut(self.history, self.slice, self.days, self.detail, more=more)
 
 
 class HistoryOrderError(WalkError):

@@ -404,6 +404,17 @@ def record_time(value: object, now: float) -> int | None:
     return plausible_time(value, now)
 
 
+def record_times(records: list[Any], name: str) -> list[int | None]:
+    """Each record's own time at ``name``, None where unreadable (see `record_time`)."""
+    now = wall_clock()
+    return [record_time(r.get(name) if type(r) is dict else None, now) for r in records]
+
+
+def within(t: int | None, since: int | None, until: int | None) -> bool:
+    """In the range ``since <= t < until``; a time no record of the page gives is kept."""
+    return t is None or ((since is None or t >= since) and (until is None or t < until))
+
+
 def borrowed_times(times: list[int | None], before: int | None) -> list[int | None]:
     """Each record's time, an unreadable one (None) taking its neighbour's: the record before
     it (``before`` for the first), else the record after it; so a record the walk cannot place

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ._errors import OffsetWindowExceeded
+from ._errors import OffsetWindowExceeded, RecordsLeftOut
 
 
 @dataclass(slots=True)
@@ -31,6 +31,9 @@ class WalkReport:
     elapsed_s: float = 0.0
     #: Slices that still filled the offset window; their oldest rows were not reachable.
     incomplete_slices: list[OffsetWindowExceeded] = field(default_factory=list)
+    #: Answers that left records out, again when asked once more (a short page with more after
+    #: it, a total not met): the walk read every other record, and raises the first at its end.
+    left_out: list[RecordsLeftOut] = field(default_factory=list)
     #: Fields the spec does not name, seen in this walk's answers (the exchange added them): where,
     #: as a path such as ``records[].newField`` or ``BTC.newField``, to one example value as JSON
     #: text. They are tolerated: the rows load without them.
@@ -57,6 +60,11 @@ class WalkReport:
     @property
     def complete(self) -> bool:
         return not self.incomplete_slices
+
+    def raise_left_out(self) -> None:
+        """Raise the first answer that left records out, if any (the walk has yielded all)."""
+        if self.left_out:
+            raise self.left_out[0].again(len(self.left_out) - 1)
 
     @property
     def pages_per_s(self) -> float:

@@ -18,10 +18,15 @@ its last second, both included, as the exchange reads them (docs/api.md, section
   refused. A range reaching past it is cut there, and the cut is reported (``cut_before``, and a
   note); the warehouse keeps what it read before.
 - **Pages.** Inside a window, offset pages of the operation's largest ``limit``, newest first,
-  requested ahead (`_walks._Ahead`), until a short page. Pages shift if a record is still arriving
-  in the window as it is read: each record is told by its declared ``identity`` fields (a record
-  without usable ones, by its content) and yielded once; windows are disjoint in time, so the
-  walk remembers one window's identities at a time.
+  requested ahead (`_walks._Ahead`). Pages shift if a record is still arriving in the window as
+  it is read: each record is told by its declared ``identity`` fields (a record without usable
+  ones, by its content) and yielded once; windows are disjoint in time, so the walk remembers one
+  window's identities at a time.
+- **The end of a window** is proven (`_proof`): the answer's stated ``total`` met, or nothing
+  past a short page. A page that left records out is asked once more, then reported
+  (`RecordsLeftOut`, raised once the walk has yielded all it could), naming the window, the
+  offset and the days; a window short of its stated total (conversions) is read once more, then
+  reported alike.
 - **Reach.** An operation with a ``max_reach`` (``offset + limit`` at most 10,000: closed
   positions) answers no page past it. Before a window is walked, its last reachable page is read:
   full, the window may hold more than can be reached, so it is split into two halves (by
@@ -45,7 +50,6 @@ import math
 import time
 from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import count
 from typing import Any, Final, Literal, Protocol
@@ -58,10 +62,10 @@ from ._clock import history_floor
 from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
 from ._errors import ContractError, OffsetWindowExceeded, excerpt
 from ._exact import decimal_text
+from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
 from ._report import WalkReport
+from ._spans import Window, next_window, utc, window_days
 from ._walks import Caller, _Ahead, _follow_page_size
-
-DAY_S: Final = 86_400
 
 #: What a walk yields: records by market (`spec.Grouped`), or a list of records.
 Records = list[Any] | dict[str, list[Any]]
@@ -75,62 +79,6 @@ class ClockedCaller(Caller, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
-    """Seconds ``start`` (included) to ``end`` (excluded); sent as ``start`` and ``end - 1``."""
-
-    start: int
-    end: int
-
-    @property
-    def name(self) -> str:
-        first, last = _utc(self.start), _utc(self.end - 1)
-        return f"{first:%Y-%m-%dT%H:%M:%S}Z..{last:%Y-%m-%dT%H:%M:%S}Z"
-
-    def halves(self) -> tuple[Window, Window]:
-        """The newer half, then the older."""
-        middle = self.start + (self.end - self.start) // 2
-        return Window(middle, self.end), Window(self.start, middle)
-
-
-def _utc(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
-def _month_start(seconds: int) -> int:
-    day = _utc(seconds)
-    return int(datetime(day.year, day.month, 1, tzinfo=UTC).timestamp())
-
-
-def window_days(max_span_s: int | None) -> int | None:
-    """Whole days a window may hold under this span (end minus start, both included); None:
-    no limit but the month."""
-    if max_span_s is None:
-        return None
-    if max_span_s < DAY_S - 1:
-        raise ValueError(f"a span of {max_span_s} s holds no whole day")
-    return (max_span_s + 1) // DAY_S
-
-
-def next_window(low: int, end: int, days: int | None) -> Window:
-    """The newest window of ``[low, end)``: it ends at ``end`` and starts at 00:00 UTC of a day
-    (or at ``low``), never before the month of its last second, at most ``days`` days long."""
-    last = end - 1
-    start = _month_start(last)
-    if days is not None:
-        start = max(start, last - last % DAY_S - (days - 1) * DAY_S)
-    return Window(max(start, low), end)
-
-
-def windows(low: int, high: int, max_span_s: int | None) -> list[Window]:
-    """``[low, high)`` cut into windows, newest first (`next_window`)."""
-    days, out, end = window_days(max_span_s), [], high
-    while end > low:
-        out.append(next_window(low, end, days))
-        end = out[-1].start
-    return out
-
-
-@dataclass(frozen=True, slots=True)
 class _Got:
     """One answered page: its records by owner (None: not grouped), how many, and the page size
     it follows (the one asked, or the exchange's own when it says a lower one)."""
@@ -138,6 +86,13 @@ class _Got:
     groups: list[tuple[str | None, list[Any]]]
     count: int
     size: int
+    #: The records the answer says the window holds, where it says (`spec.PageEnvelope.total`).
+    total: int | None = None
+
+    def ends(self, offset: int) -> bool:
+        """The page, answered for ``offset``, proves the window ends with it: it is empty, or
+        meets the answer's total."""
+        return not self.count or (self.total is not None and offset + self.count >= self.total)
 
 
 _IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
@@ -208,6 +163,7 @@ class TimeWindowsWalk:
                 end = window.start
         finally:
             report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
         if report.incomplete_slices and self.on_window_exceeded == "raise":
             first = report.incomplete_slices[0]
             raise OffsetWindowExceeded(
@@ -223,10 +179,10 @@ class TimeWindowsWalk:
 
     def _cut(self, floor: int, low: int) -> None:
         report = self.report
-        report.cut_before = _utc(floor)
+        report.cut_before = utc(floor)
         note = (
             f"{self._history.name} is kept by the exchange for {spec.HISTORY_MONTHS} months, "
-            f"back to {_utc(floor):%Y-%m-%d %H:%M} UTC: the range from {_utc(low):%Y-%m-%d %H:%M} "
+            f"back to {utc(floor):%Y-%m-%d %H:%M} UTC: the range from {utc(low):%Y-%m-%d %H:%M} "
             "UTC was cut there, and nothing older was asked for"
         )
         if note not in report.notes:
@@ -247,8 +203,18 @@ class TimeWindowsWalk:
                 self.report.incomplete_slices.append(
                     OffsetWindowExceeded(self._history.name, window.name, reach)
                 )
-        async for records in self._pages(window, reach, first):
-            yield records
+        tally = Tally()
+        for _ in range(2):
+            tally.whole = False
+            async for records in self._pages(window, reach, first, tally):
+                yield records
+            if not tally.falls_short:
+                return
+            first = None  # read once more from its first page
+        days = utc_days((window.start, window.end - 1))
+        self.report.left_out.append(
+            short_of_total(self._history.name, f"window {window.name}", days, tally, "window")
+        )
 
     def _params(self, window: Window) -> dict[str, Any]:
         return {
@@ -257,10 +223,10 @@ class TimeWindowsWalk:
             self._window.end: window.end - 1,
         }
 
-    async def _fetch(self, params: Mapping[str, Any], offset: int) -> _Got:
+    async def _fetch(self, params: Mapping[str, Any], offset: int, limit: int = 0) -> _Got:
         page = await self._client.call(
             self._history.operation,
-            {**params, "limit": self._size, "offset": offset},
+            {**params, "limit": limit or self._size, "offset": offset},
             report=self.report,
         )
         self.report.pages += 1
@@ -280,12 +246,13 @@ class TimeWindowsWalk:
         return [*range(start, last, self._size), last] if start <= last else []
 
     async def _pages(
-        self, window: Window, reach: int | None, first: _Got | None
+        self, window: Window, reach: int | None, first: _Got | None, tally: Tally
     ) -> AsyncIterator[Records]:
-        """Every page of one window, each record once (``first``: its first page, if read)."""
+        """Every page of one window, each record once (``first``: its first page, if read), to
+        its proven end (see the module's text); what it found goes to ``tally``."""
         report, params = self.report, self._params(window)
         report.slices.append(window.name)
-        seen: set[Hashable] = set()
+        seen = tally.seen
 
         async def fetch(offset: int) -> _Got:
             return await self._fetch(params, offset)
@@ -305,12 +272,23 @@ class TimeWindowsWalk:
                     await ahead.aclose()
                     _follow_page_size(report, self._size, got.size)
                     self._size = got.size
+                if got.total is not None:
+                    tally.total = got.total
                 fresh = self._fresh(got, seen)
                 if fresh:
                     yield fresh
-                if got.count < self._size:
+                if got.ends(offset):
+                    tally.whole = True
                     return
                 following = offset + self._size
+                if got.count < self._size:
+                    ended, after, brought = await self._short(window, offset, got, tally, reach)
+                    for records in brought:
+                        yield records
+                    if ended:
+                        tally.whole = True
+                        return
+                    following = after or following
                 if reach is not None:
                     if offset + self._size >= reach:
                         return  # the last reachable page (a window out of reach is reported)
@@ -320,9 +298,36 @@ class TimeWindowsWalk:
         finally:
             await ahead.aclose()
 
+    async def _short(
+        self, window: Window, offset: int, got: _Got, tally: Tally, reach: int | None
+    ) -> tuple[bool, int | None, list[Records]]:
+        """A page shorter than asked, answered for ``offset``: whether the window ends with it
+        (`_walks.tell_short`), the offset to read on from (None: a page on), and the records
+        new to the window that telling it brought."""
+        params, identity = self._params(window), self._paging.identity
+        told = await tell_short(
+            got,
+            offset,
+            self._size,
+            fetch=lambda at, limit: self._fetch(params, at, limit),
+            keys=lambda answer: _keys(answer, identity),
+            max_reach=reach,
+        )
+        brought = [found for answer in told.read if (found := self._fresh(answer, tally.seen))]
+        if told.probe is not None:
+            tally.short = True
+            field = self._window.applies_to
+            page = _all(told.page, told.probe)
+            days = utc_days(r.get(field) for r in page if type(r) is dict)
+            name, held = f"window {window.name}", told.page.count
+            self.report.left_out.append(
+                short_by(self._history.name, name, days, offset, held, self._size, told.lost)
+            )
+        return told.ended, told.after, brought
+
     def _read(self, page: Any, params: Mapping[str, Any]) -> _Got:
         """A checked answer's records by owner, how many, and the page size it says."""
-        answer, size = self._history.operation.answer, self._size
+        answer, size, total = self._history.operation.answer, self._size, None
         groups: list[tuple[str | None, list[Any]]]
         if isinstance(answer, spec.Grouped):
             if type(page) is dict:
@@ -345,9 +350,11 @@ class TimeWindowsWalk:
             said = page["limit"]
             if type(said) is int and 1 <= said < size:
                 size = said
+            if isinstance(answer, spec.PageEnvelope) and answer.total:
+                total = page["total"]
         else:
             groups = [(None, page)]
-        return _Got(groups, sum(len(records) for _, records in groups), size)
+        return _Got(groups, sum(len(records) for _, records in groups), size, total)
 
     def _fresh(self, got: _Got, seen: set[Hashable]) -> Records | None:
         """The page's records the window has not yielded yet, in the form the walk yields."""
@@ -370,6 +377,14 @@ class TimeWindowsWalk:
         if isinstance(self._history.operation.answer, spec.Grouped):
             return {str(owner): records for owner, records in kept.items()}
         return kept[None]
+
+
+def _all(*pages: _Got) -> list[Any]:
+    return [record for got in pages for _, records in got.groups for record in records]
+
+
+def _keys(got: _Got, fields: tuple[str, ...]) -> list[Hashable]:
+    return [_identity(r, fields, owner) for owner, records in got.groups for r in records]
 
 
 def _identity(record: Any, fields: tuple[str, ...], owner: str | None) -> Hashable:

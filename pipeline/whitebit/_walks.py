@@ -44,6 +44,7 @@ from ._errors import (
     HistoryOrderError,
 )
 from ._paging import NewestFirstCursor, RecordKeys
+from ._proof import Short, in_range, short_by, tell_short, utc_days
 from ._report import WalkReport
 
 T = TypeVar("T")
@@ -137,7 +138,9 @@ class NewestFirstWalk:
     Pages overlap by one record and are checked against each other (see `_paging`): records that
     arrive at the head mid-walk cause neither a repeat nor a gap, whatever order the concurrent
     pages were answered in. Records newer than ``until`` are paged through but not yielded; the
-    walk stops at the first short page or once a page reaches records older than ``since``, and
+    walk stops once a page reaches records older than ``since``, or at a short page past which
+    nothing is listed (`_stream`'s ``short``: a page that left records out is asked once more,
+    then reported as `RecordsLeftOut`, raised once the walk has yielded every other record), and
     raises `HistoryOrderError` when page after page brings nothing new (`MAX_PAGES_WITHOUT_NEWS`).
     Given values of the declaration's ``split_setting`` (in ``values``, the account's settings by
     name: its markets), each is walked on its own, concurrently, and the walks merged newest
@@ -190,6 +193,7 @@ class NewestFirstWalk:
                     yield batch
         finally:
             report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
 
     def _in_window(self, records: list[Any], times: list[int | None], until: int | None) -> _Batch:
         since = self.since
@@ -217,10 +221,23 @@ class NewestFirstWalk:
             assert self._paging.split_param is not None  # a split value has its parameter
             params[self._paging.split_param] = value
 
-        async def fetch(offset: int) -> tuple[list[Any], int]:
-            page = await client.call(op, {**params, "offset": offset}, report=report)
+        async def fetch(offset: int, limit: int = 0) -> tuple[list[Any], int]:
+            asked = {**params, "offset": offset, **({"limit": limit} if limit else {})}
+            page = await client.call(op, asked, report=report)
             report.pages += 1
             return _records(page)
+
+        async def records_at(offset: int, limit: int) -> list[Any]:
+            return (await fetch(offset, limit))[0]
+
+        def short_page(offset: int, records: list[Any]) -> Coroutine[Any, Any, Short[list[Any]]]:
+            return tell_short(
+                records,
+                offset,
+                cursor.page_size,
+                fetch=records_at,
+                keys=self._keys.keys,
+            )
 
         ahead = _Ahead(fetch, depth)
         offset, refetched, without_news = 0, 0, 0
@@ -243,6 +260,13 @@ class NewestFirstWalk:
                         )
                     _follow_page_size(report, cursor.page_size, size)
                     cursor.page_size = params["limit"] = size
+                proven, resume = True, None
+                # Past the range's start too: a page that reaches it is full but at the end.
+                if 0 < len(records) < cursor.page_size:
+                    told = await short_page(offset, records)
+                    records, proven = told.page, told.ended
+                    if told.probe is not None:
+                        resume = self._left_out(told, offset, cursor.page_size, value, until)
                 step = cursor.read(records, offset)
                 if step.action == "refetch":
                     refetched += 1
@@ -263,7 +287,7 @@ class NewestFirstWalk:
                         "the exchange answers the same records whatever the offset"
                     )
                 report.duplicates_dropped += step.repeated
-                offset = step.offset
+                offset = step.offset if resume is None else resume
                 if step.action == "skip":
                     continue
                 if step.fresh:
@@ -271,13 +295,32 @@ class NewestFirstWalk:
                     if records:
                         yield records, times
                 oldest = cursor.last_time
-                if step.last or (
+                if (step.last and proven) or (
                     self.since is not None and oldest is not None and oldest < self.since
                 ):
                     return
                 ahead.grow()
         finally:
             await ahead.aclose()
+
+    def _left_out(
+        self, told: Short[list[Any]], offset: int, size: int, value: str | None, until: int | None
+    ) -> int | None:
+        """Report records a page left out, unless they lie outside the walk's range (between
+        the page's first record and the probe's last, as they do); where the next page starts:
+        the page's last record, where the probe shows it (None: where the cursor says)."""
+        keys, page, probe = self._keys, told.page, told.probe or []
+        held, shown = keys.keys(page), keys.keys(probe)
+        resume = offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
+        now = time.time()
+        times = [t for r in page + probe if (t := keys.time_of(r, now)) is not None]
+        if times and not in_range(min(times), max(times), self.since, until):
+            return resume
+        days = utc_days(r.get(keys.time_field) for r in page + probe if type(r) is dict)
+        name = f"slice {value or 'all'}"
+        left = short_by(self._history.name, name, days, offset, len(page), size, told.lost)
+        self.report.left_out.append(left)
+        return resume
 
     async def _head_time(self) -> int | None:
         """The newest time of the whole history, as the walk begins."""

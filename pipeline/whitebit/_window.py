@@ -10,19 +10,13 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
-
 from pipeline import spec
 
 from ._errors import OffsetWindowExceeded, ValidationError
-from ._paging import (
-    OffsetWindow,
-    borrowed_times,
-    identities,
-    record_time,
-    seen_values,
-)
+from ._paging import OffsetWindow, borrowed_times, record_times, seen_values, within
+from ._proof import Tally, in_range, short_by, short_of_total, tell_short, utc_days
 from ._report import WalkReport
+from ._sightings import Key, Sightings
 from ._walks import Caller, _Ahead, _follow_page_size, _records
 
 #: What the walk yields: a page of records, or, for a history split by its owner (the
@@ -50,11 +44,6 @@ class _Slice:
         return _Slice(name, params, value if split.owner else self.owner)
 
 
-#: A record as the walk keeps it: its identity, and its declared fields but those that may
-#: change while it is read (`spec.OffsetWindow.changing`), as bytes.
-_Key = tuple[str | bytes, bytes]
-
-
 @dataclass(slots=True)
 class _Read:
     """Records of one page of a slice, new to the walk, with their keys, and their times
@@ -62,7 +51,7 @@ class _Read:
 
     owner: str | None
     records: list[Any]
-    keys: list[_Key]
+    keys: list[Key]
     times: list[int | None] = field(default_factory=list)
 
 
@@ -153,25 +142,10 @@ class OffsetWindowWalk:
         # The values of each split known so far: named by the caller, seen, listed.
         self._values = {s.param: set((values or {}).get(s.param, ())) for s in paging.splits}
         self._listed: set[str] = set()
-        # Each record read, as its key and its changing fields: a repeat is the same record read
-        # again, never another under its identity; a field the spec does not name is no
-        # difference (drift in one answer).
-        self._seen: set[tuple[str | bytes, bytes, bytes]] = set()
-        self._alias = spec.aliases(op.record).get(paging.identity, "")
-        changing = set(paging.changing)
-        self._stable = tuple((f.name, f.alias) for f in op.record if f.name not in changing)
-        self._changing = tuple((f.name, f.alias) for f in op.record if f.name in changing)
+        self._sightings = Sightings(history, paging)
         # Yielded once every slice is read: a range, sorted by time; a record's later state.
         self._gathers = paging.time is not None or bool(paging.changing)
         self._started = False
-
-    def _content(self, record: Any) -> tuple[bytes, bytes]:
-        """A record's declared fields, as bytes to compare: those that may not change, and those
-        that may (the record whole where it is not an object: the warehouse rejects it)."""
-        if type(record) is not dict:
-            return _json(record), b""
-        changing = _json(_fields(record, self._changing)) if self._changing else b""
-        return _json(_fields(record, self._stable)), changing
 
     def __aiter__(self) -> AsyncIterator[WindowPage]:
         if self._started:
@@ -191,6 +165,7 @@ class OffsetWindowWalk:
                     yield page
         finally:
             report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
         if report.incomplete_slices and self.on_window_exceeded == "raise":
             first = report.incomplete_slices[0]
             raise OffsetWindowExceeded(
@@ -204,14 +179,14 @@ class OffsetWindowWalk:
         """Every slice's records (the range's, for a history with a time), each in its latest
         state, an owner's together: newest first by time where the history has one, else in
         the order first read."""
-        gathered: dict[str | None, dict[_Key, tuple[float, Any]]] = {}
+        gathered: dict[str | None, dict[Key, tuple[float, Any]]] = {}
         async for read in self._slices():
             kept = gathered.setdefault(read.owner, {})
             times = read.times or [None] * len(read.records)
             for key, t, record in zip(read.keys, times, read.records, strict=True):
                 earlier = kept.get(key)
                 if earlier is not None:
-                    self._changed(key[0], earlier[1], record)
+                    self.report.notes.append(self._sightings.changed(key[0], earlier[1], record))
                 kept[key] = (-t if t is not None else -math.inf, record)
         size = self.window.limit
         for owner, by_key in gathered.items():
@@ -223,19 +198,6 @@ class OffsetWindowWalk:
             for start in range(0, len(records), size):
                 page = [r for _, r in records[start : start + size]]
                 yield page if owner is None else {owner: page}
-
-    def _changed(self, identity: str | bytes, before: Any, after: Any) -> None:
-        """Name a record read again in a later state, and what changed."""
-        shown = [
-            (name, _shown(before, name, alias), _shown(after, name, alias))
-            for name, alias in self._changing
-        ]
-        changes = ", ".join(f"{name} {old} -> {new}" for name, old, new in shown if old != new)
-        named = identity.decode() if isinstance(identity, bytes) else identity
-        self.report.notes.append(
-            f"{self._paging.identity} {named} changed while the walk read it ({changes}): "
-            "its latest state is kept"
-        )
 
     async def _slices(self) -> AsyncIterator[_Read]:
         """Every slice's new records in the order read: the unsplit slice first where the
@@ -341,25 +303,95 @@ class OffsetWindowWalk:
             offset = min(offset + size, window.max_offset)
 
     async def _read(self, part: _Slice, *, last: bool) -> AsyncIterator[_Read]:
+        """One slice (see `_read_once`); one whose records fall short of the total its answers
+        state is read once more, then reported (`RecordsLeftOut`)."""
+        tally = Tally()
+        for _ in range(2):
+            tally.whole = False
+            async for read in self._read_once(part, tally, last=last):
+                yield read
+            if not tally.falls_short:
+                return
+        where, days = f"slice {part.name}", utc_days(tally.times)
+        self.report.left_out.append(short_of_total(self._history.name, where, days, tally, "slice"))
+
+    async def _read_once(self, part: _Slice, tally: Tally, *, last: bool) -> AsyncIterator[_Read]:
         """One slice, newest first from offset 0, as pages of records new to the walk (within
-        the range, for a history with a time). Sets ``part.filled``; ``last``: no split is left
-        to narrow it."""
-        client, report, seen = self._client, self.report, self._seen
+        the range, for a history with a time), to its proven end: the range's start passed, the
+        total its answers state met, or nothing past a short page (``short``). Sets
+        ``part.filled``; ``last``: no split is left to narrow it."""
+        client, report, sightings = self._client, self.report, self._sightings
         op, paging = self._history.operation, self._paging
         since, until, name = self.since, self.until, paging.time
         base = {**self._history.params, **part.params}
         report.slices.append(part.name)
 
-        async def fetch(offset: int) -> tuple[list[Any], int, int | None]:
-            params = {**base, "limit": self.window.limit, "offset": offset}
+        async def fetch(offset: int, limit: int = 0) -> tuple[list[Any], int, int | None]:
+            params = {**base, "limit": limit or self.window.limit, "offset": offset}
             page = await client.call(op, params, report=report)
             report.pages += 1
             records, size = _records(page, self._under)
             return records, size, page.get("total") if self._counted else None
 
+        passed = False
+        previous: int | None = None  # the time of the slice's last record read
+
+        def take(records: list[Any]) -> _Read | None:
+            """The records of a page new to the walk (and within the range)."""
+            nonlocal passed, previous
+            found = sightings.identities(records)
+            tally.seen.update(found)
+            keys = sightings.new(records, found)
+            new = list(keys)  # where the records new to the walk are
+            for split in paging.splits:
+                if split.seen:
+                    self._values[split.param] |= seen_values(records, split.seen)
+            report.duplicates_dropped += len(records) - len(new)
+            times: list[int | None] = []
+            if name is not None and records:
+                own = record_times(records, name)
+                known = [t for t in own if t is not None]
+                tally.times += known[:1] + known[-1:]
+                passed = passed or (since is not None and bool(known) and min(known) < since)
+                every = borrowed_times(own, previous)
+                previous = every[-1]
+                new = [n for n in new if within(every[n], since, until)]
+                times = [every[n] for n in new]
+            fresh = [records[n] for n in new]
+            return _Read(part.owner, fresh, [keys[n] for n in new], times) if fresh else None
+
+        async def records_at(offset: int, limit: int) -> list[Any]:
+            return (await fetch(offset, limit))[0]
+
+        async def short(offset: int, records: list[Any]) -> tuple[bool, int | None, list[_Read]]:
+            """A short page at ``offset``: whether the slice ends with it (`tell_short`), the
+            offset to read on from (None: a page on), and what telling it brought."""
+            told = await tell_short(
+                records,
+                offset,
+                self.window.limit,
+                fetch=records_at,
+                keys=sightings.identities,
+                max_offset=op.bound("offset"),
+                max_reach=op.max_reach,
+            )
+            brought = [read for answer in told.read if (read := take(answer)) is not None]
+            shown = told.page + (told.probe or [])
+            own = (
+                [t for t in record_times(shown, name) if t is not None] if name is not None else []
+            )
+            if told.probe is not None and (
+                not own or in_range(min(own), max(own), self.since, self.until)
+            ):
+                tally.short = True
+                held, size = len(told.page), self.window.limit
+                where, days = f"slice {part.name}", utc_days(own)
+                left = short_by(self._history.name, where, days, offset, held, size, told.lost)
+                report.left_out.append(left)
+            return told.ended or passed, told.after, brought
+
         ahead = _Ahead(fetch, client.max_concurrency)
         offset, total = 0, None
-        previous: int | None = None  # the time of the slice's last record read
         try:
             while True:
                 ahead.request(o for o in self.window.offsets_from(offset) if _below(o, total))
@@ -370,81 +402,42 @@ class OffsetWindowWalk:
                     _follow_page_size(report, self.window.limit, size)
                     self.window = OffsetWindow.of(op, size)
                 window = self.window
-                found = identities(records, paging.identity, self._alias)
-                new = []  # where the records new to the walk are
-                keys: dict[int, _Key] = {}
-                for n, identity in enumerate(found):
-                    stable, changing = self._content(records[n])
-                    read = (identity, stable, changing)
-                    if read not in seen:
-                        seen.add(read)
-                        new.append(n)
-                        keys[n] = (identity, stable)
-                for split in paging.splits:
-                    if split.seen:
-                        self._values[split.param] |= seen_values(records, split.seen)
-                report.duplicates_dropped += len(records) - len(new)
-                passed, times = False, []
-                if name is not None and records:
-                    own = _times(records, name)
-                    known = [t for t in own if t is not None]
-                    passed = since is not None and bool(known) and min(known) < since
-                    every = borrowed_times(own, previous)
-                    previous = every[-1]
-                    new = [n for n in new if _within(every[n], since, until)]
-                    times = [every[n] for n in new]
-                fresh = [records[n] for n in new]
-                if fresh:
-                    yield _Read(part.owner, fresh, [keys[n] for n in new], times)
-                ended = (
-                    len(records) < window.limit
-                    or offset >= window.max_offset
-                    or (total is not None and offset + len(records) >= total)
-                )
+                if total is not None:
+                    tally.total = total
+                read = take(records)
+                if read is not None:
+                    yield read
+                proven = not records or _met(total, offset, records)
+                # Past the range's start too: a page that reaches it is full but at the end.
+                following = offset + window.limit
+                if not proven and len(records) < window.limit:
+                    proven, after, brought = await short(offset, records)
+                    for read in brought:
+                        yield read
+                    following = after or following
+                ended = proven or offset >= window.max_offset
                 beyond = total is not None and total > window.reachable
                 if passed or ended or (beyond and since is None and not last):
                     part.filled = not passed and (
                         beyond if total is not None else window.filled(offset, len(records))
                     )
+                    tally.whole = proven and not passed
                     return
-                offset = min(offset + window.limit, window.max_offset)
+                offset = min(following, window.max_offset)
                 ahead.grow()
         finally:
             await ahead.aclose()
 
 
-def _times(records: list[Any], name: str) -> list[int | None]:
-    """Each record's own time, None where unreadable (see `record_time`)."""
-    now = time.time()
-    return [record_time(r.get(name) if type(r) is dict else None, now) for r in records]
+def _met(total: int | None, offset: int, records: list[Any]) -> bool:
+    """A page, answered for ``offset``, meets the total its answer states."""
+    return total is not None and offset + len(records) >= total
 
 
 def _first(item: tuple[float, Any]) -> float:
     return item[0]
 
 
-def _json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
-
-
-def _fields(record: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    """The values of these fields, each under its name, else its alias."""
-    return {
-        name: record.get(name) if name in record or not alias else record.get(alias)
-        for name, alias in fields
-    }
-
-
-def _shown(record: Any, name: str, alias: str) -> str:
-    """A field's value as JSON, for a note."""
-    return _json(_fields(record, ((name, alias),))[name] if type(record) is dict else None).decode()
-
-
 def _below(offset: int, total: int | None) -> bool:
     """An offset that may still hold records: below the slice's ``total``, when known."""
     return total is None or offset < total
-
-
-def _within(t: int | None, since: int | None, until: int | None) -> bool:
-    """In the range ``since <= t < until``; a time no record of the page gives is kept."""
-    return t is None or ((since is None or t >= since) and (until is None or t < until))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import orjson
 import pytest
 
 from assets import loading
-from pipeline.simulator import Simulator
+from pipeline.simulator import Simulator, left_out
 from tests.support.dagster_runs import asset, resources_for
 from warehouse import Warehouse, catalog
 
@@ -71,8 +72,10 @@ def test_an_empty_answer_does_not_empty_the_warehouse(
     failed = _run(own_sim, root, instance)
     assert not failed.success
     message = str(next(e for e in failed.all_events if e.is_step_failure).step_failure_data)
-    assert "no longer lists" in message
-    assert "allow_fewer_rows" in message
+    # Every answer was whole (an empty first page ends the walk): the exchange no longer lists
+    # them, and the message never proposes writing fewer.
+    assert "the exchange no longer lists them as the warehouse can read them" in message
+    assert "allow_fewer_rows" not in message
     assert _rows(root) == before
     # Said on purpose, the partitions are emptied.
     assert _run(own_sim, root, instance, allow_fewer_rows=True).success
@@ -125,8 +128,42 @@ def test_a_held_payment_answered_malformed_is_refused_naming_the_reject(
     failed = _run(own_sim, root, instance)
     assert not failed.success
     message = str(next(e for e in failed.all_events if e.is_step_failure).step_failure_data)
-    assert "funding_history of default, 2026-09-12: the exchange no longer lists 1 record(s)" in (
+    assert "funding_history of default, 2026-09-12: the exchange did not list 1 record(s)" in (
         message
     )
     assert "1 record(s) of that day were rejected (first: fundingRate: not a decimal" in message
     assert _rows(root) == before
+
+
+def test_a_payment_left_out_of_every_answer_of_a_page_fails_the_run_naming_it(
+    own_sim: Simulator, root: Path, tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """Fresh: every other payment is written, then the run fails naming the history and the
+    day. Held: the month is left as it was, and the message says one answer left it out."""
+    assert _run(own_sim, root, instance).success
+    whole = _rows(root)
+
+    def second_page(params: dict[str, object]) -> bool:  # the days of DAYS, newest first
+        return params["offset"] == 99 and params["limit"] == 100
+
+    own_sim.faults.tamper(FUNDING_PATH, left_out(40, when=second_page, answers=None))
+    fresh = tmp_path / "fresh"
+    failed = _run(own_sim, fresh, instance)
+    assert not failed.success
+    message = str(next(e for e in failed.all_events if e.is_step_failure).step_failure_data)
+    assert "funding_history slice all: the answer at offset 99 held 99 of 100 records" in message
+    found = _rows(fresh)
+    assert set(found) < set(whole)
+    (gone,) = set(whole) - set(found)
+    (day,) = (value for value in gone if type(value) is date)  # its funding_date
+    days = re.search(r"of (\S+?)(?:\.\.(\S+))? \(UTC\)", message)
+    assert days is not None
+    assert days.group(1) <= day.isoformat() <= (days.group(2) or days.group(1))
+
+    held = _run(own_sim, root, instance)
+    assert not held.success
+    message = str(next(e for e in held.all_events if e.is_step_failure).step_failure_data)
+    assert "the exchange did not list 1 record(s) the warehouse holds" in message
+    assert "missing from one answer, not forgotten by the exchange" in message
+    assert "allow_fewer_rows" not in message
+    assert _rows(root) == whole

@@ -107,7 +107,7 @@ def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) 
     )
     held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
     held.finish()
-    with pytest.raises(FewerRowsRefused, match=r"no longer lists 1 record\(s\)") as raised:
+    with pytest.raises(FewerRowsRefused, match=r"did not list 1 record\(s\)") as raised:
         run(root, [[at(D4, 8)]])
     assert "in the writer process" in "\n".join(raised.value.__notes__)
     assert markets(root, D4) == ["BTC_PERP", "ETH_PERP"]
