@@ -114,17 +114,32 @@ class AccountAssets:
         ]
         return [*own, *horizons]
 
+    def views_request(self) -> dg.RunRequest | None:
+        """A run of the checks of the catalog's views alone (the reconciliation among them), as
+        the watch job runs them; None when the account's tables carry none."""
+        views = self._views_check()
+        if views is None:
+            return None
+        return dg.RunRequest(
+            asset_selection=[],
+            asset_check_keys=list(views.check_keys),
+            tags={ACCOUNT_TAG: self.account.name},
+        )
+
+    def _views_check(self) -> dg.AssetChecksDefinition | None:
+        return views_check(
+            self.account.name,
+            {key.path[-1]: key for key in self.keys},
+            reconciles=self.account.extracts_all,
+        )
+
     def watch_checks(self) -> list[dg.AssetChecksDefinition]:
         """The checks of the warehouse alone: last night's partitions landed (freshness), the
         days of a history the exchange forgets are archived in time (horizon), and what the
         catalog's views say, the reconciliation among it (`views_check`)."""
         name = self.account.name
         forgotten = [k for k in self.monthly_keys if spec.HISTORIES[k.path[-1]].forgotten]
-        views = views_check(
-            name,
-            {key.path[-1]: key for key in self.keys},
-            reconciles=self.account.extracts_all,
-        )
+        views = self._views_check()
         return [
             *([views] if views else []),
             *(horizon_check(key, name, self.first_day) for key in forgotten),

@@ -3,7 +3,8 @@ wrote.
 
 ``materialize`` with no asset and no day launches exactly the run requests the nightly schedule
 would make at this moment (`assets.jobs.nightly_requests`): the month so far of every history, and
-today's snapshots, a run each per account. Named assets with no day: the same requests, narrowed
+today's snapshots, a run each per account; then, per account, the checks of the catalog's views
+the daily watch job runs (the reconciliation among them), so a residual fails the command. Named assets with no day: the same requests, narrowed
 to them. With days: the histories replace exactly those days (`assets.jobs.requests_for`), and a
 snapshot can only be taken today. Everything a request could not do is refused before any run
 starts, in one line.
@@ -103,6 +104,11 @@ def _requests(
                         asset_check_keys=account_assets.run_checks(selection),
                     )
                     found.append((name, narrowed))
+            views = account_assets.views_request()
+            if not tables and views is not None:
+                # The night ends as the watch job's does: with what the views say, a residual
+                # of the reconciliation failing it.
+                found.append((name, views))
             continue
         chosen_tables = kept or list(account_assets.tables)
         found += [(name, r) for r in requests_for(account_assets, chosen_tables, first, last)]
@@ -151,6 +157,8 @@ def _title(account: str, request: dg.RunRequest, several: bool) -> str:
 
     names = [key.path[-1] for key in request.asset_selection or ()]
     what = ", ".join(names) if len(names) <= 2 else f"{len(names)} assets"
+    if not names:
+        what = "what the views say"
     days = days_of(request)
     when = "today" if not days else f"{days[0]}" + (f" .. {days[-1]}" if len(days) > 1 else "")
     return f"{account + ' ' if several else ''}{what}: {when}"
@@ -223,7 +231,8 @@ def materialize(
     per account and kind, as the nightly schedule would.
 
     With no day: what the nightly schedule asks for now (the month so far of every history,
-    today's snapshots), narrowed to ASSETS. With days: the histories replace exactly the days
+    today's snapshots), narrowed to ASSETS; with no ASSETS either, the night ends with what the
+    catalog's views say (the reconciliation), as the daily watch job checks it. With days: the histories replace exactly the days
     given (a range is one walk); snapshots can only be taken for today. An account whose run
     fails does not stop the others'.
     """

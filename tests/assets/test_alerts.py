@@ -10,15 +10,18 @@ import re
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
+import click
 import dagster as dg
 from click.testing import CliRunner
+from rich.console import Console
 
 from assets import alerts
 from assets.accounts import load
 from assets.cli import main
+from assets.cli._materialize import _requests
 from assets.definitions import location
 from assets.outcomes import outcome
-from assets.runs import cause_of
+from assets.runs import cause_of, materialize
 from assets.settings import Settings
 from pipeline import spec
 from tests.support.pinned_clock import pinned
@@ -199,7 +202,8 @@ def test_days_lost_and_a_residual_fail_the_watch_run_and_reach_the_webhook(tmp_p
         assert (
             "failed check main/main_balances.balances_reconcile: 1 holding(s) of main moved by "
             "other than the flows its records tell (residual = closing - opening - flows): "
-            "USDT 2024-03-01 .. 2024-03-02: -1 (opening 1000, flows 0, closing 999)"
+            "USDT 2024-03-01 .. 2024-03-02: -1 (opening 1000, flows 0, closing 999; no record of "
+            "this amount)"
         ) in posted.text
         assert hook.url not in posted.text
 
@@ -246,3 +250,31 @@ def test_the_command_line_exits_non_zero_naming_the_days_lost(tmp_path: Path) ->
         r"\d{4}-\d\d-\d\d \(\1 days\), lost from \d{4}-\d\d-\d\d\. \(details: make ui\)",
         last,
     ), last
+
+
+def test_the_command_lines_night_ends_with_the_reconciliation_a_residual_failing_it(
+    tmp_path: Path,
+) -> None:
+    """``whitebit-etl materialize`` of the night (no asset, no day) ends, per account, with the
+    run of what the views say, as the watch job checks it: on a warehouse whose USDT lost one
+    between two snapshots, that run fails, and the command's last line names the residual."""
+    root = tmp_path / "warehouse"
+    opening = datetime.fromtimestamp(DAY_START + 12 * 3600, UTC)
+    wh = Warehouse.open(root)
+    _snapshot(wh, opening, "1000")
+    _snapshot(wh, opening + timedelta(days=1), "999")
+    settings = Settings.from_env({"WAREHOUSE_ROOT": str(root)})
+    found = location(settings, load(settings))
+    with click.Context(main, obj=settings):
+        night = _requests(found.built, (), None, None, named=False, out=Console(quiet=True))
+    views = [(account, r) for account, r in night if not r.asset_selection]
+    assert [account for account, _ in views] == ["main", "sub_1"]
+    assert [account for account, _ in night] == ["main", "main", "main", "sub_1", "sub_1", "sub_1"]
+    with dg.instance_for_test() as instance:
+        said = materialize(found, views[0][1], instance, console=Console(quiet=True), title="")
+    assert not said.success
+    assert cause_of(said) == (
+        "1 holding(s) of main moved by other than the flows its records tell (residual = "
+        "closing - opening - flows): USDT 2024-03-01 .. 2024-03-02: -1 (opening 1000, flows 0, "
+        "closing 999; no record of this amount)"
+    )

@@ -185,11 +185,11 @@ def test_snapshots_named_with_no_day_are_taken_today(own_sim: Simulator, tmp_pat
 
 
 def _warehouse_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Each table's rows without the instants of the runs and answers (a snapshot's last
-    column is its snapshot_date)."""
+    """Each table's rows without the instants of the runs and answers and how the snapshot was
+    taken (a snapshot's last column is its snapshot_date)."""
     when = (
         "COLUMNS(lambda c: c NOT IN ('extracted_at', 'observed_at', 'observed_from', "
-        "'observed_until', 'asked_at', 'answered_at'))"
+        "'observed_until', 'asked_at', 'answered_at', 'consistent'))"
     )
     with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as con:
         return {
@@ -288,19 +288,28 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
             lines.append(f"    histories: [{chosen}]")
     accounts.write_text("\n".join(lines) + "\n")
     said = _faked(f"{at:%Y-%m-%d %H:%M:%S}", ["materialize"], warehouse, accounts=accounts)
-    assert said.count("succeeded") == 4, said
+    assert said.count("succeeded") == 6, said
     settings = Settings.from_env({"WHITEBIT_ACCOUNTS_FILE": str(accounts)})
-    scheduled = list(nightly_requests(location(settings).built, at))
+    built = location(settings).built
+    scheduled = list(nightly_requests(built, at))
     assert {k.path[-1] for r in scheduled for k in r.asset_selection or ()} == {
         "funding_history", "trades", "deposits_withdrawals", "hedge_mode", "main_balances"
     }  # fmt: skip
+    # Each account's night ends with what the views say, as the watch job checks it.
+    views = [assets.views_request() for assets in built]
+    expected = [
+        *[r for r in scheduled if r.tags[ACCOUNT_TAG] == "main"], views[0],
+        *[r for r in scheduled if r.tags[ACCOUNT_TAG] == "sub_1"], views[1],
+    ]  # fmt: skip
     with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
         records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
         launched = [_run_request(instance, record.dagster_run) for record in records]
-    assert launched == [_request(request) for request in scheduled]
+    assert launched == [_request(request) for request in expected if request is not None]
     assert [r[:2] for r in launched] == [
-        ("main", "2026-11"), ("main", None), ("sub_1", "2026-11"), ("sub_1", None)
+        ("main", "2026-11"), ("main", None), ("main", None),
+        ("sub_1", "2026-11"), ("sub_1", None), ("sub_1", None),
     ]  # fmt: skip
+    assert [r[2] for r in launched][2::3] == [[], []]  # the views' checks write nothing
     rows = _warehouse_rows(warehouse)
     for account in ("main", "sub_1"):
         days = sorted({row[-1] for row in rows["funding_history"] if row[0] == account})
