@@ -4,10 +4,10 @@ wrote.
 ``materialize`` with no asset and no day launches exactly the run requests the nightly schedule
 would make at this moment (`assets.jobs.nightly_requests`): the month so far of every history, and
 today's snapshots, a run each per account; then, per account, the checks of the catalog's views
-the daily watch job runs (the reconciliation among them), so a residual fails the command. Named assets with no day: the same requests, narrowed
-to them. With days: the histories replace exactly those days (`assets.jobs.requests_for`), and a
-snapshot can only be taken today. Everything a request could not do is refused before any run
-starts, in one line.
+the daily watch job runs (the reconciliation among them), so a residual fails the command. Named
+assets with no day: the same requests, narrowed to them. With days: the histories replace exactly
+those days (`assets.jobs.requests_for`), and a snapshot can only be taken today. Everything a
+request could not do is refused before any run starts, in one line.
 """
 
 from __future__ import annotations
@@ -232,9 +232,9 @@ def materialize(
 
     With no day: what the nightly schedule asks for now (the month so far of every history,
     today's snapshots), narrowed to ASSETS; with no ASSETS either, the night ends with what the
-    catalog's views say (the reconciliation), as the daily watch job checks it. With days: the histories replace exactly the days
-    given (a range is one walk); snapshots can only be taken for today. An account whose run
-    fails does not stop the others'.
+    catalog's views say (the reconciliation), as the daily watch job checks it. With days: the
+    histories replace exactly the days given (a range is one walk); snapshots can only be taken
+    for today. An account whose run fails does not stop the others'.
     """
     out = console()
     if partition is not None and (first is not None or last is not None):
