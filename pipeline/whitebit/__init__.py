@@ -1,9 +1,9 @@
 """The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB.
 
 `AsyncWhiteBIT` has one typed method per operation of `spec`, a walk of any history the spec
-declares that fetches everything there is or says why it could not (`walk`: newest first, by
-offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a fraction
-arrive as exact `Decimal`s; each walk's `WalkReport` says when the exchange answered
+declares that fetches everything there is or says why it could not (`walk`: a `Walk`, newest
+first, by offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a
+fraction arrive as exact `Decimal`s; each walk's `WalkReport` says when the exchange answered
 (``observed_at``) and where the exchange's six-month floor cut its range (``cut_before``).
 Failures are the tree in `_errors`.
 """
@@ -49,7 +49,7 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import NewestFirstWalk
+from ._walks import NewestFirstWalk, Walk
 from ._window import OffsetWindowWalk
 
 __all__ = [
@@ -90,6 +90,7 @@ __all__ = [
     "TransportTimeout",
     "UnreadableResponseError",
     "ValidationError",
+    "Walk",
     "WalkError",
     "WalkReport",
     "WatcherLink",

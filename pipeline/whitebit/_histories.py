@@ -21,7 +21,7 @@ from ._clock import ExchangeClock
 from ._report import WalkReport
 from ._retry import RetryPolicy
 from ._timewindows import TimeWindowsWalk
-from ._walks import NewestFirstWalk
+from ._walks import NewestFirstWalk, Records, Walk
 from ._window import OffsetWindowWalk
 
 log = logging.getLogger("pipeline.whitebit")
@@ -79,7 +79,7 @@ class Histories:
         until: datetime | None = None,
         values: Mapping[str, Sequence[str]] | None = None,
         on_window_exceeded: Literal["raise", "report"] = "raise",
-    ) -> NewestFirstWalk | OffsetWindowWalk | TimeWindowsWalk:
+    ) -> Walk[Records]:
         """Every record of a history with ``since <= time < until`` (each end open when None),
         in pages, as its paging declares; ``values`` are the account's settings by name (its
         ``markets``, ``mining_accounts``), each walk taking those its declaration names.

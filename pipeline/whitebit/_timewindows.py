@@ -47,8 +47,7 @@ The history's fixed parameters (`spec.History.params`) are sent with every reque
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import count
@@ -63,12 +62,8 @@ from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
 from ._errors import ContractError, OffsetWindowExceeded, excerpt
 from ._exact import decimal_text
 from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
-from ._report import WalkReport
 from ._spans import Window, next_window, utc, window_days
-from ._walks import Caller, _Ahead, _follow_page_size
-
-#: What a walk yields: records by market (`spec.Grouped`), or a list of records.
-Records = list[Any] | dict[str, list[Any]]
+from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size
 
 
 class ClockedCaller(Caller, Protocol):
@@ -98,7 +93,7 @@ class _Got:
 _IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
 
 
-class TimeWindowsWalk:
+class TimeWindowsWalk(Walk[Records]):
     """A history's records with ``since <= time < until``, a time window at a time, newest first.
 
     See the module's text for the windows, the floor, the pages, the reach and the answers.
@@ -118,60 +113,33 @@ class TimeWindowsWalk:
         paging, window = history.paging, history.operation.window
         if not isinstance(paging, spec.TimeWindows) or window is None:
             raise TypeError(f"{history.name} is not read in time windows")
-        if on_window_exceeded not in ("raise", "report"):
-            raise ValueError(
-                f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
-            )
+        super().__init__(history, since=since, until=until, on_window_exceeded=on_window_exceeded)
         self._client = client
-        self._history, self._paging, self._window = history, paging, window
-        self.since, self.until = since, until
-        self.on_window_exceeded = on_window_exceeded
-        op = history.operation
-        self._size = op.bound("limit")
+        self._paging, self._window = paging, window
+        self._size = history.operation.bound("limit")
         self._days = window_days(window.max_span_s)
-        self.report = WalkReport(op.name)
-        self._started = False
 
-    def __aiter__(self) -> AsyncIterator[Records]:
-        if self._started:
-            raise RuntimeError("a walk runs once; start another for a second pass")
-        self._started = True
-        return self._run()
-
-    async def _run(self) -> AsyncIterator[Records]:
-        report, started = self.report, time.monotonic()
-        try:
-            now = math.floor(await self._client.exchange_time())
-            # The window's end is sent as its last second: one before the present at the latest.
-            end = now if self.until is None else min(self.until, now)
-            low = self.since
-            if low is None:
-                low = self._floor(now) if self._window.floor else EARLIEST_TIME
-            while True:
-                bottom = low
-                if self._window.floor is not None:
-                    # Reckoned again before each window: the floor moves at 00:00 UTC.
-                    floor = self._floor(await self._client.exchange_time())
-                    if floor > low:
-                        self._cut(floor, low)
-                        bottom = floor
-                if end <= bottom:
-                    break
-                window = next_window(bottom, end, self._days)
-                async for records in self._walk(window):
-                    yield records
-                end = window.start
-        finally:
-            report.elapsed_s = time.monotonic() - started
-        report.raise_left_out()
-        if report.incomplete_slices and self.on_window_exceeded == "raise":
-            first = report.incomplete_slices[0]
-            raise OffsetWindowExceeded(
-                self._history.name,
-                first.slice,
-                first.reachable,
-                more=len(report.incomplete_slices) - 1,
-            )
+    async def _run(self) -> AsyncGenerator[Records, None]:
+        now = math.floor(await self._client.exchange_time())
+        # The window's end is sent as its last second: one before the present at the latest.
+        end = now if self.until is None else min(self.until, now)
+        low = self.since
+        if low is None:
+            low = self._floor(now) if self._window.floor else EARLIEST_TIME
+        while True:
+            bottom = low
+            if self._window.floor is not None:
+                # Reckoned again before each window: the floor moves at 00:00 UTC.
+                floor = self._floor(await self._client.exchange_time())
+                if floor > low:
+                    self._cut(floor, low)
+                    bottom = floor
+            if end <= bottom:
+                break
+            window = next_window(bottom, end, self._days)
+            async for records in self._walk(window):
+                yield records
+            end = window.start
 
     @staticmethod
     def _floor(now: float) -> int:
