@@ -9,7 +9,7 @@ Failures are the tree in `_errors`.
 """
 
 from ._auth import Credentials
-from ._client import RETRY_WAIT_FIELD, AsyncWhiteBIT
+from ._client import RETRY_WAIT_FIELD, AsyncWhiteBIT, Together
 from ._errors import (
     APIError,
     APIStatusError,
@@ -33,7 +33,6 @@ from ._errors import (
     WalkError,
     WhiteBITError,
 )
-from ._histories import Together
 from ._pacing import Pacer
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
