@@ -51,7 +51,9 @@ class _Read:
 
 
 class OffsetWindowWalk(Walk[Records]):
-    """Every record of a history read in slices of the offset window, each once, in pages.
+    """Every record of a history read in slices of the offset window, each once, in pages: of
+    a history split by its owner (the sub-account a transfer belongs to), the records under
+    their owner, ``{owner: [record, ...]}``.
 
     A slice is read up to the offset window: the operation's ``limit`` and ``offset`` maxima, and
     no page past its ``max_reach``. A slice that fills the window may hold more, so it is split by
