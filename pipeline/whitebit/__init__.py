@@ -1,15 +1,15 @@
 """The WhiteBIT REST API v4 client: signed, paced, retried, paged. No Dagster, Parquet or DuckDB.
 
 `AsyncWhiteBIT` has one typed method per operation of `spec`, a walk of any history the spec
-declares that fetches everything there is or says why it could not (`walk`: newest first, by
-offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a fraction
-arrive as exact `Decimal`s; each walk's `WalkReport` says when the exchange answered
+declares that fetches everything there is or says why it could not (`walk`: a `Walk`, newest
+first, by offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a
+fraction arrive as exact `Decimal`s; each walk's `WalkReport` says when the exchange answered
 (``observed_at``) and where the exchange's six-month floor cut its range (``cut_before``).
 Failures are the tree in `_errors`.
 """
 
 from ._auth import Credentials
-from ._client import RETRY_WAIT_FIELD, AsyncWhiteBIT
+from ._client import RETRY_WAIT_FIELD, AsyncWhiteBIT, Together
 from ._errors import (
     APIError,
     APIStatusError,
@@ -33,7 +33,6 @@ from ._errors import (
     WalkError,
     WhiteBITError,
 )
-from ._histories import Together
 from ._pacing import Pacer
 from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
@@ -49,7 +48,7 @@ from ._types import (
     TradingBalance,
     WatcherLink,
 )
-from ._walks import NewestFirstWalk
+from ._walks import NewestFirstWalk, Walk
 from ._window import OffsetWindowWalk
 
 __all__ = [
@@ -90,6 +89,7 @@ __all__ = [
     "TransportTimeout",
     "UnreadableResponseError",
     "ValidationError",
+    "Walk",
     "WalkError",
     "WalkReport",
     "WatcherLink",

@@ -47,9 +47,9 @@ The history's fixed parameters (`spec.History.params`) are sent with every reque
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import count
 from typing import Any, Final, Literal, Protocol
@@ -63,12 +63,7 @@ from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
 from ._errors import ContractError, OffsetWindowExceeded, excerpt
 from ._exact import decimal_text
 from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
-from ._report import WalkReport
-from ._spans import Window, next_window, utc, window_days
-from ._walks import Caller, _Ahead, _follow_page_size
-
-#: What a walk yields: records by market (`spec.Grouped`), or a list of records.
-Records = list[Any] | dict[str, list[Any]]
+from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size
 
 
 class ClockedCaller(Caller, Protocol):
@@ -76,6 +71,68 @@ class ClockedCaller(Caller, Protocol):
     has it)."""
 
     async def exchange_time(self) -> float: ...
+
+
+# The windows (see the module's text): whole UTC days, never across a calendar month, each at
+# most the operation's longest span, newest first.
+
+DAY_S: Final = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Seconds ``start`` (included) to ``end`` (excluded); sent as ``start`` and ``end - 1``."""
+
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        first, last = utc(self.start), utc(self.end - 1)
+        return f"{first:%Y-%m-%dT%H:%M:%S}Z..{last:%Y-%m-%dT%H:%M:%S}Z"
+
+    def halves(self) -> tuple[Window, Window]:
+        """The newer half, then the older."""
+        middle = self.start + (self.end - self.start) // 2
+        return Window(middle, self.end), Window(self.start, middle)
+
+
+def utc(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _month_start(seconds: int) -> int:
+    day = utc(seconds)
+    return int(datetime(day.year, day.month, 1, tzinfo=UTC).timestamp())
+
+
+def window_days(max_span_s: int | None) -> int | None:
+    """Whole days a window may hold under this span (end minus start, both included); None:
+    no limit but the month."""
+    if max_span_s is None:
+        return None
+    if max_span_s < DAY_S - 1:
+        raise ValueError(f"a span of {max_span_s} s holds no whole day")
+    return (max_span_s + 1) // DAY_S
+
+
+def next_window(low: int, end: int, days: int | None) -> Window:
+    """The newest window of ``[low, end)``: it ends at ``end`` and starts at 00:00 UTC of a day
+    (or at ``low``), never before the month of its last second, at most ``days`` days long."""
+    last = end - 1
+    start = _month_start(last)
+    if days is not None:
+        start = max(start, last - last % DAY_S - (days - 1) * DAY_S)
+    return Window(max(start, low), end)
+
+
+def windows(low: int, high: int, max_span_s: int | None) -> list[Window]:
+    """``[low, high)`` cut into windows, newest first (`next_window`)."""
+    days, out, end = window_days(max_span_s), [], high
+    while end > low:
+        out.append(next_window(low, end, days))
+        end = out[-1].start
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +155,7 @@ class _Got:
 _IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
 
 
-class TimeWindowsWalk:
+class TimeWindowsWalk(Walk[Records]):
     """A history's records with ``since <= time < until``, a time window at a time, newest first.
 
     See the module's text for the windows, the floor, the pages, the reach and the answers.
@@ -118,60 +175,33 @@ class TimeWindowsWalk:
         paging, window = history.paging, history.operation.window
         if not isinstance(paging, spec.TimeWindows) or window is None:
             raise TypeError(f"{history.name} is not read in time windows")
-        if on_window_exceeded not in ("raise", "report"):
-            raise ValueError(
-                f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
-            )
+        super().__init__(history, since=since, until=until, on_window_exceeded=on_window_exceeded)
         self._client = client
-        self._history, self._paging, self._window = history, paging, window
-        self.since, self.until = since, until
-        self.on_window_exceeded = on_window_exceeded
-        op = history.operation
-        self._size = op.bound("limit")
+        self._paging, self._window = paging, window
+        self._size = history.operation.bound("limit")
         self._days = window_days(window.max_span_s)
-        self.report = WalkReport(op.name)
-        self._started = False
 
-    def __aiter__(self) -> AsyncIterator[Records]:
-        if self._started:
-            raise RuntimeError("a walk runs once; start another for a second pass")
-        self._started = True
-        return self._run()
-
-    async def _run(self) -> AsyncIterator[Records]:
-        report, started = self.report, time.monotonic()
-        try:
-            now = math.floor(await self._client.exchange_time())
-            # The window's end is sent as its last second: one before the present at the latest.
-            end = now if self.until is None else min(self.until, now)
-            low = self.since
-            if low is None:
-                low = self._floor(now) if self._window.floor else EARLIEST_TIME
-            while True:
-                bottom = low
-                if self._window.floor is not None:
-                    # Reckoned again before each window: the floor moves at 00:00 UTC.
-                    floor = self._floor(await self._client.exchange_time())
-                    if floor > low:
-                        self._cut(floor, low)
-                        bottom = floor
-                if end <= bottom:
-                    break
-                window = next_window(bottom, end, self._days)
-                async for records in self._walk(window):
-                    yield records
-                end = window.start
-        finally:
-            report.elapsed_s = time.monotonic() - started
-        report.raise_left_out()
-        if report.incomplete_slices and self.on_window_exceeded == "raise":
-            first = report.incomplete_slices[0]
-            raise OffsetWindowExceeded(
-                self._history.name,
-                first.slice,
-                first.reachable,
-                more=len(report.incomplete_slices) - 1,
-            )
+    async def _run(self) -> AsyncGenerator[Records, None]:
+        now = math.floor(await self._client.exchange_time())
+        # The window's end is sent as its last second: one before the present at the latest.
+        end = now if self.until is None else min(self.until, now)
+        low = self.since
+        if low is None:
+            low = self._floor(now) if self._window.floor else EARLIEST_TIME
+        while True:
+            bottom = low
+            if self._window.floor is not None:
+                # Reckoned again before each window: the floor moves at 00:00 UTC.
+                floor = self._floor(await self._client.exchange_time())
+                if floor > low:
+                    self._cut(floor, low)
+                    bottom = floor
+            if end <= bottom:
+                break
+            window = next_window(bottom, end, self._days)
+            async for records in self._walk(window):
+                yield records
+            end = window.start
 
     @staticmethod
     def _floor(now: float) -> int:

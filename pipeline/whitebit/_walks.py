@@ -4,13 +4,14 @@ Each kind of `spec.Paging` has its walk: `NewestFirstWalk` here (a history whose
 it is read), `_window.OffsetWindowWalk` (a history split by its filters wherever a slice fills
 the offset window) and `_timewindows.TimeWindowsWalk` (a history asked for a time window at a
 time); the client's ``walk`` picks the one a history declares, from the declaration alone. What
-they share is here too: the pages asked ahead (`_Ahead`) and the page size an exchange may lower.
+they share is here too: what a walk is (`Walk`), the pages asked ahead (`_Ahead`) and the page
+size an exchange may lower.
 
-A walk is an async iterator of pages (lists of raw records, in the exchange's order) with a
-`WalkReport` that says what it did. Pages are requested ahead of the one being read, up to the
-client's concurrency (starting at one and doubling while pages come back full, so a short slice
-wastes little); what is buffered is bounded by that depth, so a million rows stream in flat
-memory.
+A walk is an async iterator of pages (lists of raw records in the exchange's order, or records
+by their owner) with a `WalkReport` that says what it did. Pages are requested ahead of the one
+being read, up to the client's concurrency (starting at one and doubling while pages come back
+full, so a short slice wastes little); what is buffered is bounded by that depth, so a million
+rows stream in flat memory.
 
 Records pass as received, whatever their fields: one the walk cannot key or order by is kept in
 its place (see `_paging`) for the warehouse to reject. An exchange that answers smaller pages than
@@ -24,6 +25,7 @@ import asyncio
 import heapq
 import math
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import (
     AsyncGenerator,
@@ -34,20 +36,23 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, Generic, Protocol, TypeVar
+from contextlib import aclosing
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pipeline import spec
 
 from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
-from ._errors import (
-    ContractError,
-    HistoryOrderError,
-)
+from ._errors import ContractError, HistoryOrderError, OffsetWindowExceeded
 from ._paging import NewestFirstCursor, RecordKeys
 from ._proof import Short, in_range, short_by, tell_short, utc_days
 from ._report import WalkReport
 
 T = TypeVar("T")
+
+#: What a walk yields: a page of records, or records by their owner (a market, a sub-account),
+#: ``{owner: [record, ...]}``.
+Records = list[Any] | dict[str, list[Any]]
+P = TypeVar("P", bound=Records, covariant=True)
 
 
 class Caller(Protocol):
@@ -63,6 +68,61 @@ class Caller(Protocol):
         *,
         report: WalkReport | None = None,
     ) -> Any: ...
+
+
+class Walk(ABC, Generic[P]):
+    """What every walk is: an async iterator of pages, run once, with the `WalkReport` of what
+    it did. Its pages come from `_run`, which fills the report in as it goes; once they are all
+    yielded, the first answer that left records out is raised (`RecordsLeftOut`), then the
+    first slice out of the offset's reach (`OffsetWindowExceeded`), unless
+    ``on_window_exceeded`` is ``"report"``: then the report lists them alone. The range is
+    ``since <= time < until`` (Unix seconds; None: open, as each walk says)."""
+
+    def __init__(
+        self,
+        history: spec.History,
+        *,
+        since: int | None,
+        until: int | None,
+        on_window_exceeded: Literal["raise", "report"] = "raise",
+    ) -> None:
+        if on_window_exceeded not in ("raise", "report"):
+            raise ValueError(
+                f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
+            )
+        self._history = history
+        self.since, self.until = since, until
+        self.on_window_exceeded = on_window_exceeded
+        self.report = WalkReport(history.operation.name)
+        self._started = False
+
+    def __aiter__(self) -> AsyncIterator[P]:
+        if self._started:
+            raise RuntimeError("a walk runs once; start another for a second pass")
+        self._started = True
+        return self._walked()
+
+    async def _walked(self) -> AsyncIterator[P]:
+        report, started = self.report, time.monotonic()
+        try:
+            async with aclosing(self._run()) as pages:
+                async for page in pages:
+                    yield page
+        finally:
+            report.elapsed_s = time.monotonic() - started
+        report.raise_left_out()
+        if report.incomplete_slices and self.on_window_exceeded == "raise":
+            first = report.incomplete_slices[0]
+            raise OffsetWindowExceeded(
+                self._history.name,
+                first.slice,
+                first.reachable,
+                more=len(report.incomplete_slices) - 1,
+            )
+
+    @abstractmethod
+    def _run(self) -> AsyncGenerator[P, None]:
+        """The walk's pages, its report filled in as they come."""
 
 
 #: (records, their times): one batch of a single newest-first stream.
@@ -132,7 +192,7 @@ async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
         return None
 
 
-class NewestFirstWalk:
+class NewestFirstWalk(Walk[list[Any]]):
     """A newest-first history's records with ``since <= time < until``, newest first, in pages.
 
     Pages overlap by one record and are checked against each other (see `_paging`): records that
@@ -160,40 +220,27 @@ class NewestFirstWalk:
         paging = history.paging
         if not isinstance(paging, spec.NewestFirst):
             raise TypeError(f"{history.name} is not a newest-first history")
+        super().__init__(history, since=since, until=until)
         self._client = client
-        self._history, self._paging = history, paging
+        self._paging = paging
         self._keys = RecordKeys(paging)
-        self.since, self.until = since, until
         split = values.get(paging.split_setting) if paging.split_setting else None
         self.split = list(split) if split else None
-        op = history.operation
-        self.page_size = op.bound("limit")
-        self.report = WalkReport(op.name)
-        self._started = False
+        self.page_size = history.operation.bound("limit")
 
-    def __aiter__(self) -> AsyncIterator[list[Any]]:
-        if self._started:
-            raise RuntimeError("a walk runs once; start another for a second pass")
-        self._started = True
-        return self._run()
-
-    async def _run(self) -> AsyncIterator[list[Any]]:
-        report, started = self.report, time.monotonic()
-        try:
-            if self.split is None:
-                report.slices.append("all")
-                depth = self._client.max_concurrency
-                async for records, _ in self._stream(None, depth, self.until):
-                    report.rows += len(records)
-                    yield records
-            else:
-                report.slices.extend(self.split)
-                async for batch in self._merged(self.split):
-                    report.rows += len(batch)
-                    yield batch
-        finally:
-            report.elapsed_s = time.monotonic() - started
-        report.raise_left_out()
+    async def _run(self) -> AsyncGenerator[list[Any], None]:
+        report = self.report
+        if self.split is None:
+            report.slices.append("all")
+            depth = self._client.max_concurrency
+            async for records, _ in self._stream(None, depth, self.until):
+                report.rows += len(records)
+                yield records
+        else:
+            report.slices.extend(self.split)
+            async for batch in self._merged(self.split):
+                report.rows += len(batch)
+                yield batch
 
     def _in_window(self, records: list[Any], times: list[int | None], until: int | None) -> _Batch:
         since = self.since

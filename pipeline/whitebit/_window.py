@@ -5,8 +5,7 @@ filters wherever a slice fills the window."""
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,11 +16,7 @@ from ._paging import OffsetWindow, borrowed_times, record_times, seen_values, wi
 from ._proof import Tally, in_range, short_by, short_of_total, tell_short, utc_days
 from ._report import WalkReport
 from ._sightings import Key, Sightings
-from ._walks import Caller, _Ahead, _follow_page_size, _records
-
-#: What the walk yields: a page of records, or, for a history split by its owner (the
-#: sub-account a transfer belongs to), the records under their owner, ``{owner: [record, ...]}``.
-WindowPage = list[Any] | dict[str, list[Any]]
+from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size, _records
 
 
 @dataclass(slots=True)
@@ -55,8 +50,10 @@ class _Read:
     times: list[int | None] = field(default_factory=list)
 
 
-class OffsetWindowWalk:
-    """Every record of a history read in slices of the offset window, each once, in pages.
+class OffsetWindowWalk(Walk[Records]):
+    """Every record of a history read in slices of the offset window, each once, in pages: of
+    a history split by its owner (the sub-account a transfer belongs to), the records under
+    their owner, ``{owner: [record, ...]}``.
 
     A slice is read up to the offset window: the operation's ``limit`` and ``offset`` maxima, and
     no page past its ``max_reach``. A slice that fills the window may hold more, so it is split by
@@ -123,59 +120,33 @@ class OffsetWindowWalk:
         paging = history.paging
         if not isinstance(paging, spec.OffsetWindow):
             raise TypeError(f"{history.name} is not read by offset window")
-        if on_window_exceeded not in ("raise", "report"):
-            raise ValueError(
-                f"on_window_exceeded must be 'raise' or 'report', not {on_window_exceeded!r}"
-            )
+        super().__init__(history, since=since, until=until, on_window_exceeded=on_window_exceeded)
         if paging.time is None and (since is not None or until is not None):
             raise ValueError(f"{history.name} has no time to bound a walk by")
         self._client = client
-        self._history, self._paging = history, paging
-        self.since, self.until = since, until
-        self.on_window_exceeded = on_window_exceeded
+        self._paging = paging
         op = history.operation
         self.window = OffsetWindow.of(op)
         answer = op.answer
         self._under = answer.under if isinstance(answer, spec.PageEnvelope) else "records"
         self._counted = isinstance(answer, spec.PageEnvelope) and answer.total
-        self.report = WalkReport(op.name)
         # The values of each split known so far: named by the caller, seen, listed.
         self._values = {s.param: set((values or {}).get(s.param, ())) for s in paging.splits}
         self._listed: set[str] = set()
         self._sightings = Sightings(history, paging)
         # Yielded once every slice is read: a range, sorted by time; a record's later state.
         self._gathers = paging.time is not None or bool(paging.changing)
-        self._started = False
 
-    def __aiter__(self) -> AsyncIterator[WindowPage]:
-        if self._started:
-            raise RuntimeError("a walk runs once; start another for a second pass")
-        self._started = True
-        return self._run()
+    async def _run(self) -> AsyncGenerator[Records, None]:
+        if not self._gathers:
+            async for read in self._slices():
+                self.report.rows += len(read.records)
+                yield read.records if read.owner is None else {read.owner: read.records}
+        else:
+            async for page in self._gathered():
+                yield page
 
-    async def _run(self) -> AsyncIterator[WindowPage]:
-        report, started = self.report, time.monotonic()
-        try:
-            if not self._gathers:
-                async for read in self._slices():
-                    report.rows += len(read.records)
-                    yield read.records if read.owner is None else {read.owner: read.records}
-            else:
-                async for page in self._gathered():
-                    yield page
-        finally:
-            report.elapsed_s = time.monotonic() - started
-        report.raise_left_out()
-        if report.incomplete_slices and self.on_window_exceeded == "raise":
-            first = report.incomplete_slices[0]
-            raise OffsetWindowExceeded(
-                self._history.name,
-                first.slice,
-                first.reachable,
-                more=len(report.incomplete_slices) - 1,
-            )
-
-    async def _gathered(self) -> AsyncIterator[WindowPage]:
+    async def _gathered(self) -> AsyncIterator[Records]:
         """Every slice's records (the range's, for a history with a time), each in its latest
         state, an owner's together: newest first by time where the history has one, else in
         the order first read."""

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pipeline import spec
 from pipeline.whitebit import OffsetWindowExceeded, TimeWindowsWalk, WalkReport
 from pipeline.whitebit._clock import history_floor
-from pipeline.whitebit._spans import Window, windows
+from pipeline.whitebit._timewindows import Window, windows
 from tests.whitebit.ledger_truth import WINDOWED, by_market, rows
 
 DAY = 86_400

@@ -39,8 +39,6 @@ The work goes in three steps, a module each:
   another JSON type or is missing;
 - `_convert`: each field -> its typed column and the reasons of the values that break a rule;
 - `_assemble`: the columns -> the valid rows, duplicate keys resolved, and the ``_rejects`` rows.
-- `_json`: received values as JSON text, exact (a reject's raw text, an array kept whole) or
-  canonical (two records compared).
 
 `_tables` reads a declaration: which field of the record goes through which converter into
 which column.

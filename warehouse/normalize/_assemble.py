@@ -13,8 +13,7 @@ import pyarrow.compute as pc
 
 from warehouse import schemas
 from warehouse.normalize._convert import Converted
-from warehouse.normalize._intake import Intake
-from warehouse.normalize._json import canonical_json, json_text
+from warehouse.normalize._intake import Intake, canonical_json, json_text
 from warehouse.normalize._reasons import join_reasons
 from warehouse.schemas import TableSchema
 

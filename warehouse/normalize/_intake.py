@@ -6,11 +6,16 @@ of a reject and the content of a duplicate), sets aside those that are not JSON 
 rejects), and reads a field of the objects with `Intake.field` as a `Field`: one Arrow array of
 the JSON type the field must have, null wherever the value is missing, null or of another JSON
 type, and per record the reason for each of those. After intake nothing sees JSON values: the
-converters (`_convert`) take `Field`s.
+converters (`_convert`) take `Field`s. A received value goes on as JSON text, exact
+(`json_text`: a reject's raw text, an array kept whole) or canonical (`canonical_json`: two
+records compared).
 """
 
 from __future__ import annotations
 
+import json
+import re
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -20,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse import schemas
-from warehouse.normalize._json import canonical_json, json_text
 from warehouse.normalize._reasons import first_reason, no_reasons, reason_where
 
 
@@ -425,3 +429,30 @@ def _json_type(value: object) -> str:
         case dict():
             return "object"
     return type(value).__name__
+
+
+def json_text(value: object, *, ascii_only: bool = False) -> str:
+    """A JSON value as compact text, in the order received, every number exact (a `Decimal` as
+    its digits, not as a float); ``ascii_only`` escapes every other character."""
+    numbers: list[str] = []
+    # A NUL (escaped in JSON text) and a fresh token: no received string can match it.
+    mark = f"\x00{secrets.token_hex(8)}#"
+
+    def exact(item: object) -> object:
+        if isinstance(item, Decimal):
+            numbers.append(str(item))
+            return f"{mark}{len(numbers) - 1}"
+        return repr(item)
+
+    text = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"), default=exact)
+    if numbers:
+        escaped = re.escape(json.dumps(mark)[1:-1])
+        text = re.sub(f'"{escaped}(\\d+)"', lambda m: numbers[int(m[1])], text)
+    return text
+
+
+def canonical_json(value: object) -> str:
+    """A JSON value's content, whatever the order of its objects' keys."""
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=repr
+    )

@@ -43,9 +43,9 @@ from warehouse.normalize._intake import (
     Expected,
     Field,
     Intake,
+    json_text,
     read,
 )
-from warehouse.normalize._json import json_text
 from warehouse.normalize._reasons import first_reason
 
 #: How a field of each JSON type is read at intake.
