@@ -19,11 +19,11 @@ from click.testing import CliRunner
 from assets.cli import main
 from assets.definitions import location
 from assets.jobs import MAX_RUNTIME_TAG, nightly_requests
-from assets.partitions import today
 from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
 from pipeline import spec
 from pipeline.simulator import Simulator
+from pipeline.spec import WALL_CLOCK
 from warehouse import schemas
 
 COMMANDS = (
@@ -151,7 +151,7 @@ def test_a_past_snapshot_is_refused_before_any_request(
 def test_a_day_the_exchange_cannot_tell_is_refused_in_one_line_before_any_request(
     own_sim: Simulator, tmp_path: Path, args: list[str], says: str
 ) -> None:
-    tomorrow = (today() + timedelta(days=1)).isoformat()
+    tomorrow = (WALL_CLOCK.today() + timedelta(days=1)).isoformat()
     env = {
         **_exchange_env(own_sim),
         "WAREHOUSE_ROOT": str(tmp_path / "warehouse"),
