@@ -7,7 +7,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --locked --no-sync
 
-.PHONY: demo test test-fast bench ui serve lint typecheck simulator bootstrap browser postgres redis faketime clean screenshot
+.PHONY: demo test test-fast bench ui serve lint typecheck simulator bootstrap browser postgres redis clean screenshot
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
@@ -30,7 +30,7 @@ demo: bootstrap
 PYTEST_WORKERS ?= 3
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-test: bootstrap browser postgres redis faketime lint typecheck
+test: bootstrap browser postgres redis lint typecheck
 	@tmp="$$(mktemp -d -t whitebit-tests.XXXXXX)"; \
 	set -x; \
 	$(RUN) pytest $(PARALLEL) -m "not serial and not after_all" \
@@ -61,11 +61,6 @@ postgres:
 # Debian's redis-server as the workers' broker; installed here when missing.
 redis:
 	@scripts/ensure-redis
-
-# The tests that cross UTC midnight set the CLI's clock with Debian's faketime; installed here
-# when missing.
-faketime:
-	@scripts/ensure-faketime
 
 lint: bootstrap
 	$(RUN) ruff check .

@@ -377,10 +377,15 @@ def fresh(
 
 
 def freshness_check(
-    key: dg.AssetKey, account: str, owed: Callable[[date], date], *, complete_day: bool
+    key: dg.AssetKey,
+    account: str,
+    owed: Callable[[date], date],
+    clock: spec.Clock,
+    *,
+    complete_day: bool,
 ) -> dg.AssetChecksDefinition:
     """A check of the partition the nightly run owes the account's table (the asset ``key``)
-    today (``owed(today)``)."""
+    today by ``clock`` (``owed(today)``)."""
     table = key.path[-1]
 
     @dg.asset_check(
@@ -390,12 +395,11 @@ def freshness_check(
         + (" and was extracted after its day ended" if complete_day else ""),
     )
     def check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-        today = datetime.now(UTC).date()
         return fresh(
             warehouse.warehouse.store,
             table,
             account,
-            owed(today),
+            owed(clock.today()),
             complete_day=complete_day,
             key=key,
         )

@@ -76,19 +76,27 @@ class Location:
     built: tuple[AccountAssets, ...]
     jobs: Jobs
     definitions: dg.Definitions
+    #: The clock its runs, checks and schedules go by.
+    clock: spec.Clock
 
     def assets_of(self, name: str) -> AccountAssets:
         return next(assets for assets in self.built if assets.account.name == name)
 
 
-def location(settings: Settings, accounts: Sequence[Account] | None = None) -> Location:
-    """The code location of the settings' accounts (or of ``accounts``)."""
+def location(
+    settings: Settings,
+    accounts: Sequence[Account] | None = None,
+    *,
+    clock: spec.Clock = spec.WALL_CLOCK,
+) -> Location:
+    """The code location of the settings' accounts (or of ``accounts``), going by ``clock``
+    (this machine's, unless a command or a test sets another)."""
     chosen = load(settings) if accounts is None else tuple(accounts)
     partitions = monthly(settings.start_date)
     # The writer processes get the environment without any credential.
     writer_env = settings.child_env(without=credential_variables(chosen))
-    built = tuple(AccountAssets.of(account, partitions, writer_env) for account in chosen)
-    scheduled = jobs(built, settings.nightly_cron, rereads_of(settings))
+    built = tuple(AccountAssets.of(account, partitions, writer_env, clock) for account in chosen)
+    scheduled = jobs(built, settings.nightly_cron, clock, rereads_of(settings))
     page = report.report_asset(built)
     report_job = dg.define_asset_job(
         "report",
@@ -110,7 +118,7 @@ def location(settings: Settings, accounts: Sequence[Account] | None = None) -> L
         # would only add its start-up to each.
         executor=dg.in_process_executor,
     )
-    return Location(settings, chosen, built, scheduled, definitions)
+    return Location(settings, chosen, built, scheduled, definitions, clock)
 
 
 @dg.definitions

@@ -27,7 +27,7 @@ from warehouse import Warehouse, catalog, normalize, partitions, schemas, source
 from . import checks
 from .accounts import Account
 from .loading import Load, Written, load_monthly, write_snapshot
-from .partitions import day_range, today
+from .partitions import day_range
 from .reporting import (
     ACCOUNT_TAG,
     API_RETRY,
@@ -59,9 +59,9 @@ class DaysOutsideRun(dg.Failure):
     """Days asked for that the run's partitions do not hold."""
 
 
-def run_days(window: dg.TimeWindow, config: HistoryConfig) -> list[date]:
-    """The days a run replaces: its months' days up to today, narrowed by the config."""
-    first, end = window.start.date(), min(window.end.date(), today() + timedelta(days=1))
+def run_days(window: dg.TimeWindow, config: HistoryConfig, today: date) -> list[date]:
+    """The days a run replaces: its months' days up to ``today``, narrowed by the config."""
+    first, end = window.start.date(), min(window.end.date(), today + timedelta(days=1))
     months = f"{window.start:%Y-%m} .. {window.end - timedelta(days=1):%Y-%m}"
     try:
         low = date.fromisoformat(config.first_day) if config.first_day else first
@@ -91,13 +91,16 @@ def _exchange_run(
     context: AssetExecutionContext,
     account: Account,
     act: Callable[[AsyncWhiteBIT, Exchange], Any],
+    clock: spec.Clock,
 ) -> tuple[Any, Exchange]:
     """Run ``act`` against the account's exchange after the ping preflight (a down exchange
-    fails at once, clearly), once the warehouse has the exchange as the account's source."""
+    fails at once, clearly), once the warehouse has the exchange as the account's source. An
+    embedded simulator stands at the start of the run's day (by ``clock``), or of the day the
+    run's tag names."""
     whitebit: WhiteBITResource = getattr(context.resources, account.resource_key)
     warehouse: WarehouseResource = context.resources.warehouse
     tagged = context.run.tags.get(SIMULATOR_DAY_TAG)
-    day = date.fromisoformat(tagged) if tagged else None
+    day = date.fromisoformat(tagged) if tagged else clock.today()
     with whitebit.exchange(context.log, simulator_day=day) as exchange:
         sources.claim(warehouse.warehouse, account.name, exchange.source)
 
@@ -118,8 +121,9 @@ def monthly_asset(
     history: spec.History,
     months: dg.PartitionsDefinition,
     writer_env: Mapping[str, str],
+    clock: spec.Clock,
 ) -> dg.AssetsDefinition:
-    """The account's asset of a history partitioned by month."""
+    """The account's asset of a history partitioned by month, going by ``clock``."""
     key = asset_key(account, history.name)
     name = history.name
 
@@ -142,7 +146,7 @@ def monthly_asset(
         "walks the history once.",
     )
     def asset(context: AssetExecutionContext, config: HistoryConfig) -> dg.MaterializeResult:  # type: ignore[type-arg]
-        days = run_days(context.partition_time_window, config)
+        days = run_days(context.partition_time_window, config, clock.today())
         warehouse: WarehouseResource = context.resources.warehouse
         wh = warehouse.warehouse
         with retry_only_transient():
@@ -168,7 +172,7 @@ def monthly_asset(
                 history,
                 account=account.name,
                 days=reach,
-                extracted_at=datetime.now(UTC),
+                extracted_at=clock.moment(),
                 environ=writer_env,
                 values=exchange.settings(),
                 on_day=lambda day, rows, rejected: report_progress(
@@ -179,7 +183,7 @@ def monthly_asset(
             return load, gone
 
         with retry_only_transient():
-            (load, gone), exchange = _exchange_run(context, account, act)
+            (load, gone), exchange = _exchange_run(context, account, act, clock)
             if load is None:
                 # Every check evaluated, of nothing written: a result that leaves declared
                 # checks out is read by Dagster as a tuple of outputs, its metadata lost.
@@ -257,9 +261,12 @@ def _spec(account: Account, history: spec.History) -> dg.AssetSpec:
     )
 
 
-def snapshot_asset(account: Account, histories: Sequence[spec.History]) -> dg.AssetsDefinition:
+def snapshot_asset(
+    account: Account, histories: Sequence[spec.History], clock: spec.Clock
+) -> dg.AssetsDefinition:
     """The account's asset of a snapshot, with the histories nested in it (one walk); of more
-    than one (`spec.TOGETHER`), one asset taking them together (`AsyncWhiteBIT.together`)."""
+    than one (`spec.TOGETHER`), one asset taking them together (`AsyncWhiteBIT.together`); going
+    by ``clock``."""
     top = {t.name: h for h in histories for t in (h, *normalize.nested(h))}
     tables = [spec.HISTORIES[name] for name in top]
     keys = {h.name: asset_key(account, h.name) for h in tables}
@@ -282,16 +289,16 @@ def snapshot_asset(account: Account, histories: Sequence[spec.History]) -> dg.As
             return Together.one(histories[0], answer, report)
 
         with retry_only_transient():
-            took, exchange = _exchange_run(context, account, act)
+            took, exchange = _exchange_run(context, account, act, clock)
         if took.consistent is False:
             context.log.warning(
                 f"{', '.join(took.answers)} of {account.name} never answered alike twice in a "
                 f"row in {took.collects} collects: the last is kept, its rows not consistent"
             )
-        extracted_at = datetime.now(UTC)
+        extracted_at = clock.moment()
         observed = took.span.observed_at
         # The exchange's day: a snapshot shows the account as the exchange's clock stood.
-        day = observed.astimezone(UTC).date() if observed is not None else today()
+        day = observed.astimezone(UTC).date() if observed is not None else extracted_at.date()
         batches = {h.name: _normalized(h, top[h.name], took, extracted_at, day) for h in tables}
         fetched = {h.name: batches[h.name].received for h in tables}
         for h in histories:
@@ -356,13 +363,17 @@ def account_assets(
     account: Account,
     months: dg.PartitionsDefinition,
     writer_env: Mapping[str, str],
+    clock: spec.Clock,
 ) -> tuple[tuple[dg.AssetsDefinition, ...], tuple[dg.AssetsDefinition, ...]]:
-    """The account's assets of histories partitioned by month, and of snapshots."""
+    """The account's assets of histories partitioned by month, and of snapshots, going by
+    ``clock``."""
     extracted = [h for h in spec.HISTORIES.values() if h.nested_in is None and account.extracts(h)]
-    monthly = tuple(monthly_asset(account, h, months, writer_env) for h in extracted if h.monthly)
+    monthly = tuple(
+        monthly_asset(account, h, months, writer_env, clock) for h in extracted if h.monthly
+    )
     together = [h for h in spec.TOGETHER if h in extracted]
     alone = [(h,) for h in extracted if not h.monthly and h not in together]
     snapshots = tuple(
-        snapshot_asset(account, hs) for hs in [*alone, *([together] if together else [])]
+        snapshot_asset(account, hs, clock) for hs in [*alone, *([together] if together else [])]
     )
     return monthly, snapshots

@@ -17,11 +17,12 @@ the warehouse, not the exchange, so a night whose runs all fail still says what 
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Final
 
 import dagster as dg
 
+from pipeline import spec
 from warehouse import archive, partitions
 from warehouse.store import Store
 
@@ -93,8 +94,11 @@ def _days(first: date, last: date) -> list[date]:
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
-def horizon_check(key: dg.AssetKey, account: str, first: date) -> dg.AssetChecksDefinition:
-    """The horizon check of the account's table (the asset ``key``), from ``first`` on."""
+def horizon_check(
+    key: dg.AssetKey, account: str, first: date, clock: spec.Clock
+) -> dg.AssetChecksDefinition:
+    """The horizon check of the account's table (the asset ``key``), from ``first`` on, judged
+    on ``clock``'s day."""
     table = key.path[-1]
 
     @dg.asset_check(
@@ -105,7 +109,6 @@ def horizon_check(key: dg.AssetKey, account: str, first: date) -> dg.AssetChecks
         blocking=True,
     )
     def check(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-        today = datetime.now(UTC).date()
-        return horizon(warehouse.warehouse.store, table, account, first, today, key=key)
+        return horizon(warehouse.warehouse.store, table, account, first, clock.today(), key=key)
 
     return check

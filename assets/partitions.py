@@ -13,7 +13,7 @@ today's, kept beside the earlier ones by its ``snapshot_date``.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import dagster as dg
 
@@ -25,10 +25,6 @@ def monthly(start: date) -> dg.MonthlyPartitionsDefinition:
     return dg.MonthlyPartitionsDefinition(
         start_date=month_of(start), timezone="UTC", end_offset=1, fmt="%Y-%m"
     )
-
-
-def today() -> date:
-    return datetime.now(UTC).date()
 
 
 def day_range(start: date, end: date) -> list[date]:

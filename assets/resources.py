@@ -96,11 +96,11 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @contextmanager
     def exchange(
-        self, log: logging.Logger | dg.DagsterLogManager, *, simulator_day: date | None = None
+        self, log: logging.Logger | dg.DagsterLogManager, *, simulator_day: date
     ) -> Iterator[Exchange]:
         """The exchange for one step: the configured account, or a simulator started for it,
-        its clock at the start of today (UTC), or of ``simulator_day`` (the demo's yesterday;
-        a real exchange's clock is the exchange's own)."""
+        its clock at the start of ``simulator_day`` (UTC: the run's day, or the demo's
+        yesterday; a real exchange's clock is the exchange's own)."""
         markets = names(self.markets) or None
         retry = RetryPolicy(
             max_retries=self.max_retries, initial_delay_s=self.initial_retry_delay_s
@@ -121,8 +121,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         from pipeline.simulator import SimClock, Simulator
 
         # Its data clock stands still at a day's start: a rerun within the day sees the same data.
-        day = simulator_day or datetime.now(UTC).date()
-        day_start = int(datetime.combine(day, time.min, UTC).timestamp())
+        day_start = int(datetime.combine(simulator_day, time.min, UTC).timestamp())
         region = "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
         with Simulator(
             seed=self.simulator_seed,

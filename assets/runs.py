@@ -42,7 +42,6 @@ from assets.instance import (
 )
 from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
-from assets.partitions import today
 from assets.reporting import INTERRUPTS
 from assets.view_checks import BALANCES_RECONCILE
 from warehouse.schemas import month_days
@@ -55,9 +54,9 @@ QUIET: Final = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 NIGHTLY_JOB: Final = "nightly"
 
 
-def days_of(request: dg.RunRequest) -> list[date]:
+def days_of(request: dg.RunRequest, today: date) -> list[date]:
     """The days a request's runs of histories partitioned by month replace: those its config
-    names, else every day of its months up to today."""
+    names, else every day of its months up to ``today``."""
     config: Mapping[str, Any] = request.run_config or {}
     for op in (config.get("ops") or {}).values():
         days = op.get("config") or {}
@@ -72,7 +71,7 @@ def days_of(request: dg.RunRequest) -> list[date]:
         return []
     first, _ = month_days(months[0])
     _, following = month_days(months[-1])
-    end = min(following, today() + timedelta(days=1))
+    end = min(following, today + timedelta(days=1))
     return [first + timedelta(days=n) for n in range((end - first).days)]
 
 
@@ -102,7 +101,7 @@ def materialize(
     for run_id in free_slots_of_ended_runs(instance, pools):
         console.print(f"[yellow]run {run_id} had ended holding an API pool slot: freed[/yellow]")
     # A progress step per day written: every day of each history by month, one per snapshot.
-    days = len(days_of(request))
+    days = len(days_of(request, location.clock.today()))
     monthly = {key for assets in location.built for key in assets.monthly_keys}
     total = sum(days if key in monthly else 1 for key in selection)
     # The run's id is chosen here so that its events can be watched from the first one on.

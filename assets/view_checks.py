@@ -27,7 +27,7 @@ interval's residual is that day's flows.
 """
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any, Final
 
 import dagster as dg
@@ -127,12 +127,12 @@ def _answerable(check: str, tables: Collection[str], reconciles: bool) -> bool:
 
 
 def views_check(
-    account: str, keys: Mapping[str, dg.AssetKey], *, reconciles: bool = True
+    account: str, keys: Mapping[str, dg.AssetKey], clock: spec.Clock, *, reconciles: bool = True
 ) -> dg.AssetChecksDefinition | None:
     """The checks of the catalog's views over the account's tables (``keys`` by table name), as
     one definition the watch job runs (None when no table carries one). A check whose tables the
     account does not extract is left out; the reconciliation, unless ``reconciles`` (the
-    account extracts every history)."""
+    account extracts every history). Today is ``clock``'s."""
     carried = {
         name: chosen
         for name, key in keys.items()
@@ -158,7 +158,7 @@ def views_check(
     def check(
         context: AssetCheckExecutionContext, warehouse: WarehouseResource
     ) -> Iterator[dg.AssetCheckResult]:
-        today = datetime.now(UTC).date()
+        today = clock.today()
         selected = context.selected_asset_check_keys
         # Another machine's run may have written a table this machine's catalog shows empty.
         catalog.refresh_if_stale(warehouse.warehouse)

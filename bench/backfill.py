@@ -257,7 +257,7 @@ def _account_assets() -> Any:
         markets=None,
         investments=True,
     )
-    return AccountAssets.of(account, monthly(date(2020, 1, 1)), dict(os.environ))
+    return AccountAssets.of(account, monthly(date(2020, 1, 1)), dict(os.environ), spec.WALL_CLOCK)
 
 
 def _ours_child(args: argparse.Namespace) -> dict[str, Any]:
@@ -357,7 +357,9 @@ def _pipeline_alone(
 
     days = day_range(first, last + timedelta(days=1))
     wh = Warehouse.open(root)
-    with whitebit.exchange(logging.getLogger(__name__)) as exchange:
+    with whitebit.exchange(
+        logging.getLogger(__name__), simulator_day=spec.WALL_CLOCK.today()
+    ) as exchange:
 
         async def walk() -> Any:
             async with exchange.client() as client:

@@ -1,5 +1,5 @@
-"""What the commands share: the settings read once per command, the accounts, the console, and
-one line (never a traceback) for a setting that cannot be used."""
+"""What the commands share: the settings read once per command, the clock, the accounts, the
+console, and one line (never a traceback) for a setting that cannot be used."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from rich.console import Console
 
 from assets.accounts import Account, load
 from assets.settings import Settings, SettingsError
+from pipeline import spec
 from warehouse import RootError, Warehouse
 from warehouse.catalog import CatalogError
 from warehouse.store import StoreError
 
 DAY: Final = click.DateTime(["%Y-%m-%d"])
+_SETTINGS: Final = "whitebit-etl/settings"
 
 ACCOUNT_OPTION = click.option(
     "--account",
@@ -45,12 +47,19 @@ def said_in_one_line() -> Iterator[None]:
 def settings() -> Settings:
     """The settings of this command's environment, read once (at the command's start)."""
     context = click.get_current_context()
-    found = context.find_object(Settings)
+    found = context.find_object(Settings) or context.meta.get(_SETTINGS)
     if found is None:
         with said_in_one_line():
             found = Settings.from_env()
-        context.find_root().obj = found
+        context.meta[_SETTINGS] = found
     return found
+
+
+def clock() -> spec.Clock:
+    """The clock the command and its runs go by: the one it was invoked with (``main(obj=...)``:
+    a test sets the day or the minute so), else this machine's."""
+    found = click.get_current_context().find_object(spec.Clock)
+    return found if found is not None else spec.WALL_CLOCK
 
 
 def warehouse(root: str | None = None) -> Warehouse:

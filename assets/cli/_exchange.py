@@ -17,7 +17,7 @@ from rich.console import Console
 from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, WhiteBITError
 
-from ._common import chosen, console, settings
+from ._common import chosen, clock, console, settings
 
 if TYPE_CHECKING:
     from assets.resources import Exchange
@@ -39,7 +39,7 @@ def _against_exchange(
     resource = whitebit_resource(first, settings()).process_config_and_initialize()
     if resource.simulated:
         out.print("[yellow]No credentials set: using the embedded WhiteBIT simulator.[/yellow]")
-    with resource.exchange(log) as exchange:
+    with resource.exchange(log, simulator_day=clock().today()) as exchange:
 
         async def run() -> T:
             async with exchange.client() as client:

@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -31,6 +31,7 @@ from ._common import (
     DAY,
     accounts,
     chosen,
+    clock,
     console,
     said_in_one_line,
     settings,
@@ -50,9 +51,10 @@ DEMO_QUERY: Final = "SELECT * FROM balances_across_accounts ORDER BY ticker"
 
 
 def _location(names: Sequence[Account]) -> Location:
+    """The code location of these accounts, going by the command's clock."""
     from assets.definitions import location
 
-    return location(settings(), names)
+    return location(settings(), names, clock=clock())
 
 
 def _requests(
@@ -61,11 +63,12 @@ def _requests(
     first: date | None,
     last: date | None,
     *,
+    now: datetime,
     named: bool,
     out: Console,
 ) -> list[tuple[str, dg.RunRequest]]:
-    """(account, request) of each run: the schedule's at this moment, or those of the tables
-    and days asked for."""
+    """(account, request) of each run: the schedule's at the moment ``now``, or those of the
+    tables and days asked for."""
     from assets.definitions import rereads_of
     from assets.jobs import nightly_requests, requests_for
 
@@ -93,7 +96,6 @@ def _requests(
             continue
         if first is None or last is None:
             wanted = {key for t in kept for key in account_assets.tables[t].keys}
-            now = datetime.now(UTC)
             for request in nightly_requests([account_assets], now, rereads_of(settings())):
                 selection = list(request.asset_selection or ())
                 if wanted:
@@ -116,13 +118,10 @@ def _requests(
 
 
 def _checked_days(
-    tables: Sequence[str], first: date, last: date, assets: Sequence[AccountAssets]
+    tables: Sequence[str], first: date, last: date, assets: Sequence[AccountAssets], now: date
 ) -> None:
     """Refuse, before any request, days the histories do not hold and snapshots of any day but
-    today."""
-    from assets.partitions import today
-
-    now = today()
+    today (``now``)."""
     start = settings().start_date
     if last > now:
         raise click.BadParameter(
@@ -151,7 +150,7 @@ def _checked_days(
         )
 
 
-def _title(account: str, request: dg.RunRequest, several: bool) -> str:
+def _title(account: str, request: dg.RunRequest, several: bool, today: date) -> str:
     """A short title: the bar and its counters must fit a terminal's width."""
     from assets.runs import days_of
 
@@ -159,7 +158,7 @@ def _title(account: str, request: dg.RunRequest, several: bool) -> str:
     what = ", ".join(names) if len(names) <= 2 else f"{len(names)} assets"
     if not names:
         what = "what the views say"
-    days = days_of(request)
+    days = days_of(request, today)
     when = "today" if not days else f"{days[0]}" + (f" .. {days[-1]}" if len(days) > 1 else "")
     return f"{account + ' ' if several else ''}{what}: {when}"
 
@@ -176,7 +175,11 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
     for account, request in requests:
         try:
             result = materialize(
-                location, request, opened, console=out, title=_title(account, request, several)
+                location,
+                request,
+                opened,
+                console=out,
+                title=_title(account, request, several, location.clock.today()),
             )
         except Exception as exc:
             part = failed_part(exc)
@@ -236,6 +239,8 @@ def materialize(
     histories replace exactly the days given (a range is one walk); snapshots can only be taken
     for today. An account whose run fails does not stop the others'.
     """
+    # The moment the command asks at: its days and the schedule's requests are of it.
+    now = clock().moment()
     out = console()
     if partition is not None and (first is not None or last is not None):
         raise click.UsageError("give --partition, or --from and --to, not both")
@@ -251,8 +256,10 @@ def materialize(
             raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
     location = _location(chosen(account_names))
     if start is not None and end is not None:
-        _checked_days(assets, start, end, location.built)
-    requests = _requests(location.built, assets, start, end, named=bool(account_names), out=out)
+        _checked_days(assets, start, end, location.built, now.date())
+    requests = _requests(
+        location.built, assets, start, end, now=now, named=bool(account_names), out=out
+    )
     _launch(location, requests, out)
 
 
@@ -381,9 +388,10 @@ def demo() -> None:
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows (today's, on a later day, with the rest of the day), with a new extracted_at.
     """
-    from assets.partitions import today
     from warehouse import catalog, schemas
 
+    # The day the demo asks on: its runs' days are of it, whenever they go.
+    asked = clock().today()
     configured = settings().single_account_set or (
         ("WHITEBIT_ACCOUNTS_FILE",) if settings().accounts_file else ()
     )
@@ -398,7 +406,7 @@ def demo() -> None:
         "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
         f"({', '.join(a.name for a in location.accounts)}), through Dagster"
     )
-    requests = demo_requests(location.built, today())
+    requests = demo_requests(location.built, asked)
     _launch(location, requests, out)
 
     names = [account.name for account in location.accounts]

@@ -8,10 +8,11 @@ service and serves a main account and its sub-accounts, each key answered from i
 It imports `pipeline.spec` and nothing else of the client.
 """
 
+from pipeline.spec import SimClock
+
 from ._accounts import account_dataset, account_seed
 from ._answers import SPELLINGS, Spelling
 from ._cli import simulator_command
-from ._clock import SimClock
 from ._data import EPOCH, Dataset, Profile, Scale, decimal_text
 from ._faults import Fault, FaultInjector, Tamper, left_out, new_field, repeated_key
 from ._keys import MAIN, REGIONS, Credentials, KeyStore

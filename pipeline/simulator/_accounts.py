@@ -23,9 +23,9 @@ from typing import Any
 import orjson
 
 from pipeline import spec
+from pipeline.spec import SimClock
 
 from ._assets import CURRENCIES
-from ._clock import SimClock
 from ._data import Dataset, Profile, Scale
 from ._flows import Pairing, subaccount_id, subaccount_record
 from ._keys import MAIN, check_region

@@ -32,11 +32,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline import spec
+from pipeline.spec import SimClock
 
 from . import _answers as answers
 from ._accounts import Account, Accounts
 from ._answers import Answer, Spelling, respelled
-from ._clock import SimClock
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
 from ._keys import ApiKey, KeyStore, NonceRejected

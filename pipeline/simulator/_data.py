@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.spec import SimClock
+
 from ._assets import COLLATERAL, MAIN, TRADING, holdings
 from ._basics import EPOCH, MAIN_PROFILE, Profile, Scale, atoms_text, decimal_text
-from ._clock import SimClock
 from ._funding import FundingHistory
 from ._investments import Investments, watcher_links
 from ._ledger import Ledger

@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import orjson
 
+from pipeline.spec import SimClock
+
 from ._basics import (
     ATOM_PLACES,
     EPOCH,
@@ -24,7 +26,6 @@ from ._basics import (
     decimal_text,
     rng,
 )
-from ._clock import SimClock
 
 # Bases of the perpetual markets: real names first, then made-up ones as the scale asks.
 _KNOWN_BASES = ("BTC", "ETH", "PEPE", "SOL", "XRP", "DOGE", "TON", "ADA", "LTC", "SHIB", "LINK")

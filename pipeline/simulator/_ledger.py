@@ -24,9 +24,10 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from pipeline.spec import SimClock
+
 from ._assets import COLLATERAL, SETTLEMENT, Holdings
 from ._basics import EPOCH, FUNDING_INTERVAL_S, MAIN_PROFILE, Profile, Scale, rng
-from ._clock import SimClock
 from ._flows import Movement, Pairing, conversions, movements, transfers
 from ._funding import PerpMarkets, Round
 from ._positions import Held, Positions

@@ -30,10 +30,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from pipeline.spec import SimClock
+
 from ._accounts import Accounts
 from ._answers import Spelling, page_cap_of, spelling_of
 from ._app import DroppedConnection, SimulatorState, build_app
-from ._clock import SimClock
 from ._data import Dataset, Scale
 from ._faults import Fault, named_tamper
 from ._keys import DEFAULT_SUBACCOUNTS, Credentials, KeyStore, check_region, subaccount_role

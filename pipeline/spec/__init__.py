@@ -2,7 +2,7 @@
 with the trading history in `_trade_operations` and the rest of the account in
 `_account_operations`, all in the words of `_contract`) and the account's histories it extracts
 (`_histories`, in the words of `_history`). The client, the simulator and the warehouse all read
-this package; none of them reads another.
+this package; none of them reads another. The clock they go by is `_clock`'s.
 """
 
 from collections.abc import Mapping
@@ -48,6 +48,7 @@ from ._account_operations import (
     WITHDRAWAL_FINAL,
     WITHDRAWAL_STATUSES,
 )
+from ._clock import WALL_CLOCK, Clock, SimClock
 from ._contract import (
     API_PREFIX,
     BUDGET_PERIOD_S,
@@ -281,6 +282,7 @@ __all__ = [
     "TRANSFER_DIRECTIONS",
     "TRANSFER_FIELDS",
     "UUID_PATTERN",
+    "WALL_CLOCK",
     "WATCHER_LINKS",
     "WATCHER_LINK_FIELDS",
     "WITHDRAWAL_FINAL",
@@ -288,6 +290,7 @@ __all__ = [
     "Answer",
     "Array",
     "Change",
+    "Clock",
     "Column",
     "Empty",
     "Fanout",
@@ -309,6 +312,7 @@ __all__ = [
     "Param",
     "Pong",
     "RateBudget",
+    "SimClock",
     "Single",
     "Snapshot",
     "Split",

@@ -19,7 +19,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast
 
@@ -29,6 +29,7 @@ from httpx_aiohttp import AiohttpTransport
 from tenacity import AsyncRetrying, RetryCallState
 
 from pipeline import spec
+from pipeline.spec import WALL_CLOCK
 
 from ._auth import Credentials, Signer, nonce_source, redacted
 from ._clock import ExchangeClock
@@ -428,7 +429,7 @@ class AsyncWhiteBIT:
             if pacer is not None:
                 await pacer.acquire(operation)
             if report is not None and report.asked_at is None:
-                report.asked_at = datetime.now(UTC)
+                report.asked_at = WALL_CLOCK.moment()
                 report.observed_from = self._clock.latest
             if not operation.private:
                 request = self._http.build_request("GET", self._urls[operation.name])
@@ -515,7 +516,7 @@ class AsyncWhiteBIT:
 def _answered(report: WalkReport, dated: datetime | None) -> None:
     """A successful answer's times in its report: the exchange's first and last, this
     machine's last."""
-    report.answered_at = datetime.now(UTC)
+    report.answered_at = WALL_CLOCK.moment()
     if dated is None:
         return
     if report.observed_at is None:

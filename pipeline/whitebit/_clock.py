@@ -88,4 +88,4 @@ class ExchangeClock:
             return self._given()
         if self._seen is not None:
             return self._seen + (time.monotonic() - self._at)
-        return time.time()
+        return spec.WALL_CLOCK.now()

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import email.utils
 import re
-import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -50,6 +49,7 @@ import httpx
 import orjson
 
 from pipeline import spec
+from pipeline.spec import WALL_CLOCK
 
 from ._config import EXCERPT_CHARS
 
@@ -256,7 +256,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return max(0.0, when.timestamp() - WALL_CLOCK.now())
 
 
 def is_error_body(doc: Any) -> bool:

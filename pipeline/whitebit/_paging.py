@@ -42,7 +42,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from time import time as wall_clock
 from typing import Any, Literal, cast
 
 import orjson
@@ -112,7 +111,7 @@ class RecordKeys:
         is passed through by the walk (the warehouse reads or rejects it); for ordering it takes
         its neighbour's time: the record before it (``before`` for the first), else the record
         after it."""
-        now = wall_clock()
+        now = spec.WALL_CLOCK.now()
         try:
             texts: list[Any] = list(map(self._time, records))
             joined = "".join(texts)
@@ -314,7 +313,7 @@ class NewestFirstCursor:
         contiguous slice of the history, so any of them tells for all). A record without one
         borrows a neighbour's time for ordering, but which neighbour depends on where the page
         cuts, so it cannot be judged by it: it is passed or not with the records around it."""
-        now = wall_clock()
+        now = spec.WALL_CLOCK.now()
         placed = []
         for record in records:
             time = self._keys.time_of(record, now)
@@ -406,7 +405,7 @@ def record_time(value: object, now: float) -> int | None:
 
 def record_times(records: list[Any], name: str) -> list[int | None]:
     """Each record's own time at ``name``, None where unreadable (see `record_time`)."""
-    now = wall_clock()
+    now = spec.WALL_CLOCK.now()
     return [record_time(r.get(name) if type(r) is dict else None, now) for r in records]
 
 

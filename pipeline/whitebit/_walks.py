@@ -359,7 +359,7 @@ class NewestFirstWalk(Walk[list[Any]]):
         keys, page, probe = self._keys, told.page, told.probe or []
         held, shown = keys.keys(page), keys.keys(probe)
         resume = offset + len(page) + shown.index(held[-1]) if held[-1] in shown else None
-        now = time.time()
+        now = spec.WALL_CLOCK.now()
         times = [t for r in page + probe if (t := keys.time_of(r, now)) is not None]
         if times and not in_range(min(times), max(times), self.since, until):
             return resume
@@ -375,7 +375,7 @@ class NewestFirstWalk(Walk[list[Any]]):
         page = await self._client.call(op, {"limit": 1}, report=self.report)
         self.report.pages += 1
         first = page["records"][0] if page["records"] else None
-        return self._keys.time_of(first, time.time())
+        return self._keys.time_of(first, spec.WALL_CLOCK.now())
 
     async def _merged(self, values: list[str]) -> AsyncIterator[list[Any]]:
         """Each split value walked on its own, concurrently, merged newest first.

@@ -24,7 +24,7 @@ from assets.outcomes import outcome
 from assets.runs import cause_of, materialize
 from assets.settings import Settings
 from pipeline import spec
-from tests.support.pinned_clock import pinned
+from pipeline.spec import WALL_CLOCK, SimClock
 from tests.support.records import DAY_START
 from tests.support.service import webhook_receiver
 from warehouse import Warehouse, archive, normalize, partitions
@@ -151,7 +151,9 @@ def test_days_lost_and_a_residual_fail_the_watch_run_and_reach_the_webhook(tmp_p
     than six months ago, and whose USDT lost one between two snapshots: the run fails, its last
     line names the days lost, and the webhook receives both; the next run, with only days at
     stake left, warns and posts nothing."""
-    today = datetime.now(UTC).date()
+    # The horizon judged at noon of the test's day, whenever the run ends.
+    clock = SimClock(datetime.combine(WALL_CLOCK.today(), time(12), UTC))
+    today = clock.today()
     # The first day of history, a month's first (the first partition's), seven months back.
     first = (today - timedelta(days=200)).replace(day=1)
     root = tmp_path / "warehouse"
@@ -168,7 +170,7 @@ def test_days_lost_and_a_residual_fail_the_watch_run_and_reach_the_webhook(tmp_p
             "WHITEBIT_ALERT_WEBHOOK_URL": hook.url,
         }
         settings = Settings.from_env(env)
-        found = location(settings, load(settings))
+        found = location(settings, load(settings), clock=clock)
         (sensor,) = [
             s for s in found.definitions.sensors if s.name == "alert_on_blocking_check_failure"
         ]
@@ -176,11 +178,9 @@ def test_days_lost_and_a_residual_fail_the_watch_run_and_reach_the_webhook(tmp_p
 
         def watched(*ops: str) -> dg.ExecuteInProcessResult:
             started = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
-            # The horizon judged on the test's day, whenever the run ends.
-            with pinned(datetime.combine(today, time(12), UTC)):
-                result = watch.execute_in_process(
-                    instance=instance, op_selection=list(ops), raise_on_error=False
-                )
+            result = watch.execute_in_process(
+                instance=instance, op_selection=list(ops), raise_on_error=False
+            )
             sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=started.cursor))
             return result
 
@@ -266,7 +266,15 @@ def test_the_command_lines_night_ends_with_the_reconciliation_a_residual_failing
     settings = Settings.from_env({"WAREHOUSE_ROOT": str(root)})
     found = location(settings, load(settings))
     with click.Context(main, obj=settings):
-        night = _requests(found.built, (), None, None, named=False, out=Console(quiet=True))
+        night = _requests(
+            found.built,
+            (),
+            None,
+            None,
+            now=WALL_CLOCK.moment(),
+            named=False,
+            out=Console(quiet=True),
+        )
     views = [(account, r) for account, r in night if not r.asset_selection]
     assert [account for account, _ in views] == ["main", "sub_1"]
     assert [account for account, _ in night] == ["main", "main", "main", "sub_1", "sub_1", "sub_1"]

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,11 +16,11 @@ from click.testing import CliRunner
 from assets.cli import main
 from assets.definitions import location
 from assets.jobs import MAX_RUNTIME_TAG, nightly_requests
-from assets.partitions import today
 from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
 from pipeline import spec
 from pipeline.simulator import Simulator
+from pipeline.spec import WALL_CLOCK, Clock, SimClock
 from warehouse import schemas
 
 COMMANDS = (
@@ -151,7 +148,7 @@ def test_a_past_snapshot_is_refused_before_any_request(
 def test_a_day_the_exchange_cannot_tell_is_refused_in_one_line_before_any_request(
     own_sim: Simulator, tmp_path: Path, args: list[str], says: str
 ) -> None:
-    tomorrow = (today() + timedelta(days=1)).isoformat()
+    tomorrow = (WALL_CLOCK.today() + timedelta(days=1)).isoformat()
     env = {
         **_exchange_env(own_sim),
         "WAREHOUSE_ROOT": str(tmp_path / "warehouse"),
@@ -198,23 +195,19 @@ def _warehouse_rows(root: Path) -> dict[str, list[tuple[Any, ...]]]:
         }
 
 
-def _faked(at: str, args: list[str], warehouse: Path, *, accounts: Path | None = None) -> str:
-    """``whitebit-etl ARGS`` with the wall clock set to ``at`` (UTC) and running on from it:
-    the CLI, Dagster and the embedded simulator in it all see that time; with ``accounts``, that
-    accounts file (else no WHITEBIT_ variable: the embedded simulator's demo accounts). Returns
-    its output."""
-    faketime = shutil.which("faketime")
-    assert faketime, "these tests need Debian's faketime: make test installs it"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
-    env |= {"WAREHOUSE_ROOT": str(warehouse), "TZ": "UTC"}
+def _at(clock: Clock, args: list[str], warehouse: Path, *, accounts: Path | None = None) -> str:
+    """``whitebit-etl ARGS`` going by ``clock`` (the command, its runs and the embedded
+    simulator in them); with ``accounts``, that accounts file (else no WHITEBIT_ variable: the
+    embedded simulator's demo accounts). Returns its output."""
+    env: dict[str, str | None] = {
+        k: None for k in os.environ if k.startswith(("WHITEBIT_", "DAGSTER_"))
+    }
+    env |= {"WAREHOUSE_ROOT": str(warehouse), "WHITEBIT_ACCOUNTS_FILE": None}
     if accounts is not None:
         env["WHITEBIT_ACCOUNTS_FILE"] = str(accounts)
-    done = subprocess.run(
-        [faketime, at, sys.executable, "-m", "assets.cli", *args],
-        env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
+    done = CliRunner().invoke(main, args, env=env, obj=clock)
+    assert done.exit_code == 0, done.output[-3000:]
+    return done.output
 
 
 #: The demo's accounts: the embedded simulator's main account and its sub-account sub_1.
@@ -229,22 +222,20 @@ def _funding_by_day(rows: list[tuple[object, ...]]) -> dict[date, list[tuple[obj
     return days
 
 
-def _demo_across_midnight(base: Path, midnight: datetime) -> tuple[Path, str]:
-    """The demo, started seconds before ``midnight`` so that midnight passes while its runs go
-    (between the funding run's start and the snapshot run's end, as Dagster recorded them). How
-    long Python takes to start varies, so the start is moved until it does."""
-    lead = 6.0  # seconds before midnight
-    for attempt in range(6):
-        warehouse = base / f"attempt-{attempt}"
-        start = midnight - timedelta(seconds=lead)
-        said = _faked(f"{start:%Y-%m-%d %H:%M:%S}", ["demo"], warehouse)
-        with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
-            records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
-        began, ended = records[0].start_time or 0.0, records[-1].end_time or 0.0
-        if began < midnight.timestamp() < ended:
-            return warehouse, said
-        lead = (began + ended) / 2 - start.timestamp()  # midnight half way through the runs
-    raise AssertionError(f"midnight never fell while the demo's runs went (lead {lead:.1f} s)")
+class MidnightAfterAsking(Clock):
+    """A second before ``midnight`` when the command first looks (the moment it asks), and from
+    midnight on, running, for every look after: midnight passes before any of its runs goes."""
+
+    def __init__(self, midnight: datetime) -> None:
+        self.midnight = midnight
+        self.asked: float | None = None
+        self._after = SimClock(midnight, frozen=False)
+
+    def now(self) -> float:
+        if self.asked is None:
+            self.asked = self.midnight.timestamp() - 1
+            return self.asked
+        return self._after.now()
 
 
 def _run_request(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[object, ...]:
@@ -287,7 +278,7 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
         if line.startswith("    simulator: "):
             lines.append(f"    histories: [{chosen}]")
     accounts.write_text("\n".join(lines) + "\n")
-    said = _faked(f"{at:%Y-%m-%d %H:%M:%S}", ["materialize"], warehouse, accounts=accounts)
+    said = _at(SimClock(at, frozen=False), ["materialize"], warehouse, accounts=accounts)
     assert said.count("succeeded") == 6, said
     settings = Settings.from_env({"WHITEBIT_ACCOUNTS_FILE": str(accounts)})
     built = location(settings).built
@@ -320,17 +311,19 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)
 def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     tmp_path: Path,
 ) -> None:
-    """A demo whose runs go while UTC midnight passes: its days and its snapshots' days are
-    those of the moment it asked, and nothing is refused. The next day, the first demo's range
-    is run again and the demo too: the simulator answers the days it answered before (the last
-    one, if the first demo's run went before its end, with the rest of it), so nothing is
-    refused for shrinking, and a rerun changes nothing else but extracted_at."""
-    first_midnight = datetime(2026, 11, 25, tzinfo=UTC)
-    warehouse, said = _demo_across_midnight(tmp_path / "first", first_midnight)
+    """A demo that asks a second before UTC midnight, whose runs all go after it: its days and
+    its snapshots' days are those of the moment it asked, and nothing is refused. The next day,
+    the first demo's range is run again and the demo too: the simulator answers the days it
+    answered before, so nothing is refused for shrinking, and a rerun changes nothing else but
+    extracted_at."""
+    midnight = datetime(2026, 11, 25, tzinfo=UTC)
+    warehouse = tmp_path / "warehouse"
+    clock = MidnightAfterAsking(midnight)
+    said = _at(clock, ["demo"], warehouse)
+    assert clock.asked == midnight.timestamp() - 1
     assert "Rows per table and account" in said
     assert "balances_across_accounts" in said  # the query across the two accounts
     assert "make ui" in said
@@ -341,33 +334,38 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     first = _warehouse_rows(warehouse)
     assert len(first["funding_history"]) > 500
     assert all(first[t] for t in schemas.TABLES if t != "_rejects")
-    # The runs went through Dagster, into the instance `make ui` opens.
-    assert (warehouse / "dagster" / "dagster.yaml").exists()
+    # The runs went through Dagster, into the instance `make ui` opens; every one after midnight.
+    with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
+        runs = [record.dagster_run.run_id for record in instance.get_run_records()]
+    assert len(runs) > 4
+    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+        stamped = con.execute("SELECT min(extracted_at) FROM funding_history").fetchall()
+    assert stamped[0][0] >= midnight
     first_days = _funding_by_day(first["funding_history"])
-    # The range ends on the day the demo asked on (either side of midnight), whose funding at
-    # its start is in the balances of the demo's last snapshots: those of that day's start and
-    # of the day before's, whichever day their runs went on.
-    end = max(first_days)
-    assert end in (date(2026, 11, 24), date(2026, 11, 25))
+    # The range ends on the day the demo asked on, whose funding at its start is in the
+    # balances of the demo's last snapshots: those of that day's start and of the day before's.
+    end = date(2026, 11, 24)
     assert sorted(first_days) == [end - timedelta(days=n) for n in range(30, -1, -1)]
     taken = {r[-1] for r in first["hedge_mode"]}
     assert taken == {end - timedelta(days=1), end}, taken
     whole = {day: rows for day, rows in first_days.items() if day != end}
 
     assert {r[0] for r in first["funding_history"]} == {"main", "sub_1"}
+    next_day = SimClock(datetime(2026, 11, 25, 12, tzinfo=UTC))
     rerun = ["materialize", "funding_history", "--from", str(min(first_days)), "--to", str(end)]
-    said = _faked("2026-11-25 23:59:56", rerun, warehouse, accounts=DEMO_ACCOUNTS)
-    # The same range a day later: the same rows, only extracted_at is new; the last day's
-    # grown by the rest of it if the first demo's run went before it ended.
+    said = _at(next_day, rerun, warehouse, accounts=DEMO_ACCOUNTS)
+    # The same range a day later: the same rows, only extracted_at is new.
     again = _funding_by_day(_warehouse_rows(warehouse)["funding_history"])
-    assert {day: again[day] for day in whole} == whole
-    assert set(first_days[end]) <= set(again[end])
-    said += _faked("2026-11-25 23:59:56", ["demo"], warehouse)
+    assert again == first_days
+    said += _at(next_day, ["demo"], warehouse)
     assert "refus" not in said
     second = _funding_by_day(_warehouse_rows(warehouse)["funding_history"])
     assert {day: second[day] for day in whole} == whole
     assert set(first_days[end]) <= set(second[end])
-    assert max(second) > end  # the second demo's range went a day further
+    assert max(second) == end + timedelta(days=1)  # the second demo's range went a day further
+    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+        stamped = con.execute("SELECT DISTINCT extracted_at FROM funding_history").fetchall()
+    assert stamped == [(next_day.moment(),)]
 
 
 @pytest.mark.parametrize("command", [["materialize"], ["ping"], ["report"]])

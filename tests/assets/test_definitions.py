@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -13,10 +13,10 @@ import pytest
 from assets.checks import reached
 from assets.definitions import Location, location
 from assets.histories import DaysOutsideRun, HistoryConfig, run_days
-from assets.partitions import today
 from assets.settings import Settings
 from assets.view_checks import view_specs
 from pipeline import spec
+from pipeline.spec import WALL_CLOCK
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The settings of one account's variables: the account ``default``.
@@ -144,7 +144,7 @@ def test_funding_is_partitioned_by_month_and_snapshots_not_at_all() -> None:
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
     keys = partitions.get_partition_keys()
     assert keys[0] == "2024-01"
-    assert keys[-1] == today().strftime("%Y-%m")
+    assert keys[-1] == WALL_CLOCK.today().strftime("%Y-%m")
     assert all(asset.partitions_def is None for asset in DEFAULT.snapshots)
     # The first month is the start date's.
     (later,) = _location(WHITEBIT_START_DATE="2025-03-14").built
@@ -174,21 +174,23 @@ def test_a_runs_days_are_its_months_up_to_today_narrowed_by_its_config() -> None
             datetime.fromisoformat(f"{following}T00:00+00:00"),
         )
 
+    later = date(2026, 2, 11)
     march = window("2025-03-01", "2025-04-01")
-    assert len(run_days(march, HistoryConfig())) == 31
-    narrowed = run_days(march, HistoryConfig(first_day="2025-03-12", last_day="2025-03-16"))
+    assert len(run_days(march, HistoryConfig(), later)) == 31
+    narrowed = run_days(march, HistoryConfig(first_day="2025-03-12", last_day="2025-03-16"), later)
     assert [d.day for d in narrowed] == [12, 13, 14, 15, 16]
-    now = today()
-    this_month = window(now.replace(day=1).isoformat(), "2100-01-01")
-    # Never a day still to come (the day now, which is a day later once midnight has passed).
-    assert now <= run_days(this_month, HistoryConfig())[-1] <= today()
+    this_month = window("2026-02-01", "2100-01-01")
+    # Never a day still to come: the month so far, today's start included.
+    assert run_days(this_month, HistoryConfig(), later) == [
+        date(2026, 2, 1) + timedelta(days=n) for n in range(11)
+    ]
     for config, says in [
         (HistoryConfig(first_day="2025-03-16", last_day="2025-03-12"), "is after last_day"),
         (HistoryConfig(first_day="2025-02-28"), "hold 2025-03-01 .. 2025-03-31"),
         (HistoryConfig(last_day="2025-3-1"), "first_day/last_day: Invalid isoformat"),
     ]:
         with pytest.raises(DaysOutsideRun) as refused:
-            run_days(march, config)
+            run_days(march, config, later)
         assert says in (refused.value.description or "")
 
 

@@ -256,7 +256,7 @@ def test_25_000_deposits_and_withdrawals_land_every_one(tmp_path: Path) -> None:
         assert len(ledger) >= 25_000
         oldest = datetime.fromtimestamp(min(int(r["createdAt"]) for r in ledger), UTC).date()
         # The account's assets partitioned from the month of its first movement.
-        built = AccountAssets.of(ACCOUNT, monthly(oldest), dict(os.environ))
+        built = AccountAssets.of(ACCOUNT, monthly(oldest), dict(os.environ), spec.WALL_CLOCK)
         newest = month_of(_day(sim))
         root = tmp_path / "warehouse"
         result = _run(sim, root, [built.tables[history.name]], month_of(oldest), newest)

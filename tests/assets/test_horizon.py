@@ -4,8 +4,8 @@ what the next nights read again.
 
 One warehouse for the module: the nightly of October 1st 2026 (00:40) read August and September
 of the fills and of the deposits and withdrawals from the embedded simulator, its day pinned by
-the run tag, and no night ran after it. Each test works on a copy. The clock of the assets and
-of the horizon check is pinned to the night or the watch being replayed (`pinned`), so the
+the run tag, and no night ran after it. Each test works on a copy. The code location's clock
+(its runs' and checks') is set to the night or the watch being replayed (`_set`), so the
 module passes whatever the machine's day.
 """
 
@@ -28,8 +28,8 @@ from assets.jobs import RANGE_END_TAG, RANGE_START_TAG, nightly_requests
 from assets.resources import SIMULATOR_DAY_TAG
 from assets.settings import Settings
 from pipeline import spec
+from pipeline.spec import SimClock
 from tests.support.cli_runs import failures
-from tests.support.pinned_clock import pinned
 from warehouse import Warehouse, archive, partitions, rereads
 
 #: The embedded simulator's main account (a B2B partner key).
@@ -58,8 +58,15 @@ def _at(day: date, hour: int = 0, minute: int = 40) -> datetime:
 
 
 def _location(root: Path) -> Location:
+    """The code location of the account, its clock set to `START` until a test moves it."""
     env = {"WAREHOUSE_ROOT": str(root), "WHITEBIT_START_DATE": START.isoformat()}
-    return location(Settings.from_env(env), [ACCOUNT])
+    return location(Settings.from_env(env), [ACCOUNT], clock=SimClock(_at(START)))
+
+
+def _set(found: Location, moment: datetime) -> None:
+    """Move the location's clock (a test's: `_location`) forward to ``moment``."""
+    assert isinstance(found.clock, SimClock)
+    found.clock.set(moment)
 
 
 def _run(
@@ -77,13 +84,13 @@ def _run(
     nightly = found.definitions.resolve_job_def("nightly").get_subset(
         asset_selection=set(keys), asset_check_selection=set(checks)
     )
-    with pinned(_at(day)):
-        return nightly.execute_in_process(
-            instance=instance,
-            partition_key=partition,
-            tags={**(tags or {}), SIMULATOR_DAY_TAG: day.isoformat()},
-            raise_on_error=False,
-        )
+    _set(found, _at(day))
+    return nightly.execute_in_process(
+        instance=instance,
+        partition_key=partition,
+        tags={**(tags or {}), SIMULATOR_DAY_TAG: day.isoformat()},
+        raise_on_error=False,
+    )
 
 
 def _said(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -95,10 +102,10 @@ def _said(result: dg.ExecuteInProcessResult) -> list[str]:
 def _horizon(found: Location, instance: dg.DagsterInstance, day: date) -> Any:
     """The fills' horizon check as the watch job evaluates it on ``day`` at 02:30."""
     watch = found.definitions.resolve_job_def("freshness")
-    with pinned(_at(day, 2, 30)):
-        result = watch.execute_in_process(
-            instance=instance, op_selection=["main__trades_horizon"], raise_on_error=False
-        )
+    _set(found, _at(day, 2, 30))
+    result = watch.execute_in_process(
+        instance=instance, op_selection=["main__trades_horizon"], raise_on_error=False
+    )
     (evaluation,) = [
         e
         for e in result.get_asset_check_evaluations()

@@ -20,7 +20,6 @@ from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
 from pipeline.simulator import SimClock, Simulator
 from tests.support.cli_runs import account_files, failures, warehouse_rows
-from tests.support.pinned_clock import pinned
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, display, schemas
 
@@ -79,8 +78,9 @@ def _accounts_file(
 
 def _location(accounts: Sequence[Account]) -> Location:
     """The code location of these accounts, with the settings of this process's environment
-    (its warehouse root)."""
-    return location(Settings.from_env(), accounts)
+    (its warehouse root), its clock standing ten minutes after `TICK`, when the daemon would
+    launch the night's runs."""
+    return location(Settings.from_env(), accounts, clock=SimClock(TICK + timedelta(minutes=10)))
 
 
 def _night(
@@ -90,8 +90,8 @@ def _night(
     only: Sequence[Account] | None = None,
 ) -> dict[str, list[str]]:
     """The nightly schedule's runs for `TICK` (of ``only`` these accounts), each its own run as
-    the daemon would launch them ten minutes later, the assets' clock and the horizon check's
-    pinned there; the failures of each account's runs (a horizon's warning is none: days of a
+    the daemon would launch them ten minutes later (the location's clock stands there); the
+    failures of each account's runs (a horizon's warning is none: days of a
     history the exchange forgets not archived yet, which a night leaves)."""
     found = _location(accounts)
     nightly = found.definitions.resolve_job_def("nightly")
@@ -99,14 +99,13 @@ def _night(
     failed: dict[str, list[str]] = {account.name: [] for account in chosen}
     built = [found.assets_of(account.name) for account in chosen]
     for request in nightly_requests(built, TICK):
-        with pinned(TICK + timedelta(minutes=10)):
-            result = nightly.execute_in_process(
-                instance=instance,
-                asset_selection=request.asset_selection,
-                partition_key=request.partition_key,
-                tags=request.tags,
-                raise_on_error=False,
-            )
+        result = nightly.execute_in_process(
+            instance=instance,
+            asset_selection=request.asset_selection,
+            partition_key=request.partition_key,
+            tags=request.tags,
+            raise_on_error=False,
+        )
         # The freshness checks look at today's partitions, not at the replayed night's.
         said = [
             text

@@ -10,10 +10,10 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.partitions import today
 from assets.resources import WhiteBITResource
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
+from pipeline.spec import WALL_CLOCK
 from pipeline.whitebit import AsyncWhiteBIT
 from tests.support.dagster_runs import (
     ACCOUNT,
@@ -213,7 +213,7 @@ def test_the_whole_location_materializes_with_checks(
 ) -> None:
     resources = resources_for(own_sim, root)
     result = dg.materialize(list(ALL_ASSETS), resources=resources, instance=instance,
-                            partition_key=today().strftime("%Y-%m"))  # fmt: skip
+                            partition_key=WALL_CLOCK.today().strftime("%Y-%m"))  # fmt: skip
     assert result.success
     # Snapshots are not partitioned: they are taken for today in the month's run.
     snapshot_keys = set(account_assets().snapshot_keys)
@@ -224,7 +224,7 @@ def test_the_whole_location_materializes_with_checks(
     # Every history partitioned by month, the month's.
     monthly = [e for e in events if e.asset_key not in snapshot_keys]
     assert {e.asset_key for e in monthly} == set(account_assets().monthly_keys)
-    assert {e.partition for e in monthly} == {today().strftime("%Y-%m")}
+    assert {e.partition for e in monthly} == {WALL_CLOCK.today().strftime("%Y-%m")}
     with duckdb.connect(str(Warehouse.open(root).catalog_path), read_only=True) as con:
         views = {
             r[0]

@@ -8,9 +8,9 @@ import dagster as dg
 import pytest
 
 from assets.definitions import location
-from assets.partitions import today
 from assets.settings import Settings
 from pipeline.simulator import Simulator
+from pipeline.spec import WALL_CLOCK
 
 
 def _files_holding(directory: Path, secret: bytes) -> list[Path]:
@@ -41,7 +41,7 @@ def test_the_environments_secret_stays_out_of_dagster_and_the_warehouse(
     assert not configured["whitebit_default"].simulated
     result = dg.materialize(
         list(built.assets), resources=configured, instance=instance,
-        partition_key=today().strftime("%Y-%m"),
+        partition_key=WALL_CLOCK.today().strftime("%Y-%m"),
     )  # fmt: skip
     assert result.success
     assert len(list(warehouse.rglob("*.parquet"))) >= 7

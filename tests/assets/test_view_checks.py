@@ -227,7 +227,7 @@ def test_the_watch_job_checks_each_account_view_and_names_a_residual(wh: Warehou
     _snapshot(wh, T1, "1000")
     _snapshot(wh, T2, "999")  # nothing the records tell took one
     keys = {name: dg.AssetKey([ACCOUNT, name]) for name in spec.HISTORIES}
-    views = view_checks.views_check(ACCOUNT, keys)
+    views = view_checks.views_check(ACCOUNT, keys, spec.WALL_CLOCK)
     assert views is not None
     assert {(k.asset_key.path[-1], k.name) for k in views.check_keys} == {
         (name, c.name) for name, key in keys.items()

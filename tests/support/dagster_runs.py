@@ -40,7 +40,7 @@ START: Final = date(2024, 1, 1)
 def account_assets(account: Account = ACCOUNT) -> AccountAssets:
     """An account's assets, as the code location builds them (the writer gets this process's
     environment, which holds no credential)."""
-    return AccountAssets.of(account, monthly(START), dict(os.environ))
+    return AccountAssets.of(account, monthly(START), dict(os.environ), spec.WALL_CLOCK)
 
 
 def asset(table: str, account: Account = ACCOUNT) -> dg.AssetsDefinition:

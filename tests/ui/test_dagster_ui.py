@@ -22,9 +22,9 @@ from dagster import DagsterInstance, DagsterRunStatus
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from assets.accounts import load
-from assets.partitions import today
 from assets.settings import Settings
 from pipeline import spec
+from pipeline.spec import WALL_CLOCK
 from tests.support.service import serves
 from warehouse import Warehouse
 
@@ -202,7 +202,7 @@ def test_every_asset_of_each_account_is_in_its_group(page: Page, dagster_dev: Da
 
 def _months_back(n: int) -> str:
     """The month ``n`` months before this one, as its partition key (``2026-09``)."""
-    year, month = divmod(today().year * 12 + today().month - 1 - n, 12)
+    year, month = divmod(WALL_CLOCK.today().year * 12 + WALL_CLOCK.today().month - 1 - n, 12)
     return f"{year:04d}-{month + 1:02d}"
 
 
@@ -236,7 +236,7 @@ def test_snapshots_show_no_partition_and_materialize_all_takes_today(
     page: Page, dagster_dev: DagsterDev
 ) -> None:
     before = _finished_runs(dagster_dev).count(DagsterRunStatus.SUCCESS)
-    started = today()
+    started = WALL_CLOCK.today()
     for asset in ASSETS[1:]:
         page.goto(f"{dagster_dev.url}/assets/{MAIN}/{asset}")
         expect(page.get_by_role("button", name=re.compile(r"Materialize$"))).to_be_visible()
@@ -260,7 +260,7 @@ def test_snapshots_show_no_partition_and_materialize_all_takes_today(
             ).fetchall()
             assert [account for account, _ in found] == accounts, table
             # Today: the day the run took them, whichever side of midnight it fell on.
-            assert all(started <= day <= today() for _, day in found), table
+            assert all(started <= day <= WALL_CLOCK.today() for _, day in found), table
 
 
 def test_dagster_job_backfill_for_a_range(page: Page, dagster_dev: DagsterDev) -> None:

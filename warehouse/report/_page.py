@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import jinja2
 from markupsafe import Markup
 
+from pipeline import spec
 from warehouse import display
 
 from . import _charts, _ledger_charts
@@ -39,7 +40,7 @@ def render(
         script=Markup(_charts.SCRIPT),  # noqa: S704 (our own script)
         cell=_cell,
         when=_when,
-        generated=datetime.now(UTC),
+        generated=spec.WALL_CLOCK.moment(),
     )
 
 
