@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from pipeline import spec
 from warehouse import layout, normalize, partitions, schemas
+from warehouse.errors import WarehouseError
 from warehouse.normalize import Batch
 from warehouse.root import Warehouse
 from warehouse.schemas import TableSchema, month_of
@@ -41,16 +42,16 @@ from warehouse.schemas import TableSchema, month_of
 REASONS_PER_DAY: Final = 5
 
 
-class FewerRowsRefused(RuntimeError):
+class FewerRowsRefused(WarehouseError):
     """The exchange lists fewer of a day's records than the warehouse holds."""
 
 
-class DayOrderError(RuntimeError):
+class DayOrderError(WarehouseError):
     """Records that do not come newest month first, as the walk must deliver them, or that fall
     outside the load's days."""
 
 
-class LoadAbandoned(RuntimeError):
+class LoadAbandoned(WarehouseError):
     """The load was abandoned (its chunks ended before the finish, or the process that started
     it is gone): no partition more is written."""
 

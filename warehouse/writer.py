@@ -44,6 +44,7 @@ from typing import Any, Final
 import orjson
 
 from pipeline import spec
+from warehouse.errors import WarehouseError
 from warehouse.monthly import LoadAbandoned, MonthlyLoad, Progress
 from warehouse.root import Warehouse, WarehouseConfig
 
@@ -89,7 +90,7 @@ def decode(payload: bytes, *, exact: bool) -> Any:
     return json.loads(payload, parse_float=Decimal) if exact else orjson.loads(payload)
 
 
-class WriterDied(RuntimeError):
+class WriterDied(WarehouseError):
     """The writer process ended without saying why (killed, or out of memory)."""
 
 
