@@ -33,9 +33,8 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date, datetime
 from decimal import Decimal
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
@@ -45,8 +44,7 @@ import orjson
 
 from pipeline import spec
 from warehouse.errors import WarehouseError
-from warehouse.monthly import LoadAbandoned, MonthlyLoad, Progress
-from warehouse.root import Warehouse, WarehouseConfig
+from warehouse.monthly import LoadAbandoned, MonthlyLoad, MonthlyTarget, Progress
 
 #: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
 #: the writer starts or lags, few enough to keep memory flat.
@@ -108,27 +106,9 @@ class HistoryWriter:
     is written after it.
     """
 
-    def __init__(
-        self,
-        wh: Warehouse,
-        history: spec.History,
-        *,
-        account: str,
-        days: Sequence[date],
-        extracted_at: datetime,
-        environ: Mapping[str, str],
-        allow_fewer_rows: bool = False,
-    ) -> None:
+    def __init__(self, target: MonthlyTarget, *, environ: Mapping[str, str]) -> None:
         self._environ = dict(environ)
-        self._start = {
-            "warehouse": wh.config.as_json(),
-            "history": history.name,
-            "account": account,
-            "days": list(days),
-            "extracted_at": extracted_at,
-            "allow_fewer_rows": allow_fewer_rows,
-            "parent": os.getpid(),
-        }
+        self._start = {"target": target.as_json(), "parent": os.getpid()}
         self._process: subprocess.Popen[bytes] | None = None
         self._down: Connection | None = None
         self._up: Connection | None = None
@@ -288,19 +268,6 @@ class HistoryWriter:
 # --- The writer process ------------------------------------------------------------------------
 
 
-def _started(start: dict[str, Any]) -> MonthlyLoad:
-    """The writer of a start message (`HistoryWriter`'s arguments, as JSON)."""
-    return MonthlyLoad(
-        Warehouse.of(WarehouseConfig(**start["warehouse"])),
-        spec.HISTORIES[start["history"]],
-        account=start["account"],
-        days=[date.fromisoformat(day) for day in start["days"]],
-        extracted_at=datetime.fromisoformat(start["extracted_at"]),
-        allow_fewer_rows=start["allow_fewer_rows"],
-        parent=start["parent"],
-    )
-
-
 def serve(down: Connection, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it.
 
@@ -321,8 +288,8 @@ def serve(down: Connection, up: Connection) -> None:
             raise LoadAbandoned("the load was abandoned: no partition more was written")
         try:
             if kind == _START:
-                writer = _started(body)
-                exact = exact_numbers(spec.HISTORIES[body["history"]])
+                writer = MonthlyLoad(MonthlyTarget.of_json(body["target"]), parent=body["parent"])
+                exact = exact_numbers(writer.target.history)
                 continue
             assert writer is not None, "the writer got a chunk before it was started"
             progress = writer.finish() if kind == _FINISH else writer.take(body)
