@@ -10,8 +10,8 @@ instead of sharing one GIL with it:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
   with a `Progress`, or with the error the writer raised (pickled, with its note). A number the
   client read exactly (a `Decimal`: a time to the microsecond) goes down as its own digits and is
-  read back as the same `Decimal` in a history whose records hold such numbers (`exact_numbers`),
-  never through a float (`encode`, `decode`).
+  read back as the same `Decimal` in a history whose records hold such numbers
+  (`spec.History.exact_numbers`), never through a float (`encode`, `decode`).
 - The walk waits only when `CHUNKS_IN_FLIGHT` chunks are unanswered.
 
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from multiprocessing import Pipe
@@ -42,7 +42,6 @@ from typing import Any, Final
 
 import orjson
 
-from pipeline import spec
 from warehouse.errors import WarehouseError
 from warehouse.monthly import LoadAbandoned, MonthlyLoad, MonthlyTarget, Progress
 
@@ -57,18 +56,6 @@ WRITER_EXIT_TIMEOUT_S: Final = 120.0
 ABANDONED_EXIT_STATUS: Final = 3
 #: Messages down the pipe, each a JSON array ``[kind, body]``.
 _START, _TAKE, _FINISH = "start", "take", "finish"
-
-
-def _fractional(fields: Iterable[spec.Field]) -> bool:
-    return any(
-        f.type is spec.FieldType.TIMESTAMP_FRACTIONAL or _fractional(f.fields) for f in fields
-    )
-
-
-def exact_numbers(history: spec.History) -> bool:
-    """Whether the history's records hold JSON numbers with a fraction, which the client reads
-    as exact `Decimal`s (times to the microsecond): the writer reads its chunks back so."""
-    return _fractional(history.record)
 
 
 def _digits(value: Any) -> orjson.Fragment:
@@ -289,7 +276,7 @@ def serve(down: Connection, up: Connection) -> None:
         try:
             if kind == _START:
                 writer = MonthlyLoad(MonthlyTarget.of_json(body["target"]), parent=body["parent"])
-                exact = exact_numbers(writer.target.history)
+                exact = writer.target.history.exact_numbers
                 continue
             assert writer is not None, "the writer got a chunk before it was started"
             progress = writer.finish() if kind == _FINISH else writer.take(body)
