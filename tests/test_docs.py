@@ -102,12 +102,15 @@ def test_the_warehouse_error_tree_is_every_error_of_the_warehouse() -> None:
     import warehouse
     from warehouse.errors import WarehouseError
 
-    defined = {}
-    for module in pkgutil.walk_packages(warehouse.__path__, "warehouse."):
-        for name, value in vars(importlib.import_module(module.name)).items():
-            if inspect.isclass(value) and issubclass(value, BaseException):
-                if value.__module__ == module.name and value is not WarehouseError:
-                    defined[name] = value
+    defined = {
+        name: value
+        for module in pkgutil.walk_packages(warehouse.__path__, "warehouse.")
+        for name, value in vars(importlib.import_module(module.name)).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == module.name
+        and value is not WarehouseError
+    }
     assert [name for name, error in defined.items() if not issubclass(error, WarehouseError)] == []
     tree = dict(re.findall(r"[├└]── (\w+) +([\w.]+)", WarehouseError.__doc__ or ""))
     assert tree == {
