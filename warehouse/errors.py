@@ -6,15 +6,15 @@ from __future__ import annotations
 
 class WarehouseError(Exception):
     """What the warehouse could not do, in one line naming what and where. Each error is defined
-    beside the code that raises it::
+    in the module named beside it, the one whose work it is::
 
         WarehouseError
         │  opening and storing
         ├── RootError              root        a warehouse root that cannot be used
         ├── StoreError             store       the store, or the local disk, refused or did not
         │                                      answer (which file, and why)
-        ├── LeaseError             locks       a table's lease not taken in time, or lost while
-        │                                      held
+        ├── LeaseError             locks       a writer's lease not taken in time, or lost
+        │                                      while held
         ├── PreconditionFailed     locks       a conditional write refused (412): the lease's
         │                                      object changed; handled inside `locks`
         │  writing
