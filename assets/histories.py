@@ -23,6 +23,7 @@ from pydantic import Field
 from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, ConnectionRefused, Together
 from warehouse import Warehouse, catalog, normalize, partitions, schemas, sources
+from warehouse.monthly import MonthlyTarget
 
 from . import checks
 from .accounts import Account
@@ -166,19 +167,22 @@ def monthly_asset(
             if not reach:
                 return None, gone
             context.log.info(f"walking {name} for {len(reach)} day(s): {reach[0]} .. {reach[-1]}")
-            load = await load_monthly(
-                client,
+            target = MonthlyTarget(
                 wh,
                 history,
                 account=account.name,
                 days=reach,
                 extracted_at=clock.moment(),
+                allow_fewer_rows=config.allow_fewer_rows,
+            )
+            load = await load_monthly(
+                client,
+                target,
                 environ=writer_env,
                 values=exchange.settings(),
                 on_day=lambda day, rows, rejected: report_progress(
                     account.name, name, day, rows, rejected
                 ),
-                allow_fewer_rows=config.allow_fewer_rows,
             )
             return load, gone
 

@@ -16,10 +16,9 @@ from typing import Any, Final
 
 import pyarrow.compute as pc
 
-from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, RecordsLeftOut, WalkReport
 from warehouse import Warehouse, partitions
-from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, Progress
+from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, MonthlyTarget, Progress
 from warehouse.normalize import Batch
 from warehouse.writer import HistoryWriter
 
@@ -93,36 +92,28 @@ class Load:
 
 async def load_monthly(
     client: AsyncWhiteBIT,
-    wh: Warehouse,
-    history: spec.History,
+    target: MonthlyTarget,
     *,
-    account: str,
-    days: Sequence[date],
-    extracted_at: datetime,
     environ: Mapping[str, str],
     values: Mapping[str, Sequence[str]] | None = None,
     on_day: DayWritten | None = None,
-    allow_fewer_rows: bool = False,
 ) -> Load:
-    """Walk a history partitioned by month over ``days`` and replace each day in its partition
-    (the writer process gets ``environ``, which holds no credential). ``values`` are the
-    account's settings by name, for the walk to take those its history's paging names.
+    """Walk the target's history over its days and replace each day in its partition (the
+    writer process gets ``environ``, which holds no credential). ``values`` are the account's
+    settings by name, for the walk to take those its history's paging names.
 
-    Every day of ``days`` is replaced, emptied when the exchange holds nothing for it (unless
+    Every day of the target is replaced, emptied when the exchange holds nothing for it (unless
     the warehouse held records there: see `FewerRowsRefused`, whose message says whether an
     answer of the walk left records out). An answer that left records out (`RecordsLeftOut`) is
     raised once every other record is written.
     """
-    if not days:
-        raise ValueError("no day to load")
-    days = sorted(days)
-    since = datetime.combine(days[0], time.min, UTC)
-    until = datetime.combine(days[-1] + timedelta(days=1), time.min, UTC)
+    since = datetime.combine(target.days[0], time.min, UTC)
+    until = datetime.combine(target.days[-1] + timedelta(days=1), time.min, UTC)
     # Out of reach is said by the ``complete`` check, after every reachable record is written.
     walk = client.walk(
-        history, since=since, until=until, values=values, on_window_exceeded="report"
+        target.history, since=since, until=until, values=values, on_window_exceeded="report"
     )
-    written = Written(history.name, account)
+    written = Written(target.history.name, target.account)
 
     def record(replies: list[Progress]) -> None:
         for progress in replies:
@@ -132,15 +123,7 @@ async def load_monthly(
                 if on_day is not None:
                     on_day(day.day, day.rows, day.rejected)
 
-    writer = HistoryWriter(
-        wh,
-        history,
-        account=account,
-        days=days,
-        extracted_at=extracted_at,
-        environ=environ,
-        allow_fewer_rows=allow_fewer_rows,
-    )
+    writer = HistoryWriter(target, environ=environ)
     left_out: RecordsLeftOut | None = None
     async with writer:
         try:

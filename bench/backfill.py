@@ -354,6 +354,7 @@ def _pipeline_alone(
     from assets.partitions import day_range
     from pipeline import spec
     from warehouse import Warehouse, catalog, partitions
+    from warehouse.monthly import MonthlyTarget
 
     days = day_range(first, last + timedelta(days=1))
     wh = Warehouse.open(root)
@@ -363,15 +364,14 @@ def _pipeline_alone(
 
         async def walk() -> Any:
             async with exchange.client() as client:
-                return await load_monthly(
-                    client,
+                target = MonthlyTarget(
                     wh,
                     spec.HISTORIES[table],
                     account=ACCOUNT,
                     days=days,
                     extracted_at=datetime.now(UTC),
-                    environ=dict(os.environ),
                 )
+                return await load_monthly(client, target, environ=dict(os.environ))
 
         cpu = time.process_time()
         load = asyncio.run(walk())

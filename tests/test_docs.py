@@ -92,3 +92,29 @@ def test_the_warehouse_page_lists_every_table_with_its_key_and_every_curated_vie
     assert listed == {t.name: ", ".join(t.key) for t in schemas.DATA_TABLES}
     views = sorted(path.stem for path in (ROOT / "warehouse" / "sql").glob("*.sql"))
     assert [view for view in views if f"`{view}`" not in page] == []
+
+
+def test_the_warehouse_error_tree_is_every_error_of_the_warehouse() -> None:
+    """Every exception a warehouse module defines is a `WarehouseError` (the command line
+    catches that one class), each named in the root's tree with the module that defines it."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import warehouse
+    from warehouse.errors import WarehouseError
+
+    defined = {
+        name: value
+        for module in pkgutil.walk_packages(warehouse.__path__, "warehouse.")
+        for name, value in vars(importlib.import_module(module.name)).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == module.name
+        and value is not WarehouseError
+    }
+    assert [name for name, error in defined.items() if not issubclass(error, WarehouseError)] == []
+    tree = dict(re.findall(r"[├└]── (\w+) +([\w.]+)", WarehouseError.__doc__ or ""))
+    assert tree == {
+        name: error.__module__.removeprefix("warehouse.") for name, error in defined.items()
+    }

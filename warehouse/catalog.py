@@ -61,6 +61,7 @@ import pyarrow as pa
 
 from pipeline import spec
 from warehouse import flows, layout, schemas
+from warehouse.errors import WarehouseError
 from warehouse.layout import PARQUET_DIR, PARTITION_FILE
 from warehouse.locks import file_lock
 from warehouse.partitions import tables_with_files
@@ -122,7 +123,7 @@ class CatalogRefresh:
     empty_tables: tuple[str, ...]
 
 
-class CatalogError(RuntimeError):
+class CatalogError(WarehouseError):
     """A catalog that cannot answer: its Parquet is gone, or it was never built."""
 
 

@@ -18,6 +18,7 @@ from datetime import date, datetime
 from typing import Final
 
 from warehouse import schemas
+from warehouse.errors import WarehouseError
 from warehouse.schemas import REJECTS, TableSchema
 
 PARQUET_DIR: Final = "parquet"
@@ -33,7 +34,7 @@ PartitionValue = date | str
 Partition = Sequence[PartitionValue]
 
 
-class InvalidPartitionValue(ValueError):
+class InvalidPartitionValue(WarehouseError):
     """A partition value that would not make a safe, canonical path segment."""
 
 

@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from warehouse.errors import WarehouseError
+
 log = logging.getLogger(__name__)
 
 #: How long a lease outlives its holder's last renewal (seconds).
@@ -48,11 +50,11 @@ DEFAULT_WAIT_SECONDS: Final = 900.0
 CLOCK_RESOLUTION_S: Final = 1.0
 
 
-class LeaseError(RuntimeError):
+class LeaseError(WarehouseError):
     """A lease that could not be taken in time, or that was lost while held."""
 
 
-class PreconditionFailed(Exception):
+class PreconditionFailed(WarehouseError):
     """The store refused a conditional write: the object is not the one the writer read (412)."""
 
 

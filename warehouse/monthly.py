@@ -7,7 +7,8 @@ partition as soon as the month is complete: every month but the oldest in hand i
 is newest first. Memory holds one unfinished
 month and the chunk in hand, whatever the length of the range. It works in any process: no
 pipe, no thread (the tests run it in theirs; `warehouse.writer` runs it in a process of its own
-beside the walk).
+beside the walk). What it replaces is one `MonthlyTarget` (the warehouse, the account's history,
+the days, the extraction's time), made where the load starts and handed down whole.
 
 A load replaces exactly the days it was given: a month's file keeps the rows of its other days
 (`partitions.replace_partition`). Progress is told per day all the same.
@@ -23,36 +24,82 @@ raises `LoadAbandoned`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import spec
 from warehouse import layout, normalize, partitions, schemas
+from warehouse.errors import WarehouseError
 from warehouse.normalize import Batch
-from warehouse.root import Warehouse
+from warehouse.root import Warehouse, WarehouseConfig
 from warehouse.schemas import TableSchema, month_of
 
 #: Reasons of rejected records reported back per day (the rest are in `_rejects`).
 REASONS_PER_DAY: Final = 5
 
 
-class FewerRowsRefused(RuntimeError):
+class FewerRowsRefused(WarehouseError):
     """The exchange lists fewer of a day's records than the warehouse holds."""
 
 
-class DayOrderError(RuntimeError):
+class DayOrderError(WarehouseError):
     """Records that do not come newest month first, as the walk must deliver them, or that fall
     outside the load's days."""
 
 
-class LoadAbandoned(RuntimeError):
+class LoadAbandoned(WarehouseError):
     """The load was abandoned (its chunks ended before the finish, or the process that started
     it is gone): no partition more is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class MonthlyTarget:
+    """What a load replaces: the days of one account's history partitioned by month, in a
+    warehouse, as of one extraction. Checked once, where it is made; `as_json` and `of_json`
+    carry it to the writer process."""
+
+    wh: Warehouse
+    history: spec.History
+    account: str
+    #: The days replaced, sorted, each once.
+    days: Sequence[date]
+    extracted_at: datetime
+    #: A rewrite may hold fewer of a day's records than the warehouse did (`FewerRowsRefused`).
+    allow_fewer_rows: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.days:
+            raise ValueError("no day to load")
+        if not self.history.monthly:
+            raise ValueError(f"{self.history.name} is not partitioned by month")
+        layout.account_segment(self.account)
+        object.__setattr__(self, "days", tuple(sorted(set(self.days))))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "warehouse": self.wh.config.as_json(),
+            "history": self.history.name,
+            "account": self.account,
+            "days": [day.isoformat() for day in self.days],
+            "extracted_at": self.extracted_at.isoformat(),
+            "allow_fewer_rows": self.allow_fewer_rows,
+        }
+
+    @classmethod
+    def of_json(cls, values: Mapping[str, Any]) -> MonthlyTarget:
+        return cls(
+            Warehouse.of(WarehouseConfig(**values["warehouse"])),
+            spec.HISTORIES[values["history"]],
+            account=values["account"],
+            days=[date.fromisoformat(day) for day in values["days"]],
+            extracted_at=datetime.fromisoformat(values["extracted_at"]),
+            allow_fewer_rows=values["allow_fewer_rows"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,60 +188,43 @@ _Month = dict[date, _Day]
 
 
 class MonthlyLoad:
-    """Replaces the days of ``days`` in their month partitions from a newest-first stream of a
-    history's records (see the module's text). `take` and `finish` write the months they
-    complete; every day of ``days`` is replaced once `finish` has run, emptied when the exchange
-    held nothing for it (unless the warehouse held records there: see `FewerRowsRefused`).
+    """Replaces the days of its target in their month partitions from a newest-first stream of
+    the history's records (see the module's text). `take` and `finish` write the months they
+    complete; every day of the target is replaced once `finish` has run, emptied when the
+    exchange held nothing for it (unless the warehouse held records there: see
+    `FewerRowsRefused`).
 
     ``parent``: the pid of the process the load belongs to; once it is gone, writes raise
     `LoadAbandoned`.
     """
 
-    def __init__(
-        self,
-        wh: Warehouse,
-        history: spec.History,
-        *,
-        account: str,
-        days: Sequence[date],
-        extracted_at: datetime,
-        allow_fewer_rows: bool = False,
-        parent: int | None = None,
-    ) -> None:
-        if not days:
-            raise ValueError("no day to load")
-        if not history.monthly:
-            raise ValueError(f"{history.name} is not partitioned by month")
-        self._wh, self._history = wh, history
-        self._schema = schemas.TABLES[history.name]
-        self._account = layout.account_segment(account)
-        self._days = sorted(set(days))
+    def __init__(self, target: MonthlyTarget, *, parent: int | None = None) -> None:
+        self.target = target
+        self._schema = schemas.TABLES[target.history.name]
         self._months: dict[str, list[date]] = {}
-        for day in self._days:
+        for day in target.days:
             self._months.setdefault(month_of(day), []).append(day)
-        self._extracted_at = extracted_at
-        self._allow_fewer_rows = allow_fewer_rows
         self._parent = parent
         self._finished: set[str] = set()
         self._held: tuple[str, _Month] | None = None
         # Unreadable times before any readable one go to the range's newest day, later ones to
         # the oldest day seen so far.
-        self._current = self._days[-1]
+        self._current = self.target.days[-1]
 
     def take(self, records: object) -> Progress:
         """Normalize a chunk of records (the JSON array as parsed) and write every month it
         completes."""
-        progress = Progress()
+        progress, target = Progress(), self.target
         batch = normalize.normalize(
-            self._history, records, extracted_at=self._extracted_at, day=self._current
+            target.history, records, extracted_at=target.extracted_at, day=self._current
         )
         progress.received, progress.duplicates = batch.received, batch.duplicates
         by_day = _by_day(batch)
-        outside = sorted(set(by_day) - set(self._days))
+        outside = sorted(set(by_day) - set(target.days))
         if outside:
             raise DayOrderError(
-                f"{self._history.name}: a record of {outside[0]} came with the window "
-                f"{self._days[0]} .. {self._days[-1]}; its time was read differently from its "
+                f"{target.history.name}: a record of {outside[0]} came with the window "
+                f"{target.days[0]} .. {target.days[-1]}; its time was read differently from its "
                 "neighbours'"
             )
         parts: dict[str, _Month] = {}
@@ -203,7 +233,7 @@ class MonthlyLoad:
         again = self._finished & set(parts)
         if again:
             raise DayOrderError(
-                f"{self._history.name} came out of order: {min(again)} began again after it was "
+                f"{target.history.name} came out of order: {min(again)} began again after it was "
                 "written"
             )
         due: list[tuple[str, _Month]] = []
@@ -216,7 +246,7 @@ class MonthlyLoad:
                     held.rejects += more.rejects
             if parts and max(parts) > month:
                 raise DayOrderError(
-                    f"{self._history.name} came out of order: after {month}, {max(parts)}"
+                    f"{target.history.name} came out of order: after {month}, {max(parts)}"
                 )
             if parts:  # older months began: the held month is complete
                 due.append((month, gathered_month))
@@ -243,6 +273,7 @@ class MonthlyLoad:
         return progress
 
     def _write_month(self, month: str, gathered: _Month, progress: Progress) -> None:
+        target = self.target
         self._finished.add(month)
         days = self._months[month]
         tables = {day: gathered.get(day, _Day()).tables(self._schema) for day in days}
@@ -250,8 +281,8 @@ class MonthlyLoad:
         rejects = pa.concat_tables([day_rejects for _, day_rejects in tables.values()])
         missing = (
             []
-            if self._allow_fewer_rows
-            else _missing_keys(self._wh, self._schema, (self._account, month), days, rows)
+            if target.allow_fewer_rows
+            else _missing_keys(target.wh, self._schema, (target.account, month), days, rows)
         )
         if missing:
             day = missing[0][0]
@@ -266,7 +297,7 @@ class MonthlyLoad:
             )
             others = len(missing) - len(of_day)
             raise FewerRowsRefused(
-                f"{self._history.name} of {self._account}, {day}: the exchange did not list "
+                f"{target.history.name} of {target.account}, {day}: the exchange did not list "
                 f"{len(of_day)} record(s) the warehouse holds for that day (first: {of_day[0]})"
                 + (f", and {others} of later days of {month}" if others else "")
                 + f"; the partition {month} is left as it was.{rejected}"
@@ -274,15 +305,15 @@ class MonthlyLoad:
         if self._parent is not None and os.getppid() != self._parent:
             # Orphaned: the run that started it is gone, and a rerun may be writing.
             raise LoadAbandoned(
-                f"{self._history.name} {month}: not written, the load's process is gone"
+                f"{target.history.name} {month}: not written, the load's process is gone"
             )
         partitions.replace_partition(
-            self._wh,
-            self._history.name,
-            (self._account, month),
+            target.wh,
+            target.history.name,
+            (target.account, month),
             rows,
             rejects=rejects,
             covers=days,
-            walked_at=self._extracted_at,
+            walked_at=target.extracted_at,
         )
         progress.days += [DayWrite.of(day, *tables[day]) for day in days]

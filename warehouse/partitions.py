@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse import archive, layout, schemas
+from warehouse.errors import WarehouseError
 from warehouse.layout import PARQUET_DIR, PARTITION_FILE, InvalidPartitionValue, Partition
 from warehouse.normalize import Batch, has_equal_keys, has_equal_neighbours
 from warehouse.root import Warehouse
@@ -27,7 +28,7 @@ from warehouse.schemas import REJECTS, TableSchema
 from warehouse.store import Store
 
 
-class SchemaMismatch(ValueError):
+class SchemaMismatch(WarehouseError):
     """Rows that do not have the shape the table's schema declares."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from warehouse import locks
+from warehouse.errors import WarehouseError
 from warehouse.store import LocalStore, Store
 
 #: The local DuckDB file of the catalog, in the local directory unless named.
@@ -24,7 +25,7 @@ CATALOG_FILE: Final = "warehouse.duckdb"
 REMOTE_PROTOCOLS: Final = ("s3",)
 
 
-class RootError(ValueError):
+class RootError(WarehouseError):
     """A warehouse root that cannot be used."""
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from typing import Final
 
+from warehouse.errors import WarehouseError
 from warehouse.layout import account_segment
 from warehouse.root import Warehouse
 
 SOURCES_DIR: Final = "sources"
 
 
-class SourceMismatch(RuntimeError):
+class SourceMismatch(WarehouseError):
     """A run of an account against another exchange than the one its rows came from."""
 
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import tenacity
 
+from warehouse.errors import WarehouseError
 from warehouse.locks import file_lock
 
 COMPRESSION: Final = "zstd"
@@ -38,7 +39,7 @@ COMPRESSION: Final = "zstd"
 LOCKS_DIR: Final = "parquet/.locks"
 
 
-class StoreError(RuntimeError):
+class StoreError(WarehouseError):
     """The store, or the disk under the warehouse's local files (its catalog), could not do what
     was asked (it did not answer in time, refused, or is not there): which store, which file,
     and why, in one line."""

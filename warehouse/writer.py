@@ -10,8 +10,8 @@ instead of sharing one GIL with it:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
   with a `Progress`, or with the error the writer raised (pickled, with its note). A number the
   client read exactly (a `Decimal`: a time to the microsecond) goes down as its own digits and is
-  read back as the same `Decimal` in a history whose records hold such numbers (`exact_numbers`),
-  never through a float (`encode`, `decode`).
+  read back as the same `Decimal` in a history whose records hold such numbers
+  (`spec.History.exact_numbers`), never through a float (`encode`, `decode`).
 - The walk waits only when `CHUNKS_IN_FLIGHT` chunks are unanswered.
 
 Kills: a partition is replaced atomically (`parquet`), so a kill of either process leaves each day
@@ -33,9 +33,8 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date, datetime
 from decimal import Decimal
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
@@ -43,9 +42,8 @@ from typing import Any, Final
 
 import orjson
 
-from pipeline import spec
-from warehouse.monthly import LoadAbandoned, MonthlyLoad, Progress
-from warehouse.root import Warehouse, WarehouseConfig
+from warehouse.errors import WarehouseError
+from warehouse.monthly import LoadAbandoned, MonthlyLoad, MonthlyTarget, Progress
 
 #: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
 #: the writer starts or lags, few enough to keep memory flat.
@@ -58,18 +56,6 @@ WRITER_EXIT_TIMEOUT_S: Final = 120.0
 ABANDONED_EXIT_STATUS: Final = 3
 #: Messages down the pipe, each a JSON array ``[kind, body]``.
 _START, _TAKE, _FINISH = "start", "take", "finish"
-
-
-def _fractional(fields: Iterable[spec.Field]) -> bool:
-    return any(
-        f.type is spec.FieldType.TIMESTAMP_FRACTIONAL or _fractional(f.fields) for f in fields
-    )
-
-
-def exact_numbers(history: spec.History) -> bool:
-    """Whether the history's records hold JSON numbers with a fraction, which the client reads
-    as exact `Decimal`s (times to the microsecond): the writer reads its chunks back so."""
-    return _fractional(history.record)
 
 
 def _digits(value: Any) -> orjson.Fragment:
@@ -89,7 +75,7 @@ def decode(payload: bytes, *, exact: bool) -> Any:
     return json.loads(payload, parse_float=Decimal) if exact else orjson.loads(payload)
 
 
-class WriterDied(RuntimeError):
+class WriterDied(WarehouseError):
     """The writer process ended without saying why (killed, or out of memory)."""
 
 
@@ -107,27 +93,9 @@ class HistoryWriter:
     is written after it.
     """
 
-    def __init__(
-        self,
-        wh: Warehouse,
-        history: spec.History,
-        *,
-        account: str,
-        days: Sequence[date],
-        extracted_at: datetime,
-        environ: Mapping[str, str],
-        allow_fewer_rows: bool = False,
-    ) -> None:
+    def __init__(self, target: MonthlyTarget, *, environ: Mapping[str, str]) -> None:
         self._environ = dict(environ)
-        self._start = {
-            "warehouse": wh.config.as_json(),
-            "history": history.name,
-            "account": account,
-            "days": list(days),
-            "extracted_at": extracted_at,
-            "allow_fewer_rows": allow_fewer_rows,
-            "parent": os.getpid(),
-        }
+        self._start = {"target": target.as_json(), "parent": os.getpid()}
         self._process: subprocess.Popen[bytes] | None = None
         self._down: Connection | None = None
         self._up: Connection | None = None
@@ -287,19 +255,6 @@ class HistoryWriter:
 # --- The writer process ------------------------------------------------------------------------
 
 
-def _started(start: dict[str, Any]) -> MonthlyLoad:
-    """The writer of a start message (`HistoryWriter`'s arguments, as JSON)."""
-    return MonthlyLoad(
-        Warehouse.of(WarehouseConfig(**start["warehouse"])),
-        spec.HISTORIES[start["history"]],
-        account=start["account"],
-        days=[date.fromisoformat(day) for day in start["days"]],
-        extracted_at=datetime.fromisoformat(start["extracted_at"]),
-        allow_fewer_rows=start["allow_fewer_rows"],
-        parent=start["parent"],
-    )
-
-
 def serve(down: Connection, up: Connection) -> None:
     """The writer's loop: a start message, chunks, a finish; an error ends it.
 
@@ -320,8 +275,8 @@ def serve(down: Connection, up: Connection) -> None:
             raise LoadAbandoned("the load was abandoned: no partition more was written")
         try:
             if kind == _START:
-                writer = _started(body)
-                exact = exact_numbers(spec.HISTORIES[body["history"]])
+                writer = MonthlyLoad(MonthlyTarget.of_json(body["target"]), parent=body["parent"])
+                exact = writer.target.history.exact_numbers
                 continue
             assert writer is not None, "the writer got a chunk before it was started"
             progress = writer.finish() if kind == _FINISH else writer.take(body)

@@ -23,8 +23,8 @@ from ._service import serve, ui, worker
 
 
 class _Commands(click.Group):
-    """The commands, each ending in one line (never a traceback) when a setting, an accounts
-    file, a root, a store or a catalog cannot be used, wherever it is found out."""
+    """The commands, each ending in one line (never a traceback) when a setting or an accounts
+    file cannot be used, or the warehouse cannot do what was asked, wherever it is found out."""
 
     def invoke(self, ctx: click.Context) -> object:
         with said_in_one_line():

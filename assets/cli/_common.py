@@ -14,9 +14,7 @@ from rich.console import Console
 from assets.accounts import Account, load
 from assets.settings import Settings, SettingsError
 from pipeline import spec
-from warehouse import RootError, Warehouse
-from warehouse.catalog import CatalogError
-from warehouse.store import StoreError
+from warehouse import Warehouse, WarehouseError
 
 DAY: Final = click.DateTime(["%Y-%m-%d"])
 _SETTINGS: Final = "whitebit-etl/settings"
@@ -36,11 +34,11 @@ def console() -> Console:
 
 @contextmanager
 def said_in_one_line() -> Iterator[None]:
-    """A setting, an accounts file, a warehouse root, a store or a catalog that cannot be used
-    ends the command with its one line."""
+    """A setting or an accounts file that cannot be used, or anything the warehouse cannot do (a
+    root, a store, a catalog, a report: `WarehouseError`), ends the command with its one line."""
     try:
         yield
-    except (SettingsError, RootError, StoreError, CatalogError) as exc:
+    except (SettingsError, WarehouseError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -311,19 +311,16 @@ def write_report(
 
     every = accounts()
     facts = run_facts(instance(settings()), _location(every).built)
-    try:
-        with said_in_one_line():
-            written = report.write(
-                warehouse(),
-                accounts=names,
-                declared=[account.name for account in every],
-                first=first,
-                last=last,
-                out=file,
-                facts=facts,
-            )
-    except report.ReportError as exc:
-        raise click.ClickException(str(exc)) from None
+    with said_in_one_line():
+        written = report.write(
+            warehouse(),
+            accounts=names,
+            declared=[account.name for account in every],
+            first=first,
+            last=last,
+            out=file,
+            facts=facts,
+        )
     headline = written.headline
     days = f"{headline.first_day} .. {headline.last_day}" if headline.first_day else "no data yet"
     out.print(

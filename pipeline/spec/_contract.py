@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from enum import Enum
@@ -282,6 +282,13 @@ def record_fields(answer: Answer) -> tuple[Field, ...]:
     return ()
 
 
+def fractional(fields: Iterable[Field]) -> bool:
+    """Whether records of these fields hold JSON numbers with a fraction (a
+    `FieldType.TIMESTAMP_FRACTIONAL`, at any depth): a float holds neither a time to the
+    microsecond nor its digits exactly, so they are read as `Decimal`s of the digits sent."""
+    return any(f.type is FieldType.TIMESTAMP_FRACTIONAL or fractional(f.fields) for f in fields)
+
+
 def aliases(fields: tuple[Field, ...]) -> dict[str, str]:
     """Each field an answer may spell two ways (`Field.alias`): its name, to its alias."""
     return {f.name: f.alias for f in fields if f.alias}
@@ -321,6 +328,12 @@ class Operation:
     @property
     def record(self) -> tuple[Field, ...]:
         return record_fields(self.answer)
+
+    @property
+    def exact_numbers(self) -> bool:
+        """Whether its answer holds JSON numbers with a fraction: its records' (`fractional`),
+        or the numbers keyed by ticker of a `KeyedNumbers` answer."""
+        return isinstance(self.answer, KeyedNumbers) or fractional(self.record)
 
     def bound(self, name: str) -> int:
         """The maximum the contract sets on a parameter (a page's ``limit``, its ``offset``)."""

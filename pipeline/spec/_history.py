@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from ._contract import Field, Operation
+from ._contract import Field, Operation, fractional
 
 #: A column's source that is not a field of the record: the key it is listed under in its
 #: answer (a ticker of a balance), or the value of the parameter it was asked for (a mining
@@ -299,6 +299,12 @@ class History:
             parent = {f.name: f for f in self.nested_in.record}[self.nested_at]
             return parent.fields
         return self.operation.record
+
+    @property
+    def exact_numbers(self) -> bool:
+        """Whether its records hold JSON numbers with a fraction (`fractional`): wherever they
+        are parsed (an answer, the writer's pipe), those are read as `Decimal`s."""
+        return fractional(self.record)
 
     def field_of(self, column: Column) -> Field:
         """The record field a column is read from."""

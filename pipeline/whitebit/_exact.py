@@ -7,14 +7,14 @@ exactly (a time of today has 16 significant digits, a float 15 to 17), so those 
 with the standard library's parser, each such number read as a `decimal.Decimal` of the very
 digits sent (``parse_float=Decimal``), which orjson cannot do. An integer stays an `int`.
 
-`EXACT` names the operations parsed so: those whose records hold a `spec.FieldType.
-TIMESTAMP_FRACTIONAL` field, at any depth, and those whose answer is `spec.KeyedNumbers`.
+`EXACT` names the operations parsed so (`spec.Operation.exact_numbers`): those whose records hold
+a `spec.FieldType.TIMESTAMP_FRACTIONAL` field, at any depth, and those whose answer is
+`spec.KeyedNumbers`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -22,20 +22,8 @@ import orjson
 
 from pipeline import spec
 
-
-def _fractional(fields: Iterable[spec.Field]) -> bool:
-    return any(
-        f.type is spec.FieldType.TIMESTAMP_FRACTIONAL or _fractional(f.fields) for f in fields
-    )
-
-
-def exact_numbers(operation: spec.Operation) -> bool:
-    """Whether the operation's answer holds JSON numbers with a fraction."""
-    return isinstance(operation.answer, spec.KeyedNumbers) or _fractional(operation.record)
-
-
 #: Operations whose answers are parsed with every fractional number a `Decimal`.
-EXACT: Final = frozenset(op.name for op in spec.OPERATIONS if exact_numbers(op))
+EXACT: Final = frozenset(op.name for op in spec.OPERATIONS if op.exact_numbers)
 
 
 class NotExactJSON(ValueError):

@@ -6,6 +6,7 @@ show on stderr."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import socket
@@ -13,15 +14,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from assets.cli import main
 from tests.support.cli_runs import CLI_TIMEOUT_S
 from tests.support.s3 import fresh_s3_filesystems
+from warehouse import layout, schemas
 
 TODAY = datetime.now(UTC).date()
 #: Secrets a case hands the command; none may come out.
@@ -56,6 +59,14 @@ def _accounts_two_of_one() -> bytes:
     )
 
 
+def _no_rows() -> bytes:
+    """A partition of the funding history with no row: a warehouse that holds an account."""
+    out = io.BytesIO()
+    pq.write_table(schemas.TABLES[FUNDING].arrow_schema.empty_table(), out)
+    return out.getvalue()
+
+
+FUNDING = "funding_history"
 S3_ROOT = f"s3://{KEY_ID}:{SECRET}@team-bucket/x"
 REAL = {"WHITEBIT_BASE_URL": "https://whitebit.com"}
 
@@ -179,6 +190,14 @@ MISTAKES: dict[str, Mistake] = {
         1,
         r"^Error: no catalog at .*nocat.duckdb: build it with `whitebit-etl catalog",
         not_created=("nocat.duckdb",),
+    ),
+    "a report's range that ends before it starts": Mistake(
+        ["report", "--from", "2025-03-02", "--to", "2025-03-01"],
+        {},
+        1,
+        r"^Error: the range ends \(2025-03-01\) before it starts \(2025-03-02\)$",
+        files={f"data/{layout.partition_file(FUNDING, ('main', date(2025, 3, 1)))}": _no_rows()},
+        not_created=("data/report.html",),
     ),
     "an s3 root with no credentials": Mistake(
         ["catalog", "--root", "s3://team-bucket/x"],

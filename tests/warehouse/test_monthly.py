@@ -11,21 +11,27 @@ import pytest
 from pipeline import spec
 from tests.support.records import ACCOUNT, D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse import Warehouse
-from warehouse.monthly import DayOrderError, FewerRowsRefused, LoadAbandoned, MonthlyLoad
+from warehouse.monthly import (
+    DayOrderError,
+    FewerRowsRefused,
+    LoadAbandoned,
+    MonthlyLoad,
+    MonthlyTarget,
+)
 
 
 def loader(
     root: Path, days: list[date], *, allow_fewer_rows: bool = False, parent: int | None = None
 ) -> MonthlyLoad:
-    return MonthlyLoad(
+    target = MonthlyTarget(
         Warehouse.open(root),
         spec.FUNDING,
         account=ACCOUNT,
         days=days,
         extracted_at=EXTRACTED_AT,
         allow_fewer_rows=allow_fewer_rows,
-        parent=parent,
     )
+    return MonthlyLoad(target, parent=parent)
 
 
 def test_a_month_is_written_once_complete_and_a_month_spanning_chunks_whole(root: Path) -> None:

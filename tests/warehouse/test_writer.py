@@ -18,7 +18,14 @@ from pipeline import spec
 from tests.support.records import ACCOUNT, D1, D2, D3, D4, EXTRACTED_AT, at, markets
 from warehouse import Warehouse, partitions
 from warehouse import writer as funding
-from warehouse.monthly import FewerRowsRefused, MonthlyLoad, Progress
+from warehouse.monthly import FewerRowsRefused, MonthlyLoad, MonthlyTarget, Progress
+
+
+def target(root: Path, days: list[date], *, extracted_at: datetime = EXTRACTED_AT) -> MonthlyTarget:
+    """The days of the account's funding history at ``root``."""
+    return MonthlyTarget(
+        Warehouse.open(root), spec.FUNDING, account=ACCOUNT, days=days, extracted_at=extracted_at
+    )
 
 
 def history_writer(
@@ -31,11 +38,7 @@ def history_writer(
     """A writer of the account's funding history at ``root`` (its child gets this process's
     environment unless ``environ`` is given)."""
     return funding.HistoryWriter(
-        Warehouse.open(root),
-        spec.FUNDING,
-        account=ACCOUNT,
-        days=days,
-        extracted_at=extracted_at,
+        target(root, days, extracted_at=extracted_at),
         environ=dict(os.environ) if environ is None else environ,
     )
 
@@ -102,9 +105,7 @@ def test_a_record_of_another_json_type_crosses_as_sent_and_is_rejected(root: Pat
 
 
 def test_an_error_of_the_writer_is_raised_in_the_walk_with_its_note(root: Path) -> None:
-    held = MonthlyLoad(
-        Warehouse.open(root), spec.FUNDING, account=ACCOUNT, days=[D4], extracted_at=EXTRACTED_AT
-    )
+    held = MonthlyLoad(target(root, [D4]))
     held.take([at(D4, 8), at(D4, 8, "ETH_PERP")])
     held.finish()
     with pytest.raises(FewerRowsRefused, match=r"did not list 1 record\(s\)") as raised:

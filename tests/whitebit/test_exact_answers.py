@@ -20,11 +20,12 @@ from pipeline import spec
 from pipeline.simulator import EPOCH, Simulator
 from pipeline.whitebit import ContractError, TimeWindowsWalk, WalkReport
 from pipeline.whitebit._clock import ExchangeClock
+from pipeline.whitebit._exact import EXACT
 from pipeline.whitebit._parse import parse
 from pipeline.whitebit._shapes import SHAPES
 from tests.support.client import client
 from tests.whitebit.ledger_truth import rows
-from warehouse.writer import decode, encode, exact_numbers
+from warehouse.writer import decode, encode
 
 FILL = (
     b'{"id":1,"clientOrderId":"","time":1789000000.000001,"side":"buy","role":1,"amount":"1",'
@@ -171,7 +172,9 @@ def test_times_with_a_fraction_cross_the_writers_pipe_exactly(
     pages = asyncio.run(main())
     sent = rows(pages)
     assert len(sent) > 100
-    assert exact_numbers(history)
+    # One rule (`spec.fractional`): the client read these times exactly, and the writer does.
+    assert history.operation.name in EXACT
+    assert history.exact_numbers
     received = rows(decode(encode(["take", page]), exact=True)[1] for page in pages)
     assert received == sent
     for (_, before), (_, after) in zip(sent, received, strict=True):
@@ -186,8 +189,8 @@ def test_times_with_a_fraction_cross_the_writers_pipe_exactly(
 
 
 def test_histories_without_fractions_go_down_the_pipe_as_before() -> None:
-    assert not exact_numbers(spec.FUNDING)
-    assert not exact_numbers(spec.CLOSED_POSITIONS)  # its times are whole seconds
+    assert not spec.FUNDING.exact_numbers
+    assert not spec.CLOSED_POSITIONS.exact_numbers  # its times are whole seconds
     records = [{"fundingTime": "1789000000", "fundingAmount": "-0.1"}]
     assert decode(encode(["take", records]), exact=False) == ["take", records]
 

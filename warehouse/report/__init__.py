@@ -32,6 +32,7 @@ from typing import Final
 import duckdb
 
 from warehouse import catalog, display
+from warehouse.errors import WarehouseError
 from warehouse.root import Warehouse
 from warehouse.store import read_again, said_if_refused
 
@@ -43,7 +44,7 @@ from ._exact import exact_sum
 REPORT_FILE: Final = "report.html"
 
 
-class ReportError(ValueError):
+class ReportError(WarehouseError):
     """A report that cannot be built as asked (an account the warehouse does not hold, a range
     that ends before it starts)."""
 
