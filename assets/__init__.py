@@ -3,6 +3,6 @@ resources, the code location (`definitions`) and the `whitebit-etl` command (`cl
 
 It sits on top of the libraries: assets are thin, each made from a history's declaration
 (`histories`), the work done by `loading`, what happened said as run metadata and checks
-(`reporting`, `checks`). The settings (`settings`) are read once, at the edges; the accounts come
+(`steps`, `checks`). The settings (`settings`) are read once, at the edges; the accounts come
 from them (`accounts`); `jobs` builds an asset set for each.
 """

@@ -26,8 +26,8 @@ import httpx
 
 from assets.accounts import Account
 from assets.outcomes import outcome
-from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
+from assets.steps import ACCOUNT_TAG
 
 #: Settings whose values a message must never carry, should an error text hold one; with the
 #: variables the accounts name for each account's key and secret.

@@ -24,7 +24,7 @@ from rich.progress import (
 )
 
 from assets.outcomes import error_text
-from assets.reporting import PROGRESS_LOGGER
+from assets.steps import PROGRESS_LOGGER
 from pipeline.whitebit import RETRY_WAIT_FIELD
 
 #: Client retry waits from this long on are shown as they begin. Shorter ones pass unshown: a

@@ -29,15 +29,15 @@ from . import checks
 from .accounts import Account
 from .loading import Load, Written, load_monthly, write_snapshot
 from .partitions import day_range
-from .reporting import (
+from .resources import SIMULATOR_DAY_TAG, Exchange, WarehouseResource, WhiteBITResource
+from .steps import (
     ACCOUNT_TAG,
     API_RETRY,
+    log_progress,
     preview,
-    report_progress,
     retry_only_transient,
     walk_metadata,
 )
-from .resources import SIMULATOR_DAY_TAG, Exchange, WarehouseResource, WhiteBITResource
 
 
 class HistoryConfig(dg.Config):
@@ -180,7 +180,7 @@ def monthly_asset(
                 target,
                 environ=writer_env,
                 values=exchange.settings(),
-                on_day=lambda day, rows, rejected: report_progress(
+                on_day=lambda day, rows, rejected: log_progress(
                     account.name, name, day, rows, rejected
                 ),
             )
@@ -319,7 +319,7 @@ def snapshot_asset(
             catalog.refresh_if_stale(wh)
         for h in tables:
             batch, report = batches[h.name], took.reports[top[h.name].name]
-            report_progress(account.name, h.name, day, batch.normalized, batch.rejected)
+            log_progress(account.name, h.name, day, batch.normalized, batch.rejected)
             yield dg.MaterializeResult(
                 asset_key=keys[h.name],
                 metadata={

@@ -38,7 +38,7 @@ from . import checks
 from .accounts import Account
 from .histories import account_assets
 from .horizon import HORIZON, horizon_check
-from .reporting import ACCOUNT_TAG
+from .steps import ACCOUNT_TAG
 from .view_checks import views_check
 
 FRESHNESS_CRON: Final = "30 2 * * *"

@@ -22,8 +22,8 @@ from warehouse import display, report
 from warehouse.report import Report, RunFacts
 
 from .jobs import AccountAssets
-from .reporting import ACCOUNT_TAG
 from .resources import WarehouseResource
+from .steps import ACCOUNT_TAG
 
 REPORT_KEY: Final = dg.AssetKey("account_report")
 #: The tag Dagster gives the runs a schedule launched.

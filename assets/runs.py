@@ -42,7 +42,7 @@ from assets.instance import (
 )
 from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
-from assets.reporting import INTERRUPTS
+from assets.steps import INTERRUPTS
 from assets.view_checks import BALANCES_RECONCILE
 from warehouse.schemas import month_days
 from warehouse.store import StoreError

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from assets.cli import main
 from assets.definitions import location
 from assets.jobs import MAX_RUNTIME_TAG, nightly_requests
-from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
+from assets.steps import ACCOUNT_TAG
 from pipeline import spec
 from pipeline.simulator import Simulator
 from pipeline.spec import WALL_CLOCK, Clock, SimClock

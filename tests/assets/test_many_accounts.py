@@ -16,8 +16,8 @@ from assets.accounts import Account, load
 from assets.definitions import Location, location
 from assets.jobs import nightly_requests
 from assets.report import REPORT_KEY, report_requests, run_facts
-from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
+from assets.steps import ACCOUNT_TAG
 from pipeline.simulator import SimClock, Simulator
 from tests.support.cli_runs import account_files, failures, warehouse_rows
 from tests.support.simulated import FROZEN_AT

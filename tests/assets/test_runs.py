@@ -20,8 +20,8 @@ from assets import outcomes, runs
 from assets.console import CLIENT_LOGGER, progress_bar, watched
 from assets.instance import CELERY_TASK_TAG, release_dead_runs, runner_tag
 from assets.instance import instance as settings_instance
-from assets.reporting import PROGRESS_LOGGER
 from assets.settings import Settings
+from assets.steps import PROGRESS_LOGGER
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.whitebit import RETRY_WAIT_FIELD, AsyncWhiteBIT, RetryPolicy

@@ -25,7 +25,7 @@ import duckdb
 import pytest
 
 from assets.accounts import DEFAULT_ACCOUNT
-from assets.reporting import ACCOUNT_TAG
+from assets.steps import ACCOUNT_TAG
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import (
     FIRST,

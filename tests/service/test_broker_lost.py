@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from assets.dagster_private import InstigatorType
-from assets.reporting import ACCOUNT_TAG
+from assets.steps import ACCOUNT_TAG
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import two_accounts_env

@@ -36,8 +36,8 @@ from assets.dagster_private import InstigatorTick, InstigatorType
 from assets.definitions import location
 from assets.instance import CELERY_TASK_TAG
 from assets.jobs import nightly_requests
-from assets.reporting import ACCOUNT_TAG
 from assets.settings import Settings
+from assets.steps import ACCOUNT_TAG
 from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator, spawn
 from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows

@@ -15,7 +15,7 @@ from types import FrameType
 import dagster as dg
 import pytest
 
-from assets.reporting import INTERRUPTS, retry_only_transient
+from assets.steps import INTERRUPTS, retry_only_transient
 
 
 @pytest.fixture

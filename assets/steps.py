@@ -1,4 +1,5 @@
-"""What every API asset shares: its retry policy, its run metadata, its progress."""
+"""What the step of every API asset shares: the account tag, the retry policy and the interrupts
+(SIGINT, SIGTERM) it stops on (`INTERRUPTS`), its progress and its run metadata."""
 
 from __future__ import annotations
 
@@ -141,7 +142,7 @@ def retry_only_transient() -> Iterator[None]:
         raise dg.Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False) from exc
 
 
-def report_progress(account: str, table: str, day: date, rows: int, rejected: int) -> None:
+def log_progress(account: str, table: str, day: date, rows: int, rejected: int) -> None:
     logging.getLogger(PROGRESS_LOGGER).info(
         "%s %s %s: %d rows, %d rejected",
         account,
