@@ -205,17 +205,17 @@ def monthly_asset(
         )
         return dg.MaterializeResult(
             metadata={
-                **walk_metadata(load.report, written, simulated=exchange.simulated),
+                **walk_metadata(load.stats, written, simulated=exchange.simulated),
                 **({"days_past_the_exchange": len(gone)} if gone else {}),
                 "preview": preview(wh, name, account.name, list(written.days)),
             },
             check_results=checks.for_written(
                 wh,
                 written,
-                load.report.rows,
-                load.report.unknown_fields,
+                load.stats.rows,
+                load.stats.unknown_fields,
                 key=key,
-                out_of_reach=[str(exceeded) for exceeded in load.report.incomplete_slices],
+                out_of_reach=[str(exceeded) for exceeded in load.stats.incomplete_slices],
             ),
         )
 
@@ -289,8 +289,8 @@ def snapshot_asset(
             values = exchange.settings()
             if len(histories) > 1:
                 return await client.together(histories, values=values)
-            answer, report = await client.whole(histories[0], values=values)
-            return Together.one(histories[0], answer, report)
+            answer, stats = await client.whole(histories[0], values=values)
+            return Together.one(histories[0], answer, stats)
 
         with retry_only_transient():
             took, exchange = _exchange_run(context, account, act, clock)
@@ -307,7 +307,7 @@ def snapshot_asset(
         fetched = {h.name: batches[h.name].received for h in tables}
         for h in histories:
             fetched[h.name] = normalize.records_received(h, took.answers[h.name])
-        out_of_reach = [str(e) for r in took.reports.values() for e in r.incomplete_slices]
+        out_of_reach = [str(e) for r in took.stats.values() for e in r.incomplete_slices]
         if out_of_reach:
             context.log.error(
                 f"{name} out of the offset window's reach: " + "; ".join(out_of_reach)
@@ -318,12 +318,12 @@ def snapshot_asset(
             written = write_snapshot(wh, batches, account=account.name)
             catalog.refresh_if_stale(wh)
         for h in tables:
-            batch, report = batches[h.name], took.reports[top[h.name].name]
+            batch, stats = batches[h.name], took.stats[top[h.name].name]
             log_progress(account.name, h.name, day, batch.normalized, batch.rejected)
             yield dg.MaterializeResult(
                 asset_key=keys[h.name],
                 metadata={
-                    **walk_metadata(report, written[h.name], simulated=exchange.simulated),
+                    **walk_metadata(stats, written[h.name], simulated=exchange.simulated),
                     **({"collects": took.collects} if took.consistent is not None else {}),
                     "preview": preview(wh, h.name, account.name, list(written[h.name].days)),
                 },
@@ -331,7 +331,7 @@ def snapshot_asset(
                     wh,
                     written[h.name],
                     fetched[h.name],
-                    report.unknown_fields,
+                    stats.unknown_fields,
                     key=keys[h.name],
                     out_of_reach=out_of_reach,
                 ),
@@ -345,12 +345,12 @@ def _normalized(
 ) -> normalize.Batch:
     """A table of a snapshot, from its answer (of ``top``, the one it is nested in or itself),
     with when it was seen."""
-    report, span = took.reports[top.name], took.span
+    stats, span = took.stats[top.name], took.span
     seen = normalize.Seen(
         observed_from=span.observed_from,
         observed_until=span.observed_until,
-        asked_at=report.asked_at,
-        answered_at=report.answered_at,
+        asked_at=stats.asked_at,
+        answered_at=stats.answered_at,
         consistent=took.consistent,
     )
     return normalize.normalize(
@@ -358,7 +358,7 @@ def _normalized(
         took.answers[top.name],
         extracted_at=extracted_at,
         day=day,
-        observed_at=report.observed_at,
+        observed_at=stats.observed_at,
         seen=seen,
     )
 

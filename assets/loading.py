@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pyarrow.compute as pc
 
-from pipeline.whitebit import AsyncWhiteBIT, RecordsLeftOut, WalkReport
+from pipeline.whitebit import AsyncWhiteBIT, RecordsLeftOut, WalkStats
 from warehouse import Warehouse, partitions
 from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, MonthlyTarget, Progress
 from warehouse.normalize import Batch
@@ -84,9 +84,9 @@ class Chunk:
 
 @dataclass(slots=True)
 class Load:
-    """A walk written into the warehouse: the walk's report and what was written."""
+    """A walk written into the warehouse: the walk's stats and what was written."""
 
-    report: WalkReport
+    stats: WalkStats
     written: Written
 
 
@@ -140,17 +140,17 @@ async def load_monthly(
                 record(await writer.take(chunk.records()))
             record(await writer.finish())
         except FewerRowsRefused as refused:
-            raise FewerRowsRefused(f"{refused} {_why_fewer(walk.report)}") from None
+            raise FewerRowsRefused(f"{refused} {_why_fewer(walk.stats)}") from None
     if left_out is not None:
         raise left_out
-    return Load(walk.report, written)
+    return Load(walk.stats, written)
 
 
-def _why_fewer(report: WalkReport) -> str:
+def _why_fewer(stats: WalkStats) -> str:
     """Why a walk listed fewer records than the warehouse holds: an answer it found leaving
     records out, or none, so the exchange no longer lists them."""
-    if report.left_out:
-        first = report.left_out[0]
+    if stats.left_out:
+        first = stats.left_out[0]
         return (
             f"They are missing from one answer, not forgotten by the exchange: {first.slice} "
             f"left records out of {first.days} (UTC), again when asked once more; the next run "

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import dagster as dg
 
-from pipeline.whitebit import WalkReport, WhiteBITError
+from pipeline.whitebit import WalkStats, WhiteBITError
 from warehouse import Warehouse, catalog, layout
 
 from . import checks
@@ -154,7 +154,7 @@ def log_progress(account: str, table: str, day: date, rows: int, rejected: int) 
     )
 
 
-def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> dict[str, Any]:
+def walk_metadata(stats: WalkStats, written: Written, *, simulated: bool) -> dict[str, Any]:
     """The numbers of a materialization: rows, days, pages, slices, retries, rejects, and
     the fields the exchange sent that the spec does not name (``unknown_fields``, empty when
     none; the ``schema_drift`` check warns on the same)."""
@@ -168,20 +168,20 @@ def walk_metadata(report: WalkReport, written: Written, *, simulated: bool) -> d
     if written.rejects_preview:
         meta["first_reject_reasons"] = written.rejects_preview
     meta |= {
-        "retries": report.retries,
-        "rate_limited_answers": report.rate_limited,
-        "unknown_fields": dg.MetadataValue.json(dict(sorted(report.unknown_fields.items()))),
+        "retries": stats.retries,
+        "rate_limited_answers": stats.rate_limited,
+        "unknown_fields": dg.MetadataValue.json(dict(sorted(stats.unknown_fields.items()))),
     }
-    if report.slices:  # a walk's: single calls have no pages to count
+    if stats.slices:  # a walk's: single calls have no pages to count
         meta |= {
-            "pages_fetched": report.pages,
-            "rows_fetched": report.rows,
-            "slices": report.slices,
-            "repeats_dropped": report.duplicates_dropped,
-            "walk_seconds": round(report.elapsed_s, 3),
+            "pages_fetched": stats.pages,
+            "rows_fetched": stats.rows,
+            "slices": stats.slices,
+            "repeats_dropped": stats.duplicates_dropped,
+            "walk_seconds": round(stats.elapsed_s, 3),
         }
-    if report.notes:
-        meta["notes"] = report.notes
+    if stats.notes:
+        meta["notes"] = stats.notes
     return meta
 
 

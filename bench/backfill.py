@@ -380,20 +380,20 @@ def _pipeline_alone(
     results = checks.for_written(
         wh,
         load.written,
-        load.report.rows,
-        load.report.unknown_fields,
+        load.stats.rows,
+        load.stats.unknown_fields,
         key=dg.AssetKey([ACCOUNT, table]),
-        out_of_reach=[str(e) for e in load.report.incomplete_slices],
+        out_of_reach=[str(e) for e in load.stats.incomplete_slices],
     )
     if not all(r.passed for r in results):
         raise RuntimeError(f"checks failed: {results}")
     return {
         "rows": _rows_in_duckdb(root, table),
         "partitions": len(partitions.partition_files(wh.store, table)),
-        "pages": load.report.pages,
-        "walk_s": load.report.elapsed_s,
-        "pages_per_s": load.report.pages / load.report.elapsed_s,
-        "rate_limited": load.report.rate_limited,
+        "pages": load.stats.pages,
+        "walk_s": load.stats.elapsed_s,
+        "pages_per_s": load.stats.pages / load.stats.elapsed_s,
+        "rate_limited": load.stats.rate_limited,
         "walk_cpu_s": cpu,
     }
 

@@ -27,7 +27,7 @@ import orjson
 from bench import Figure
 from pipeline import spec
 from pipeline.simulator import EPOCH, SpawnedSimulator, spawn
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkReport
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkStats
 
 SECTION = "client"
 #: The simulator's data clock, frozen so every run reads the same pages.
@@ -126,47 +126,47 @@ def _plain_loop(sim: SpawnedSimulator, creds: Credentials, pages: int) -> tuple[
 
 async def _funding_walk(
     sim: SpawnedSimulator, creds: Credentials, since: int, pacing: Pacer | bool
-) -> WalkReport:
+) -> WalkStats:
     async with AsyncWhiteBIT(creds, base_url=sim.url, pacing=pacing) as client:
         walk = client.walk(spec.FUNDING, since=datetime.fromtimestamp(since, UTC))
         async for _ in walk:
             pass
-    return walk.report
+    return walk.stats
 
 
 async def _investments_walk(
     sim: SpawnedSimulator, creds: Credentials, pacing: Pacer | bool
-) -> WalkReport:
+) -> WalkStats:
     async with AsyncWhiteBIT(creds, base_url=sim.url, pacing=pacing) as client:
         walk = client.walk(spec.INVESTMENTS)
         async for _ in walk:
             pass
-    return walk.report
+    return walk.stats
 
 
 def _budget_figures(
-    what: str, operation: spec.Operation, report: WalkReport, rate_limited: int
+    what: str, operation: spec.Operation, stats: WalkStats, rate_limited: int
 ) -> list[Figure]:
     budget = operation.budget
-    share = report.pages_per_s / budget.per_second
+    share = stats.pages_per_s / budget.per_second
     budget_text = f"{budget.requests}/{budget.period_s:g} s"
     short = (
-        f"; a walk of {report.elapsed_s:.1f} s, shorter than the budget's {budget.period_s:g} s: "
+        f"; a walk of {stats.elapsed_s:.1f} s, shorter than the budget's {budget.period_s:g} s: "
         f"the pacer's opening burst ({Pacer().burst_of(operation)} requests) counts too"
-        if report.elapsed_s < budget.period_s
+        if stats.elapsed_s < budget.period_s
         else ""
     )
     return [
         Figure(
             SECTION,
             f"{what}, budgets on: pages/s",
-            report.pages_per_s,
+            stats.pages_per_s,
             "pages/s",
             budget.per_second,
             f"budget {budget_text}",
-            f"{share:.1%} of the budget; {report.pages} pages; {rate_limited} answers 429{short}",
+            f"{share:.1%} of the budget; {stats.pages} pages; {rate_limited} answers 429{short}",
         ),
-        Figure(SECTION, f"{what}, budgets on: rows/s", report.rows_per_s, "rows/s"),
+        Figure(SECTION, f"{what}, budgets on: rows/s", stats.rows_per_s, "rows/s"),
         Figure(
             SECTION,
             f"{what}, budgets on: 429 answers",

@@ -3,7 +3,7 @@
 `AsyncWhiteBIT` has one typed method per operation of `spec`, a walk of any history the spec
 declares that fetches everything there is or says why it could not (`walk`: a `Walk`, newest
 first, by offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a
-fraction arrive as exact `Decimal`s; each walk's `WalkReport` says when the exchange answered
+fraction arrive as exact `Decimal`s; each walk's `WalkStats` says when the exchange answered
 (``observed_at``) and where the exchange's six-month floor cut its range (``cut_before``).
 Failures are the tree in `_errors`.
 """
@@ -34,8 +34,8 @@ from ._errors import (
     WhiteBITError,
 )
 from ._pacing import Pacer
-from ._report import WalkReport
 from ._retry import NO_RETRIES, RetryPolicy
+from ._stats import WalkStats
 from ._timewindows import TimeWindowsWalk
 from ._types import (
     FixedPlan,
@@ -91,7 +91,7 @@ __all__ = [
     "ValidationError",
     "Walk",
     "WalkError",
-    "WalkReport",
+    "WalkStats",
     "WatcherLink",
     "WhiteBITError",
 ]

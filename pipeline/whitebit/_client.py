@@ -5,8 +5,8 @@ snapshot's answer, alone or taken together with others at one instant.
 Every call is signed with a fresh nonce, paced to its rate budget, retried per `RetryPolicy`, and
 its envelope checked against the spec's shape before it is returned (records pass as received:
 the warehouse judges them; numbers with a fraction arrive as exact `Decimal`s, `_exact`). Fields
-the spec does not name go into the ``report`` a call is given, or to the log, and so does the
-exchange's time of the answer (its ``Date``: ``report.observed_at``). The exchange's clock, as
+the spec does not name go into the ``stats`` a call is given, or to the log, and so does the
+exchange's time of the answer (its ``Date``: ``stats.observed_at``). The exchange's clock, as
 its answers tell it, is the client's (`_clock`). The walks over many pages are `_walks.Walk`s:
 `_walks` (newest first), `_window` (offset window) and `_timewindows` (time windows); the client
 chooses one from the history's declaration alone.
@@ -38,8 +38,8 @@ from ._errors import APIError, ContractError, error_for_answer, is_error_body, t
 from ._pacing import Pacer
 from ._params import check_params, checked_base_url
 from ._parse import parse
-from ._report import WalkReport
 from ._retry import RetryPolicy
+from ._stats import WalkStats
 from ._timewindows import TimeWindowsWalk
 from ._types import (
     FundingPage,
@@ -68,23 +68,23 @@ COLLECTS: Final = 4
 
 @dataclass(frozen=True, slots=True)
 class Together:
-    """Snapshots taken together (`AsyncWhiteBIT.together`): each one's answer and report (of the
+    """Snapshots taken together (`AsyncWhiteBIT.together`): each one's answer and stats (of the
     collect kept), by history name; ``span``, the times of the collects that agreed (the
     account was as the answers show at an instant after ``span.observed_from`` and before
     ``span.observed_until`` + 1 s, by the exchange's clock); how many collects it took, and
     whether two in a row agreed."""
 
     answers: dict[str, Any]
-    reports: dict[str, WalkReport]
-    span: WalkReport
+    stats: dict[str, WalkStats]
+    span: WalkStats
     collects: int
     #: None: asked once (`one`).
     consistent: bool | None
 
     @classmethod
-    def one(cls, history: spec.History, answer: Any, report: WalkReport) -> Together:
+    def one(cls, history: spec.History, answer: Any, stats: WalkStats) -> Together:
         """A snapshot taken alone, as if together with nothing."""
-        return cls({history.name: answer}, {history.name: report}, report, 1, None)
+        return cls({history.name: answer}, {history.name: stats}, stats, 1, None)
 
 
 class AsyncWhiteBIT:
@@ -189,20 +189,18 @@ class AsyncWhiteBIT:
         status: int | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        report: WalkReport | None = None,
+        stats: WalkStats | None = None,
     ) -> InvestmentsPage:
         """One page of fixed-term investments (B2B partners only); see `walk`."""
         params = _present(
             id=investment_id, ticker=ticker, status=status, limit=limit, offset=offset
         )
-        return cast(
-            InvestmentsPage, await self.call(spec.INVESTMENTS_HISTORY, params, report=report)
-        )
+        return cast(InvestmentsPage, await self.call(spec.INVESTMENTS_HISTORY, params, stats=stats))
 
-    async def hedge_mode(self, *, report: WalkReport | None = None) -> HedgeMode:
-        """Whether hedge mode is on. Like every single call, it notes in ``report`` (when
+    async def hedge_mode(self, *, stats: WalkStats | None = None) -> HedgeMode:
+        """Whether hedge mode is on. Like every single call, it notes in ``stats`` (when
         given) its retries and the fields of the answer the spec does not name."""
-        return cast(HedgeMode, await self.call(spec.HEDGE_MODE, {}, report=report))
+        return cast(HedgeMode, await self.call(spec.HEDGE_MODE, {}, stats=stats))
 
     async def reset_subaccount_key(self, api_key_id: str) -> None:
         """Give a sub-account key a new secret. Never repeated after an answer that leaves it
@@ -215,31 +213,31 @@ class AsyncWhiteBIT:
         market: str | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        report: WalkReport | None = None,
+        stats: WalkStats | None = None,
     ) -> FundingPage:
         """One page of funding payments, newest first; see `walk`."""
         params = _present(market=market, limit=limit, offset=offset)
-        return cast(FundingPage, await self.call(spec.FUNDING_HISTORY, params, report=report))
+        return cast(FundingPage, await self.call(spec.FUNDING_HISTORY, params, stats=stats))
 
     async def main_balance(
-        self, *, ticker: str | None = None, report: WalkReport | None = None
+        self, *, ticker: str | None = None, stats: WalkStats | None = None
     ) -> dict[str, MainBalance]:
         """Refused (`ContractError`) when the answer lists a ticker twice."""
-        answer = await self.call(spec.MAIN_BALANCE, _present(ticker=ticker), report=report)
+        answer = await self.call(spec.MAIN_BALANCE, _present(ticker=ticker), stats=stats)
         return cast("dict[str, MainBalance]", answer)
 
     async def trading_balance(
-        self, *, ticker: str | None = None, report: WalkReport | None = None
+        self, *, ticker: str | None = None, stats: WalkStats | None = None
     ) -> dict[str, TradingBalance]:
         """Without a ticker, only non-zero balances are listed. Refused (`ContractError`) when
         the answer lists a ticker twice."""
-        answer = await self.call(spec.TRADING_BALANCE, _present(ticker=ticker), report=report)
+        answer = await self.call(spec.TRADING_BALANCE, _present(ticker=ticker), stats=stats)
         return cast("dict[str, TradingBalance]", answer)
 
     async def watcher_links(
-        self, account: str, *, report: WalkReport | None = None
+        self, account: str, *, stats: WalkStats | None = None
     ) -> list[WatcherLink]:
-        answer = await self.call(spec.WATCHER_LINKS, {"account": account}, report=report)
+        answer = await self.call(spec.WATCHER_LINKS, {"account": account}, stats=stats)
         return cast("list[WatcherLink]", answer["data"])
 
     # --- the histories (`spec.History`): walks, snapshots, the exchange's present ------------
@@ -289,39 +287,39 @@ class AsyncWhiteBIT:
         history: spec.History,
         *,
         values: Mapping[str, Sequence[str]] | None = None,
-        report: WalkReport | None = None,
+        stats: WalkStats | None = None,
     ) -> Any:
         """A snapshot's answer as the exchange gave it, its history's fixed parameters sent; for
         one fanned out over the values of a setting (a mining account each, from ``values``, the
-        account's settings by name), each value's records by value. ``report`` (when given)
+        account's settings by name), each value's records by value. ``stats`` (when given)
         takes the exchange's time of the first answer (``observed_at``), its retries and the
         fields the spec does not name."""
         op, fixed = history.operation, dict(history.params)
         if not isinstance(history.paging, spec.Fanout):
-            return await self.call(op, fixed, report=report)
+            return await self.call(op, fixed, stats=stats)
         param = history.paging.param
         fanned = list((values or {}).get(history.paging.setting, ()))
         answers = await asyncio.gather(
-            *(self.call(op, {**fixed, param: value}, report=report) for value in fanned)
+            *(self.call(op, {**fixed, param: value}, stats=stats) for value in fanned)
         )
         return {value: _listed(op, answer) for value, answer in zip(fanned, answers, strict=True)}
 
     async def whole(
         self, history: spec.History, *, values: Mapping[str, Sequence[str]] | None = None
-    ) -> tuple[Any, WalkReport]:
+    ) -> tuple[Any, WalkStats]:
         """A snapshot's answer as the exchange gave it (every page's records of one walked by
-        offset window, a slice out of the window's reach reported), and its report."""
+        offset window, a slice out of the window's reach reported), and its stats."""
         if isinstance(history.paging, spec.OffsetWindow):
             walk = self.walk(history, values=values, on_window_exceeded="report")
             records: Any = None
             async for page in walk:
                 records = _joined(records, page)
-            return (records if records is not None else []), walk.report
+            return (records if records is not None else []), walk.stats
         paging = history.paging
         if isinstance(paging, spec.Fanout) and not (values or {}).get(paging.setting):
             log.warning(f"no {paging.setting} configured: no {history.name} to list")
-        report = WalkReport(history.name)
-        return await self.snapshot(history, values=values, report=report), report
+        stats = WalkStats(history.name)
+        return await self.snapshot(history, values=values, stats=stats), stats
 
     async def together(
         self,
@@ -336,22 +334,22 @@ class AsyncWhiteBIT:
         two), at most ``collects`` times; then the last collect is kept, not ``consistent``."""
         names = [h.name for h in histories]
         last = max(collects, 2)
-        before: tuple[list[Any], WalkReport] | None = None  # the collect before: answers, span
+        before: tuple[list[Any], WalkStats] | None = None  # the collect before: answers, span
         for collect in range(1, last + 1):
             got = await asyncio.gather(*(self.whole(h, values=values) for h in histories))
             answers = [answer for answer, _ in got]
-            reports = {name: report for name, (_, report) in zip(names, got, strict=True)}
+            stats = {name: walked for name, (_, walked) in zip(names, got, strict=True)}
             agreed = before is not None and answers == before[0]
             if agreed or collect == last:
                 first = before[1] if agreed and before is not None else None
                 return Together(
                     dict(zip(names, answers, strict=True)),
-                    reports,
-                    _span(first, reports),
+                    stats,
+                    _span(first, stats),
                     collect,
                     consistent=agreed,
                 )
-            before = answers, _span(None, reports)
+            before = answers, _span(None, stats)
         raise AssertionError("unreachable: the last collect returns")
 
     async def exchange_time(self) -> float:
@@ -370,11 +368,11 @@ class AsyncWhiteBIT:
         operation: spec.Operation,
         params: Mapping[str, Any],
         *,
-        report: WalkReport | None = None,
+        stats: WalkStats | None = None,
         retry: RetryPolicy | None = None,
     ) -> Any:
         """Call one operation, retried as `RetryPolicy` says (the client's, or ``retry``);
-        ``report`` counts retries and 429s, and collects the fields of the answers that the spec
+        ``stats`` counts retries and 429s, and collects the fields of the answers that the spec
         does not name."""
         check_params(operation, params)
         if operation.private and self._signer is None:
@@ -390,12 +388,12 @@ class AsyncWhiteBIT:
 
         def before_sleep(state: RetryCallState) -> None:
             error = _failure(state)
-            self._before_retry(operation, report, state.attempt_number, error, state.upcoming_sleep)
+            self._before_retry(operation, stats, state.attempt_number, error, state.upcoming_sleep)
 
         # Every attempt, the first too, goes through this one loop; the policy alone decides.
         retrying = AsyncRetrying(retry=again, wait=wait, before_sleep=before_sleep, reraise=True)
         try:
-            return await retrying(self._attempt, operation, params, report)
+            return await retrying(self._attempt, operation, params, stats)
         except APIError as error:
             error.attempts = retrying.statistics["attempt_number"]
             raise
@@ -403,13 +401,13 @@ class AsyncWhiteBIT:
     def _before_retry(
         self,
         operation: spec.Operation,
-        report: WalkReport | None,
+        stats: WalkStats | None,
         attempt: int,
         error: BaseException | None,
         delay: float,
     ) -> None:
-        if report is not None:
-            report.retries += 1
+        if stats is not None:
+            stats.retries += 1
         log.info(
             "%s: attempt %d of %d failed (%s: %s); retrying in %.2f s",
             operation.name,
@@ -422,15 +420,15 @@ class AsyncWhiteBIT:
         )
 
     async def _attempt(
-        self, operation: spec.Operation, params: Mapping[str, Any], report: WalkReport | None
+        self, operation: spec.Operation, params: Mapping[str, Any], stats: WalkStats | None
     ) -> Any:
         async with self._slots:
             pacer = self._pacer()
             if pacer is not None:
                 await pacer.acquire(operation)
-            if report is not None and report.asked_at is None:
-                report.asked_at = WALL_CLOCK.moment()
-                report.observed_from = self._clock.latest
+            if stats is not None and stats.asked_at is None:
+                stats.asked_at = WALL_CLOCK.moment()
+                stats.observed_from = self._clock.latest
             if not operation.private:
                 request = self._http.build_request("GET", self._urls[operation.name])
                 response = await self._send(operation, request)
@@ -439,7 +437,7 @@ class AsyncWhiteBIT:
             else:
                 async with self._in_order:
                     response = await self._send_signed(operation, params)
-        return self._answer(operation, params, response, report)
+        return self._answer(operation, params, response, stats)
 
     def _pacer(self) -> Pacer | None:
         if isinstance(self._pacing, Pacer):
@@ -485,13 +483,13 @@ class AsyncWhiteBIT:
         operation: spec.Operation,
         params: Mapping[str, Any],
         response: httpx.Response,
-        report: WalkReport | None,
+        stats: WalkStats | None,
     ) -> Any:
         status, content = response.status_code, response.content
         log.debug("%s answered %d (%d bytes)", operation.path, status, len(content))
         answered_at = self._clock.observe(response.headers.get("date"))
         if 200 <= status < 300:
-            unknown = report.unknown_fields if report is not None else {}
+            unknown = stats.unknown_fields if stats is not None else {}
             known = len(unknown)
             try:
                 doc = parse(operation, content, unknown, params)
@@ -505,26 +503,26 @@ class AsyncWhiteBIT:
                         operation.name,
                         ", ".join(f"{p} (e.g. {unknown[p]})" for p in list(unknown)[known:]),
                     )
-                if report is not None:
-                    _answered(report, answered_at)
+                if stats is not None:
+                    _answered(stats, answered_at)
                 return doc
-        elif status == 429 and report is not None:
-            report.rate_limited += 1
+        elif status == 429 and stats is not None:
+            stats.rate_limited += 1
         raise error_for_answer(operation, status, response.headers, content)
 
 
-def _answered(report: WalkReport, dated: datetime | None) -> None:
-    """A successful answer's times in its report: the exchange's first and last, this
+def _answered(stats: WalkStats, dated: datetime | None) -> None:
+    """A successful answer's times in its stats: the exchange's first and last, this
     machine's last."""
-    report.answered_at = WALL_CLOCK.moment()
+    stats.answered_at = WALL_CLOCK.moment()
     if dated is None:
         return
-    if report.observed_at is None:
-        report.observed_at = dated
-    if report.observed_from is None or report.observed_from > dated:
-        report.observed_from = dated  # no answer before it said the exchange's time
-    if report.observed_until is None or report.observed_until < dated:
-        report.observed_until = dated
+    if stats.observed_at is None:
+        stats.observed_at = dated
+    if stats.observed_from is None or stats.observed_from > dated:
+        stats.observed_from = dated  # no answer before it said the exchange's time
+    if stats.observed_until is None or stats.observed_until < dated:
+        stats.observed_until = dated
 
 
 def _failure(state: RetryCallState) -> BaseException | None:
@@ -546,12 +544,12 @@ def _seconds(moment: datetime | None, name: str) -> int | None:
     return math.floor(moment.timestamp())
 
 
-def _span(first: WalkReport | None, reports: Mapping[str, WalkReport]) -> WalkReport:
+def _span(first: WalkStats | None, stats: Mapping[str, WalkStats]) -> WalkStats:
     """The times of a collect (from ``first``'s start, when given, to its end): when its
     first request was sent and its last answer came, by the exchange's clock and by this
     machine's."""
-    span = WalkReport("together")
-    every = list(reports.values())
+    span = WalkStats("together")
+    every = list(stats.values())
     starts = [first] if first is not None else every
     span.observed_at = _least([r.observed_at for r in starts])
     span.observed_from = _least([r.observed_from for r in starts])

@@ -205,7 +205,7 @@ class OffsetWindowExceeded(WalkError):
     could be fetched, and the rest cannot be reached through this API."""
 
     def __init__(self, history: str, slice: str, reachable: int, *, more: int = 0) -> None:
-        also = f"; {more} more slice(s) likewise, see the walk's report" if more else ""
+        also = f"; {more} more slice(s) likewise, see the walk's stats" if more else ""
         super().__init__(
             f"{history} slice {slice} fills the offset window: only its newest {reachable} "
             f"rows are reachable, older ones were not fetched{also}"
@@ -222,7 +222,7 @@ class RecordsLeftOut(WalkError):
     the missing records lie in."""
 
     def __init__(self, history: str, slice: str, days: str, detail: str, *, more: int = 0) -> None:
-        also = f"; {more} more answer(s) likewise, see the walk's report" if more else ""
+        also = f"; {more} more answer(s) likewise, see the walk's stats" if more else ""
         super().__init__(
             f"{history} {slice}: {detail}, of {days} (UTC); every other record was read{also}"
         )

@@ -32,7 +32,7 @@ its last second, both included, as the exchange reads them (docs/api.md, section
   full, the window may hold more than can be reached, so it is split into two halves (by
   seconds), each walked the same way, the newer first. A window of one second that still fills
   the reach is walked as far as it reaches and reported (`OffsetWindowExceeded`: raised once the
-  walk has yielded all it could, or listed in the report), never cut silently. Windows are not
+  walk has yielded all it could, or listed in the stats), never cut silently. Windows are not
   split by market instead: without the complete list of the account's markets such a split
   could not be proved to cover every record, and shorter windows can.
 - **Answers.** Records grouped by market (`spec.Grouped`) are yielded as ``{market: [record,
@@ -208,15 +208,15 @@ class TimeWindowsWalk(Walk[Records]):
         return history_floor(now + FLOOR_MARGIN_S)
 
     def _cut(self, floor: int, low: int) -> None:
-        report = self.report
-        report.cut_before = utc(floor)
+        stats = self.stats
+        stats.cut_before = utc(floor)
         note = (
             f"{self._history.name} is kept by the exchange for {spec.HISTORY_MONTHS} months, "
             f"back to {utc(floor):%Y-%m-%d %H:%M} UTC: the range from {utc(low):%Y-%m-%d %H:%M} "
             "UTC was cut there, and nothing older was asked for"
         )
-        if note not in report.notes:
-            report.notes.append(note)
+        if note not in stats.notes:
+            stats.notes.append(note)
 
     async def _walk(self, window: Window) -> AsyncIterator[Records]:
         """One window: split into halves while its last reachable page is full; walked."""
@@ -230,7 +230,7 @@ class TimeWindowsWalk(Walk[Records]):
                         async for records in self._walk(half):
                             yield records
                     return
-                self.report.incomplete_slices.append(
+                self.stats.incomplete_slices.append(
                     OffsetWindowExceeded(self._history.name, window.name, reach)
                 )
         tally = Tally()
@@ -242,7 +242,7 @@ class TimeWindowsWalk(Walk[Records]):
                 return
             first = None  # read once more from its first page
         days = utc_days((window.start, window.end - 1))
-        self.report.left_out.append(
+        self.stats.left_out.append(
             short_of_total(self._history.name, f"window {window.name}", days, tally, "window")
         )
 
@@ -257,9 +257,9 @@ class TimeWindowsWalk(Walk[Records]):
         page = await self._client.call(
             self._history.operation,
             {**params, "limit": limit or self._size, "offset": offset},
-            report=self.report,
+            stats=self.stats,
         )
-        self.report.pages += 1
+        self.stats.pages += 1
         return self._read(page, params)
 
     async def _beyond_reach(self, window: Window, reach: int) -> bool:
@@ -280,8 +280,8 @@ class TimeWindowsWalk(Walk[Records]):
     ) -> AsyncIterator[Records]:
         """Every page of one window, each record once (``first``: its first page, if read), to
         its proven end (see the module's text); what it found goes to ``tally``."""
-        report, params = self.report, self._params(window)
-        report.slices.append(window.name)
+        stats, params = self.stats, self._params(window)
+        stats.slices.append(window.name)
         seen = tally.seen
 
         async def fetch(offset: int) -> _Got:
@@ -300,7 +300,7 @@ class TimeWindowsWalk(Walk[Records]):
                 if got.size < self._size:
                     # Pages asked ahead with the larger size would leave gaps: asked again.
                     await ahead.aclose()
-                    _follow_page_size(report, self._size, got.size)
+                    _follow_page_size(stats, self._size, got.size)
                     self._size = got.size
                 if got.total is not None:
                     tally.total = got.total
@@ -350,7 +350,7 @@ class TimeWindowsWalk(Walk[Records]):
             page = _all(told.page, told.probe)
             days = utc_days(r.get(field) for r in page if type(r) is dict)
             name, held = f"window {window.name}", told.page.count
-            self.report.left_out.append(
+            self.stats.left_out.append(
                 short_by(self._history.name, name, days, offset, held, self._size, told.lost)
             )
         return told.ended, told.after, brought
@@ -388,14 +388,14 @@ class TimeWindowsWalk(Walk[Records]):
 
     def _fresh(self, got: _Got, seen: set[Hashable]) -> Records | None:
         """The page's records the window has not yielded yet, in the form the walk yields."""
-        identity, report = self._paging.identity, self.report
+        identity, stats = self._paging.identity, self.stats
         kept: dict[str | None, list[Any]] = {}
         for owner, records in got.groups:
             new = []
             for record in records:
                 key = _identity(record, identity, owner)
                 if key in seen:
-                    report.duplicates_dropped += 1
+                    stats.duplicates_dropped += 1
                     continue
                 seen.add(key)
                 new.append(record)
@@ -403,7 +403,7 @@ class TimeWindowsWalk(Walk[Records]):
                 kept.setdefault(owner, []).extend(new)
         if not kept:
             return None
-        report.rows += sum(len(records) for records in kept.values())
+        stats.rows += sum(len(records) for records in kept.values())
         if isinstance(self._history.operation.answer, spec.Grouped):
             return {str(owner): records for owner, records in kept.items()}
         return kept[None]

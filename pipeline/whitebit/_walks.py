@@ -8,7 +8,7 @@ they share is here too: what a walk is (`Walk`), the pages asked ahead (`_Ahead`
 size an exchange may lower.
 
 A walk is an async iterator of pages (lists of raw records in the exchange's order, or records
-by their owner) with a `WalkReport` that says what it did. Pages are requested ahead of the one
+by their owner) with a `WalkStats` that says what it did. Pages are requested ahead of the one
 being read, up to the client's concurrency (starting at one and doubling while pages come back
 full, so a short slice wastes little); what is buffered is bounded by that depth, so a million
 rows stream in flat memory.
@@ -16,7 +16,7 @@ rows stream in flat memory.
 Records pass as received, whatever their fields: one the walk cannot key or order by is kept in
 its place (see `_paging`) for the warehouse to reject. An exchange that answers smaller pages than
 asked (its ``limit`` lower, and as many records) is followed: the walk asks with its page size
-from there on, and notes it in the report.
+from there on, and notes it in the stats.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_
 from ._errors import ContractError, HistoryOrderError, OffsetWindowExceeded
 from ._paging import NewestFirstCursor, RecordKeys
 from ._proof import Short, in_range, short_by, tell_short, utc_days
-from ._report import WalkReport
+from ._stats import WalkStats
 
 T = TypeVar("T")
 
@@ -66,16 +66,16 @@ class Caller(Protocol):
         operation: spec.Operation,
         params: Mapping[str, Any],
         *,
-        report: WalkReport | None = None,
+        stats: WalkStats | None = None,
     ) -> Any: ...
 
 
 class Walk(ABC, Generic[P]):
-    """What every walk is: an async iterator of pages, run once, with the `WalkReport` of what
-    it did. Its pages come from `_run`, which fills the report in as it goes; once they are all
+    """What every walk is: an async iterator of pages, run once, with the `WalkStats` of what
+    it did. Its pages come from `_run`, which fills the stats in as it goes; once they are all
     yielded, the first answer that left records out is raised (`RecordsLeftOut`), then the
     first slice out of the offset's reach (`OffsetWindowExceeded`), unless
-    ``on_window_exceeded`` is ``"report"``: then the report lists them alone. The range is
+    ``on_window_exceeded`` is ``"report"``: then the stats list them alone. The range is
     ``since <= time < until`` (Unix seconds; None: open, as each walk says)."""
 
     def __init__(
@@ -93,7 +93,7 @@ class Walk(ABC, Generic[P]):
         self._history = history
         self.since, self.until = since, until
         self.on_window_exceeded = on_window_exceeded
-        self.report = WalkReport(history.operation.name)
+        self.stats = WalkStats(history.operation.name)
         self._started = False
 
     def __aiter__(self) -> AsyncIterator[P]:
@@ -103,26 +103,26 @@ class Walk(ABC, Generic[P]):
         return self._walked()
 
     async def _walked(self) -> AsyncIterator[P]:
-        report, started = self.report, time.monotonic()
+        stats, started = self.stats, time.monotonic()
         try:
             async with aclosing(self._run()) as pages:
                 async for page in pages:
                     yield page
         finally:
-            report.elapsed_s = time.monotonic() - started
-        report.raise_left_out()
-        if report.incomplete_slices and self.on_window_exceeded == "raise":
-            first = report.incomplete_slices[0]
+            stats.elapsed_s = time.monotonic() - started
+        stats.raise_left_out()
+        if stats.incomplete_slices and self.on_window_exceeded == "raise":
+            first = stats.incomplete_slices[0]
             raise OffsetWindowExceeded(
                 self._history.name,
                 first.slice,
                 first.reachable,
-                more=len(report.incomplete_slices) - 1,
+                more=len(stats.incomplete_slices) - 1,
             )
 
     @abstractmethod
     def _run(self) -> AsyncGenerator[P, None]:
-        """The walk's pages, its report filled in as they come."""
+        """The walk's pages, its stats filled in as they come."""
 
 
 #: (records, their times): one batch of a single newest-first stream.
@@ -176,13 +176,13 @@ def _records(page: Any, under: str = "records") -> tuple[list[Any], int]:
     return page[under], page["limit"]
 
 
-def _follow_page_size(report: WalkReport, asked: int, size: int) -> None:
+def _follow_page_size(stats: WalkStats, asked: int, size: int) -> None:
     note = (
         f"the exchange answered pages of {size} records when asked for {asked}: "
         f"the walk went on with pages of {size}"
     )
-    if note not in report.notes:
-        report.notes.append(note)
+    if note not in stats.notes:
+        stats.notes.append(note)
 
 
 async def _next_batch(stream: AsyncIterator[_Batch]) -> _Batch | None:
@@ -229,17 +229,17 @@ class NewestFirstWalk(Walk[list[Any]]):
         self.page_size = history.operation.bound("limit")
 
     async def _run(self) -> AsyncGenerator[list[Any], None]:
-        report = self.report
+        stats = self.stats
         if self.split is None:
-            report.slices.append("all")
+            stats.slices.append("all")
             depth = self._client.max_concurrency
             async for records, _ in self._stream(None, depth, self.until):
-                report.rows += len(records)
+                stats.rows += len(records)
                 yield records
         else:
-            report.slices.extend(self.split)
+            stats.slices.extend(self.split)
             async for batch in self._merged(self.split):
-                report.rows += len(batch)
+                stats.rows += len(batch)
                 yield batch
 
     def _in_window(self, records: list[Any], times: list[int | None], until: int | None) -> _Batch:
@@ -261,7 +261,7 @@ class NewestFirstWalk(Walk[list[Any]]):
     ) -> AsyncGenerator[_Batch, None]:
         """One newest-first stream (all, or one split value), as non-empty batches in the
         window."""
-        client, report, op = self._client, self.report, self._history.operation
+        client, stats, op = self._client, self.stats, self._history.operation
         cursor = NewestFirstCursor(self.page_size, self._keys)
         params: dict[str, Any] = {"limit": self.page_size}
         if value is not None:
@@ -270,8 +270,8 @@ class NewestFirstWalk(Walk[list[Any]]):
 
         async def fetch(offset: int, limit: int = 0) -> tuple[list[Any], int]:
             asked = {**params, "offset": offset, **({"limit": limit} if limit else {})}
-            page = await client.call(op, asked, report=report)
-            report.pages += 1
+            page = await client.call(op, asked, stats=stats)
+            stats.pages += 1
             return _records(page)
 
         async def records_at(offset: int, limit: int) -> list[Any]:
@@ -305,7 +305,7 @@ class NewestFirstWalk(Walk[list[Any]]):
                             "not see a gap",
                             body_excerpt=f"offset {offset}, limit {size}",
                         )
-                    _follow_page_size(report, cursor.page_size, size)
+                    _follow_page_size(stats, cursor.page_size, size)
                     cursor.page_size = params["limit"] = size
                 proven, resume = True, None
                 # Past the range's start too: a page that reaches it is full but at the end.
@@ -317,7 +317,7 @@ class NewestFirstWalk(Walk[list[Any]]):
                 step = cursor.read(records, offset)
                 if step.action == "refetch":
                     refetched += 1
-                    report.refetches += 1
+                    stats.refetches += 1
                     if refetched > MAX_REFETCHES:
                         raise HistoryOrderError(
                             f"{name}{of_value} at offset {offset} still does not line "
@@ -333,7 +333,7 @@ class NewestFirstWalk(Walk[list[Any]]):
                         f"offset {offset}, brought no record the walk had not already passed: "
                         "the exchange answers the same records whatever the offset"
                     )
-                report.duplicates_dropped += step.repeated
+                stats.duplicates_dropped += step.repeated
                 offset = step.offset if resume is None else resume
                 if step.action == "skip":
                     continue
@@ -366,14 +366,14 @@ class NewestFirstWalk(Walk[list[Any]]):
         days = utc_days(r.get(keys.time_field) for r in page + probe if type(r) is dict)
         name = f"slice {value or 'all'}"
         left = short_by(self._history.name, name, days, offset, len(page), size, told.lost)
-        self.report.left_out.append(left)
+        self.stats.left_out.append(left)
         return resume
 
     async def _head_time(self) -> int | None:
         """The newest time of the whole history, as the walk begins."""
         op = self._history.operation
-        page = await self._client.call(op, {"limit": 1}, report=self.report)
-        self.report.pages += 1
+        page = await self._client.call(op, {"limit": 1}, stats=self.stats)
+        self.stats.pages += 1
         first = page["records"][0] if page["records"] else None
         return self._keys.time_of(first, spec.WALL_CLOCK.now())
 

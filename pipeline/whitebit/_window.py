@@ -14,8 +14,8 @@ from pipeline import spec
 from ._errors import OffsetWindowExceeded, ValidationError
 from ._paging import OffsetWindow, borrowed_times, record_times, seen_values, within
 from ._proof import Tally, in_range, short_by, short_of_total, tell_short, utc_days
-from ._report import WalkReport
 from ._sightings import Key, Sightings
+from ._stats import WalkStats
 from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size, _records
 
 
@@ -64,7 +64,7 @@ class OffsetWindowWalk(Walk[Records]):
     every record of a paged list such as the sub-account list, paged to its end), and any the
     caller names in ``values``. A slice that still fills the window after the last split is
     `OffsetWindowExceeded`: raised once the walk has yielded all it could
-    (``on_window_exceeded="raise"``), or only listed in the report (``"report"``). The
+    (``on_window_exceeded="raise"``), or only listed in the stats (``"report"``). The
     history's own ``params`` (the statuses of pending records) go with every request.
 
     Where the first pages are: a history with a time (its records newest first by it, a range
@@ -140,7 +140,7 @@ class OffsetWindowWalk(Walk[Records]):
     async def _run(self) -> AsyncGenerator[Records, None]:
         if not self._gathers:
             async for read in self._slices():
-                self.report.rows += len(read.records)
+                self.stats.rows += len(read.records)
                 yield read.records if read.owner is None else {read.owner: read.records}
         else:
             async for page in self._gathered():
@@ -157,7 +157,7 @@ class OffsetWindowWalk(Walk[Records]):
             for key, t, record in zip(read.keys, times, read.records, strict=True):
                 earlier = kept.get(key)
                 if earlier is not None:
-                    self.report.notes.append(self._sightings.changed(key[0], earlier[1], record))
+                    self.stats.notes.append(self._sightings.changed(key[0], earlier[1], record))
                 kept[key] = (-t if t is not None else -math.inf, record)
         size = self.window.limit
         for owner, by_key in gathered.items():
@@ -165,7 +165,7 @@ class OffsetWindowWalk(Walk[Records]):
             if self._paging.time is not None:
                 # Stable: records of one time keep the order they were read in.
                 records.sort(key=_first)
-            self.report.rows += len(records)
+            self.stats.rows += len(records)
             for start in range(0, len(records), size):
                 page = [r for _, r in records[start : start + size]]
                 yield page if owner is None else {owner: page}
@@ -210,7 +210,7 @@ class OffsetWindowWalk(Walk[Records]):
             except ValidationError as refused:
                 if split.param not in refused.errors or set(refused.errors) != {split.param}:
                     raise
-                self.report.notes.append(
+                self.stats.notes.append(
                     f"{split.param} {value} is refused by the exchange ({part.name}): skipped"
                 )
                 continue
@@ -224,7 +224,7 @@ class OffsetWindowWalk(Walk[Records]):
                 yield read
 
     def _out_of_reach(self, part: _Slice) -> None:
-        self.report.incomplete_slices.append(
+        self.stats.incomplete_slices.append(
             OffsetWindowExceeded(self._history.name, part.name, self.window.reachable)
         )
 
@@ -239,22 +239,20 @@ class OffsetWindowWalk(Walk[Records]):
             return list(choices)
         listing = split.listed_by
         if listing is not None and listing.name not in self._listed:
-            # Its own report: the listing's unknown fields are not this history's.
-            own = WalkReport(listing.name)
+            # Its own stats: the listing's unknown fields are not this history's.
+            own = WalkStats(listing.name)
             self._values[split.param] |= await self._listed_values(listing, split.listed_at, own)
-            self.report.retries += own.retries
-            self.report.rate_limited += own.rate_limited
+            self.stats.retries += own.retries
+            self.stats.rate_limited += own.rate_limited
             self._listed.add(listing.name)
         return sorted(self._values[split.param])
 
-    async def _listed_values(
-        self, listing: spec.Operation, at: str, report: WalkReport
-    ) -> set[str]:
+    async def _listed_values(self, listing: spec.Operation, at: str, stats: WalkStats) -> set[str]:
         """The values a listing gives: the keys of an answer keyed by them (the main balance's
         tickers), or the ``at`` field of each of its records, a paged list read to its end."""
         answer = listing.answer
         if not isinstance(answer, spec.Page | spec.PageEnvelope):
-            got = await self._client.call(listing, {}, report=report)
+            got = await self._client.call(listing, {}, stats=stats)
             if isinstance(answer, spec.Listed):
                 got = got[answer.envelope]
             return set(got) if type(got) is dict else seen_values(got, (at,))
@@ -262,12 +260,12 @@ class OffsetWindowWalk(Walk[Records]):
         window, offset, found = OffsetWindow.of(listing), 0, set()
         while True:
             params = {"limit": window.limit, "offset": offset}
-            records, size = _records(await self._client.call(listing, params, report=report), under)
+            records, size = _records(await self._client.call(listing, params, stats=stats), under)
             found |= seen_values(records, (at,))
             if len(records) < size:
                 return found
             if offset >= window.max_offset:
-                self.report.notes.append(
+                self.stats.notes.append(
                     f"{listing.name} lists more than {window.reachable}: the rest is not split by"
                 )
                 return found
@@ -284,23 +282,23 @@ class OffsetWindowWalk(Walk[Records]):
             if not tally.falls_short:
                 return
         where, days = f"slice {part.name}", utc_days(tally.times)
-        self.report.left_out.append(short_of_total(self._history.name, where, days, tally, "slice"))
+        self.stats.left_out.append(short_of_total(self._history.name, where, days, tally, "slice"))
 
     async def _read_once(self, part: _Slice, tally: Tally, *, last: bool) -> AsyncIterator[_Read]:
         """One slice, newest first from offset 0, as pages of records new to the walk (within
         the range, for a history with a time), to its proven end: the range's start passed, the
         total its answers state met, or nothing past a short page (``short``). Sets
         ``part.filled``; ``last``: no split is left to narrow it."""
-        client, report, sightings = self._client, self.report, self._sightings
+        client, stats, sightings = self._client, self.stats, self._sightings
         op, paging = self._history.operation, self._paging
         since, until, name = self.since, self.until, paging.time
         base = {**self._history.params, **part.params}
-        report.slices.append(part.name)
+        stats.slices.append(part.name)
 
         async def fetch(offset: int, limit: int = 0) -> tuple[list[Any], int, int | None]:
             params = {**base, "limit": limit or self.window.limit, "offset": offset}
-            page = await client.call(op, params, report=report)
-            report.pages += 1
+            page = await client.call(op, params, stats=stats)
+            stats.pages += 1
             records, size = _records(page, self._under)
             return records, size, page.get("total") if self._counted else None
 
@@ -317,7 +315,7 @@ class OffsetWindowWalk(Walk[Records]):
             for split in paging.splits:
                 if split.seen:
                     self._values[split.param] |= seen_values(records, split.seen)
-            report.duplicates_dropped += len(records) - len(new)
+            stats.duplicates_dropped += len(records) - len(new)
             times: list[int | None] = []
             if name is not None and records:
                 own = record_times(records, name)
@@ -358,7 +356,7 @@ class OffsetWindowWalk(Walk[Records]):
                 held, size = len(told.page), self.window.limit
                 where, days = f"slice {part.name}", utc_days(own)
                 left = short_by(self._history.name, where, days, offset, held, size, told.lost)
-                report.left_out.append(left)
+                stats.left_out.append(left)
             return told.ended or passed, told.after, brought
 
         ahead = _Ahead(fetch, client.max_concurrency)
@@ -370,7 +368,7 @@ class OffsetWindowWalk(Walk[Records]):
                 if size < self.window.limit:
                     # Pages asked ahead with the larger size would leave gaps: asked again.
                     await ahead.aclose()
-                    _follow_page_size(report, self.window.limit, size)
+                    _follow_page_size(stats, self.window.limit, size)
                     self.window = OffsetWindow.of(op, size)
                 window = self.window
                 if total is not None:

@@ -289,16 +289,16 @@ def test_unknown_fields_are_named_in_metadata_and_warned_of_by_schema_drift(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A stand-in for the client seeing a field the spec does not name: each call made with a
-    # report records one there, as `AsyncWhiteBIT.call` does for the answers it checks.
+    # `WalkStats` records one there, as `AsyncWhiteBIT.call` does for the answers it checks.
     call = AsyncWhiteBIT.call
 
     async def drifting(
         self: AsyncWhiteBIT, operation: spec.Operation, params: Any, **kwargs: Any
     ) -> Any:
         answer = await call(self, operation, params, **kwargs)
-        report = kwargs.get("report")
-        if report is not None:
-            report.unknown_fields[f"{operation.name}.newField"] = '"x"'
+        stats = kwargs.get("stats")
+        if stats is not None:
+            stats.unknown_fields[f"{operation.name}.newField"] = '"x"'
         return answer
 
     monkeypatch.setattr(AsyncWhiteBIT, "call", drifting)

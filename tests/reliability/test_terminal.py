@@ -291,7 +291,7 @@ def test_an_answer_breaking_the_contract_fails_at_once_saying_where(
     assert _events(home, _run_id(ran), dg.DagsterEventType.STEP_UP_FOR_RETRY) == []
 
 
-# Runs once the client reports unknown fields (`WalkReport.unknown_fields`): until then a new
+# Runs once the client reports unknown fields (`WalkStats.unknown_fields`): until then a new
 # field fails the answer's shape check, the client retries it, and the run cannot end in 30 s.
 def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     exchange: Simulator, tmp_path: Path

@@ -75,12 +75,12 @@ def _written(sim: Simulator, took: Together, day: date) -> dict[str, normalize.B
     assert span.observed_until is not None
     out = {}
     for history in TOGETHER:
-        report = took.reports[history.name]
+        stats = took.stats[history.name]
         seen = normalize.Seen(
             observed_from=span.observed_from,
             observed_until=span.observed_until,
-            asked_at=report.asked_at,
-            answered_at=report.answered_at,
+            asked_at=stats.asked_at,
+            answered_at=stats.answered_at,
             consistent=took.consistent,
         )
         out[history.name] = normalize.normalize(
@@ -88,7 +88,7 @@ def _written(sim: Simulator, took: Together, day: date) -> dict[str, normalize.B
             took.answers[history.name],
             extracted_at=datetime.fromtimestamp(sim.clock.now(), UTC),
             day=day,
-            observed_at=report.observed_at,
+            observed_at=stats.observed_at,
             seen=seen,
         )
     return out

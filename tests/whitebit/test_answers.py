@@ -16,7 +16,7 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator, new_field, repeated_key
-from pipeline.whitebit import NO_RETRIES, ContractError, WalkReport
+from pipeline.whitebit import NO_RETRIES, ContractError, WalkStats
 from tests.support.client import Watching, client, collect, raises
 
 FUNDING, INVESTMENTS = spec.FUNDING_HISTORY.path, spec.INVESTMENTS_HISTORY.path
@@ -79,8 +79,8 @@ def test_a_funding_record_off_the_contract_is_passed_in_its_place(
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == expected
-        assert walk.report.retries == 0
-        assert walk.report.unknown_fields == {}
+        assert walk.stats.retries == 0
+        assert walk.stats.unknown_fields == {}
 
     asyncio.run(main())
 
@@ -111,7 +111,7 @@ def test_an_investment_off_the_contract_is_passed_once(own_sim: Simulator, edit:
         assert sorted(orjson.dumps(r, option=key) for r in rows) == sorted(
             orjson.dumps(r, option=key) for r in expected
         )
-        assert walk.report.duplicates_dropped == 0
+        assert walk.stats.duplicates_dropped == 0
 
     asyncio.run(main())
 
@@ -248,7 +248,7 @@ def test_an_error_body_with_a_success_status_is_still_the_error(own_sim: Simulat
 
 
 def _links_of_first_account(sim: Simulator) -> Callable[[Any], Any]:
-    return lambda c, report: c.watcher_links(sim.dataset.mining_accounts[0], report=report)
+    return lambda c, stats: c.watcher_links(sim.dataset.mining_accounts[0], stats=stats)
 
 
 UNKNOWN = [
@@ -268,25 +268,25 @@ def test_a_field_the_spec_does_not_name_is_tolerated_and_reported(
     own_sim: Simulator, caplog: pytest.LogCaptureFixture, path: str, where: Any, named: str
 ) -> None:
     clean: dict[str, Any] = {}
-    calls: dict[str, Callable[[Any, WalkReport], Any]] = {
-        FUNDING: lambda c, report: c.funding_history(report=report),
-        INVESTMENTS: lambda c, report: c.investments_history(status=1, report=report),
-        MAIN: lambda c, report: c.main_balance(report=report),
-        TRADING: lambda c, report: c.trading_balance(report=report),
-        HEDGE: lambda c, report: c.hedge_mode(report=report),
+    calls: dict[str, Callable[[Any, WalkStats], Any]] = {
+        FUNDING: lambda c, stats: c.funding_history(stats=stats),
+        INVESTMENTS: lambda c, stats: c.investments_history(status=1, stats=stats),
+        MAIN: lambda c, stats: c.main_balance(stats=stats),
+        TRADING: lambda c, stats: c.trading_balance(stats=stats),
+        HEDGE: lambda c, stats: c.hedge_mode(stats=stats),
         LINKS: _links_of_first_account(own_sim),
     }
 
-    async def main() -> tuple[Any, WalkReport]:
-        report = WalkReport("test")
+    async def main() -> tuple[Any, WalkStats]:
+        stats = WalkStats("test")
         async with client(own_sim, retry=NO_RETRIES) as c:
-            clean["answer"] = await calls[path](c, WalkReport("clean"))
+            clean["answer"] = await calls[path](c, WalkStats("clean"))
             own_sim.faults.tamper(path, new_field("leverage", {"max": "10"}, where))
-            return await calls[path](c, report), report
+            return await calls[path](c, stats), stats
 
-    answer, report = asyncio.run(main())
-    assert report.unknown_fields == {named: '{"max":"10"}'}
-    assert report.retries == 0
+    answer, stats = asyncio.run(main())
+    assert stats.unknown_fields == {named: '{"max":"10"}'}
+    assert stats.retries == 0
     assert _without_field(answer, "leverage") == clean["answer"]  # as received, nothing else
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(named in line and "tolerated" in line for line in said), said
@@ -316,8 +316,8 @@ def test_a_walk_reports_each_unknown_field_once_with_one_example(own_sim: Simula
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert [_without_field(r, "seq") for r in rows] == truth
-        assert list(walk.report.unknown_fields) == ["records[].seq"]
-        assert walk.report.unknown_fields["records[].seq"].isdigit()
+        assert list(walk.stats.unknown_fields) == ["records[].seq"]
+        assert walk.stats.unknown_fields["records[].seq"].isdigit()
 
     asyncio.run(main())
 
@@ -335,7 +335,7 @@ def test_an_unknown_field_of_a_plan_is_named_by_its_path(own_sim: Simulator) -> 
         async with client(own_sim) as c:
             walk = c.walk(spec.INVESTMENTS)
             await collect(walk)
-        assert walk.report.unknown_fields == {"records[].plan.riskLevel": '"low"'}
+        assert walk.stats.unknown_fields == {"records[].plan.riskLevel": '"low"'}
 
     asyncio.run(main())
 
@@ -344,10 +344,10 @@ def test_the_simulators_extra_field_is_tolerated(own_sim: Simulator) -> None:
     own_sim.faults.script([Fault.EXTRA_FIELD], paths=[FUNDING])
 
     async def main() -> None:
-        report = WalkReport("test")
+        stats = WalkStats("test")
         async with client(own_sim, retry=NO_RETRIES) as c:
-            page = await c.funding_history(limit=5, report=report)
-        assert report.unknown_fields == {"records[].unexpectedField": '"drift"'}
+            page = await c.funding_history(limit=5, stats=stats)
+        assert stats.unknown_fields == {"records[].unexpectedField": '"drift"'}
         assert (
             _without_field(page["records"], "unexpectedField")
             == (own_sim.dataset.funding.newest_first()[:5])
@@ -411,11 +411,11 @@ def test_a_capped_funding_history_is_walked_whole(own_sim: Simulator) -> None:
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
-        assert walk.report.notes == [
+        assert walk.stats.notes == [
             "the exchange answered pages of 50 records when asked for 100: the walk went on "
             "with pages of 50"
         ]
-        assert walk.report.duplicates_dropped == 0
+        assert walk.stats.duplicates_dropped == 0
 
     asyncio.run(main())
 
@@ -430,7 +430,7 @@ def test_a_capped_funding_history_is_walked_whole_per_market(own_sim: Simulator)
             walk = c.walk(spec.FUNDING, values={"markets": markets})
             rows = await collect(walk)
         assert rows == [r for r in truth if r["market"] in markets]
-        assert len(walk.report.notes) == 1
+        assert len(walk.stats.notes) == 1
 
     asyncio.run(main())
 
@@ -451,7 +451,7 @@ def test_a_cap_that_begins_mid_walk_loses_nothing(own_sim: Simulator) -> None:
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
-        assert "pages of 40" in walk.report.notes[0]
+        assert "pages of 40" in walk.stats.notes[0]
 
     asyncio.run(main())
 
@@ -469,8 +469,8 @@ def test_capped_investments_split_by_the_exchanges_page_size(sim_at: Any) -> Non
         assert sorted(r["id"] for r in rows) == sorted(data.ids)
         assert walk.window.limit == 50
         assert walk.window.reachable == 10_050
-        assert walk.report.complete
-        assert any(",ticker=" in name for name in walk.report.slices)
+        assert walk.stats.complete
+        assert any(",ticker=" in name for name in walk.stats.slices)
 
     asyncio.run(main())
 

@@ -51,18 +51,18 @@ def movements(sim: Simulator, at: float) -> list[dict[str, Any]]:
 
 
 def walked(sim: Simulator, history: spec.History, **options: Any) -> tuple[list[Any], Any]:
-    """The walk's records, in the order yielded, and its report."""
+    """The walk's records, in the order yielded, and its stats."""
 
     async def main() -> tuple[list[Any], Any]:
         async with client(sim) as c:
             walk = OffsetWindowWalk(c, history, on_window_exceeded="raise", **options)
             pages = [page async for page in walk]
-            return pages, walk.report
+            return pages, walk.stats
 
-    pages, report = asyncio.run(main())
+    pages, stats = asyncio.run(main())
     if pages and type(pages[0]) is dict:
-        return [(owner, r) for page in pages for owner, rs in page.items() for r in rs], report
-    return [r for page in pages for r in page], report
+        return [(owner, r) for page in pages for owner, rs in page.items() for r in rs], stats
+    return [r for page in pages for r in page], stats
 
 
 NAMES = spec.aliases(spec.TRANSACTION_FIELDS) | spec.aliases(spec.TRANSFER_FIELDS)
@@ -85,7 +85,7 @@ def test_a_record_read_again_in_a_later_state_lands_once_in_it(
     settling: Simulator, change: str, spelling: Spelling
 ) -> None:
     """A deposit settles between the walk's unsplit slice and its split ones: it lands once, in
-    the state read last, and the report names the change, its identity read under either name.
+    the state read last, and the stats name the change, its identity read under either name.
     Read again differing in a field that does not change (its amount), it is another record
     under the same identity: both go on, for the warehouse to reject, never one dropped in
     silence."""
@@ -118,10 +118,10 @@ def test_a_record_read_again_in_a_later_state_lands_once_in_it(
         return orjson.dumps(page)
 
     sim.faults.tamper(DEPOSITS.path, step if change == "status" else tamper)
-    rows, report = walked(sim, SHALLOW, since=since, until=until)
+    rows, stats = walked(sim, SHALLOW, since=since, until=until)
     if spelling == "openapi":
         rows = [as_camel(r) for r in rows]
-    assert report.slices[:3] == ["all", "transactionMethod=1", "transactionMethod=2"]
+    assert stats.slices[:3] == ["all", "transactionMethod=1", "transactionMethod=2"]
     mine = [r for r in rows if r["transactionId"] == moved["transactionId"]]
     others = [r for r in rows if r["transactionId"] != moved["transactionId"]]
     truth = after if change == "status" else before
@@ -133,7 +133,7 @@ def test_a_record_read_again_in_a_later_state_lands_once_in_it(
     if change == "status":
         assert mine == [moved]
         assert rows.index(moved) == in_range.index(moved), "in its place, newest first"
-        [note] = [n for n in report.notes if moved["transactionId"] in n]
+        [note] = [n for n in stats.notes if moved["transactionId"] in n]
         assert note == (
             f"transactionId {moved['transactionId']} changed while the walk read it (status 15 "
             '-> 3, confirmations {"actual":1,"required":4} -> {"actual":4,"required":4}): its '
@@ -142,7 +142,7 @@ def test_a_record_read_again_in_a_later_state_lands_once_in_it(
     else:
         pending = next(r for r in before if r["transactionId"] == moved["transactionId"])
         assert mine == [pending, dict(pending, amount="1")]
-        assert not any("changed while" in n for n in report.notes)
+        assert not any("changed while" in n for n in stats.notes)
 
 
 #: Each history whose records carry a field the documentation names two ways.
@@ -158,8 +158,8 @@ def test_either_spelling_walks_and_normalizes_to_the_same_rows(settling: Simulat
     for spelling in ("camel", "openapi"):
         sim.spelling = spelling
         for history in SPELLED:
-            records, report = walked(sim, history)
-            assert report.unknown_fields == {}
+            records, stats = walked(sim, history)
+            assert stats.unknown_fields == {}
             rows[f"{spelling} {history.name}"] = records
     for history in SPELLED:
         camel, openapi = rows[f"camel {history.name}"], rows[f"openapi {history.name}"]

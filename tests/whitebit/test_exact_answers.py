@@ -18,7 +18,7 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import EPOCH, Simulator
-from pipeline.whitebit import ContractError, TimeWindowsWalk, WalkReport
+from pipeline.whitebit import ContractError, TimeWindowsWalk, WalkStats
 from pipeline.whitebit._clock import ExchangeClock
 from pipeline.whitebit._exact import EXACT
 from pipeline.whitebit._parse import parse
@@ -213,22 +213,22 @@ def test_the_simulators_date_follows_its_clock(own_sim: Simulator) -> None:
 def test_a_snapshot_and_a_walk_report_when_the_exchange_answered(own_sim: Simulator) -> None:
     async def main() -> None:
         async with client(own_sim) as c:
-            report = WalkReport(spec.OPEN_POSITIONS_NOW.name)
-            positions = await c.snapshot(spec.OPEN_POSITIONS_NOW, report=report)
-            assert report.observed_at == datetime.fromtimestamp(EPOCH, UTC)
+            stats = WalkStats(spec.OPEN_POSITIONS_NOW.name)
+            positions = await c.snapshot(spec.OPEN_POSITIONS_NOW, stats=stats)
+            assert stats.observed_at == datetime.fromtimestamp(EPOCH, UTC)
             assert positions
             assert all(type(p["openDate"]) is Decimal for p in positions)
-            links = WalkReport(spec.LINKS.name)
+            links = WalkStats(spec.LINKS.name)
             accounts = own_sim.dataset.mining_accounts
             answer = await c.snapshot(
-                spec.LINKS, values={"mining_accounts": accounts, "markets": ("X",)}, report=links
+                spec.LINKS, values={"mining_accounts": accounts, "markets": ("X",)}, stats=links
             )
             assert list(answer) == list(accounts)
             own_sim.clock.advance(86_400)
             walk = c.walk(spec.CLOSED_POSITIONS, since=RECENT)
             async for _ in walk:
                 pass
-            assert walk.report.observed_at == datetime.fromtimestamp(EPOCH + 86_400, UTC)
+            assert walk.stats.observed_at == datetime.fromtimestamp(EPOCH + 86_400, UTC)
             assert int(await c.exchange_time()) == EPOCH + 86_400
 
     asyncio.run(main())
@@ -244,7 +244,7 @@ def test_a_client_given_a_clock_goes_by_it(own_sim: Simulator) -> None:
             assert isinstance(walk, TimeWindowsWalk)
             async for _ in walk:
                 pass
-            assert walk.report.slices[0].endswith("..2026-09-20T14:13:19Z")
+            assert walk.stats.slices[0].endswith("..2026-09-20T14:13:19Z")
 
     asyncio.run(main())
 

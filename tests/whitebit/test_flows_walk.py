@@ -141,12 +141,12 @@ def test_every_deposit_and_withdrawal_once_newest_first(flows_sim: Simulator) ->
     assert len(rows) == len(truth)
     assert by_id(rows) == by_id(truth)  # record for record, each once
     assert newest_first(rows)
-    report = done.walk.report
-    assert report.complete
-    assert report.rows == len(truth)
-    assert report.slices[:3] == ["all", "transactionMethod=1", "transactionMethod=2"]
-    assert "transactionMethod=1,ticker=USDT" in report.slices
-    assert "transactionMethod=2,ticker=USDT" in report.slices
+    stats = done.walk.stats
+    assert stats.complete
+    assert stats.rows == len(truth)
+    assert stats.slices[:3] == ["all", "transactionMethod=1", "transactionMethod=2"]
+    assert "transactionMethod=1,ticker=USDT" in stats.slices
+    assert "transactionMethod=2,ticker=USDT" in stats.slices
     assert all(len(page) <= PAGE for page in done.pages)
 
 
@@ -172,7 +172,7 @@ def test_a_month_is_the_ledgers_month_and_the_walk_stops_past_its_start(
     needed = newer // PAGE + 1
     assert needed <= requests <= needed + 1
     assert requests * PAGE < len(truth) / 10
-    assert done.walk.report.slices == ["all"]
+    assert done.walk.stats.slices == ["all"]
 
 
 def test_a_month_deep_in_the_history_is_split_where_the_window_fills_before_it(
@@ -193,8 +193,8 @@ def test_a_month_deep_in_the_history_is_split_where_the_window_fills_before_it(
     assert by_id(rows) == by_id(month)
     assert len(rows) == len(month)
     assert newest_first(rows)
-    assert done.walk.report.slices == ["all", "transactionMethod=1", "transactionMethod=2"]
-    assert done.walk.report.complete
+    assert done.walk.stats.slices == ["all", "transactionMethod=1", "transactionMethod=2"]
+    assert done.walk.stats.complete
 
 
 def test_records_of_one_second_keep_the_exchanges_order_within_a_slice(
@@ -261,12 +261,12 @@ def test_a_ticker_too_deep_for_the_window_is_split_by_status() -> None:
     assert len(rows) == len(truth)
     assert by_id(rows) == by_id(truth)
     assert newest_first(rows)
-    slices = done.walk.report.slices
+    slices = done.walk.stats.slices
     assert "transactionMethod=1,ticker=USDT,status=3" in slices
     assert not [s for s in slices if s.startswith("transactionMethod=2,ticker=USDT,")]
     # A withdrawal's status is refused beside the deposit method: skipped, and said.
-    assert any("status 2 is refused" in note for note in done.walk.report.notes)
-    assert done.walk.report.complete
+    assert any("status 2 is refused" in note for note in done.walk.stats.notes)
+    assert done.walk.stats.complete
 
 
 # --- pending flows, sub-accounts, transfers -----------------------------------------------------
@@ -283,7 +283,7 @@ def test_pending_flows_are_the_records_not_final_at_the_clock() -> None:
         done = walked(s, spec.PENDING_FLOWS)
     rows = done.rows
     assert rows == pending[::-1]  # newest first, as the exchange lists them
-    assert done.walk.report.slices == ["all"]
+    assert done.walk.stats.slices == ["all"]
 
 
 def test_sub_accounts_and_their_transfers_read_the_list_to_its_end() -> None:
@@ -302,9 +302,9 @@ def test_sub_accounts_and_their_transfers_read_the_list_to_its_end() -> None:
     # Every page, one asked ahead at most, and the probe that proves the short last page is
     # the end (the list tells no total).
     pages = math.ceil(len(listed) / page)
-    assert pages + 1 <= subaccounts.walk.report.pages <= pages + 2
+    assert pages + 1 <= subaccounts.walk.stats.pages <= pages + 2
     ids = [record["id"] for record in listed]
-    assert sorted(done.walk.report.slices) == sorted(f"id={i}" for i in ids)
+    assert sorted(done.walk.stats.slices) == sorted(f"id={i}" for i in ids)
     got = done.owned()
     assert set(got) == set(truth)
     assert set(truth) <= set(ids)
@@ -323,7 +323,7 @@ def test_transfers_come_under_their_sub_account_each_newest_first(flows_sim: Sim
         assert by_id(records) == by_id(truth[owner])
         assert newest_first(records)
     # Every value of the owner split is its own slice: none without one.
-    assert sorted(done.walk.report.slices) == sorted(f"id={owner}" for owner in truth)
+    assert sorted(done.walk.stats.slices) == sorted(f"id={owner}" for owner in truth)
 
 
 def test_a_month_of_transfers_stops_each_sub_account_past_its_start(
@@ -408,7 +408,7 @@ def test_a_slice_still_too_deep_after_the_last_split_is_raised_after_the_rest(
     assert by_id(rows) == by_id(newest[1] + newest[2])
     assert len(rows) == 2 * REACH
     assert newest_first(rows)
-    assert [e.slice for e in walk.report.incomplete_slices] == [
+    assert [e.slice for e in walk.stats.incomplete_slices] == [
         "transactionMethod=1",
         "transactionMethod=2",
     ]
@@ -422,7 +422,7 @@ def test_a_range_whose_start_is_out_of_reach_is_reported(flows_sim: Simulator) -
     newer = {m: sum(r["createdAt"] >= since and r["method"] == m for r in truth) for m in (1, 2)}
     assert newer[1] > REACH > newer[2]
     done = walked(flows_sim, BY_METHOD_ONLY, since=since, until=until, on_window_exceeded="report")
-    [incomplete] = done.walk.report.incomplete_slices
+    [incomplete] = done.walk.stats.incomplete_slices
     assert (incomplete.slice, incomplete.reachable) == ("transactionMethod=1", REACH)
     withdrawals = [r for r in truth if r["method"] == 2 and since <= r["createdAt"] < until]
     assert withdrawals

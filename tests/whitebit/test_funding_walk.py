@@ -41,12 +41,12 @@ def test_the_walk_is_the_whole_history_newest_first(sim: Simulator) -> None:
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == sim.dataset.funding.newest_first()
-        report = walk.report
-        assert (report.rows, report.slices, report.retries) == (len(rows), ["all"], 0)
+        stats = walk.stats
+        assert (stats.rows, stats.slices, stats.retries) == (len(rows), ["all"], 0)
         needed = -(-(len(rows) - 1) // 99)  # pages overlap by one record
         # Pages requested ahead of the end are answered too, and counted: at most a few.
-        assert needed <= report.pages <= needed + DEFAULT_MAX_CONCURRENCY
-        assert report.elapsed_s > 0
+        assert needed <= stats.pages <= needed + DEFAULT_MAX_CONCURRENCY
+        assert stats.elapsed_s > 0
 
     asyncio.run(main())
 
@@ -62,7 +62,7 @@ def test_the_time_window(sim: Simulator) -> None:
         assert rows == [r for r in truth if since <= int(r["fundingTime"]) < until]
         # It stopped soon after the window (3 pages, and a few requested ahead), instead of
         # reading all 12 pages of the history.
-        assert walk.report.pages <= 8
+        assert walk.stats.pages <= 8
 
     asyncio.run(main())
 
@@ -100,7 +100,7 @@ def test_per_market_walks_merge_newest_first(sim: Simulator, with_window: bool) 
             and (until is None or int(r["fundingTime"]) < until)
         ]
         assert rows == expected
-        assert walk.report.slices == markets
+        assert walk.stats.slices == markets
 
     asyncio.run(main())
 
@@ -122,7 +122,7 @@ def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(
         async with client(s) as c:
             walk = c.walk(spec.FUNDING)
             assert as_meant(await collect(walk)) == truth
-            assert walk.report.retries > 0
+            assert walk.stats.retries > 0
             markets = sorted(s.dataset.funding.market_names)[:5]
             per_market = await collect(c.walk(spec.FUNDING, values={"markets": markets}))
             assert as_meant(per_market) == [r for r in truth if r["market"] in markets]
@@ -152,8 +152,8 @@ def test_new_entries_mid_walk_cause_no_repeat_and_no_gap(own_sim: Simulator) -> 
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
-        assert walk.report.refetches >= 1
-        assert walk.report.duplicates_dropped >= 7
+        assert walk.stats.refetches >= 1
+        assert walk.stats.duplicates_dropped >= 7
 
     asyncio.run(main())
     assert len(own_sim.dataset.funding.newest_first()) == len(truth) + 14
@@ -172,7 +172,7 @@ def test_more_than_a_page_arriving_mid_walk(own_sim: Simulator) -> None:
             walk = c.walk(spec.FUNDING)
             rows = await collect(walk)
         assert rows == truth
-        assert walk.report.duplicates_dropped >= 200
+        assert walk.stats.duplicates_dropped >= 200
 
     asyncio.run(main())
 

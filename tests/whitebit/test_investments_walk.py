@@ -28,9 +28,9 @@ def test_every_investment_once_without_a_split(sim: Simulator) -> None:
         truth = sim.dataset.investments.all()
         assert sorted(_ids(rows)) == sorted(_ids(truth))
         assert {r["id"]: r for r in rows} == {r["id"]: r for r in truth}
-        report = walk.report
-        assert report.slices == ["status=1", "status=2"]
-        assert (report.rows, report.complete, report.duplicates_dropped) == (len(truth), True, 0)
+        stats = walk.stats
+        assert stats.slices == ["status=1", "status=2"]
+        assert (stats.rows, stats.complete, stats.duplicates_dropped) == (len(truth), True, 0)
 
     asyncio.run(main())
 
@@ -45,10 +45,10 @@ def test_the_offset_window_is_split_by_ticker_and_reaches_everything(large_sim: 
             rows = await collect(walk)
         assert len(rows) == len(set(_ids(rows))) == len(data.all())
         assert set(_ids(rows)) == set(data.ids)
-        report = walk.report
-        assert report.complete
-        assert "status=1,ticker=BTC" in report.slices
-        assert report.duplicates_dropped > 0  # rows of the first pass, met again in the split
+        stats = walk.stats
+        assert stats.complete
+        assert "status=1,ticker=BTC" in stats.slices
+        assert stats.duplicates_dropped > 0  # rows of the first pass, met again in the split
 
     asyncio.run(main())
 
@@ -71,7 +71,7 @@ def test_a_slice_too_large_even_when_split_is_raised_after_the_rest(
         # Everything reachable was yielded before the walk said what it could not reach.
         closed = too_large_sim.dataset.investments.count(status=2)
         assert len(rows) == len(set(_ids(rows))) == REACHABLE + closed
-        assert not walk.report.complete
+        assert not walk.stats.complete
 
     asyncio.run(main())
 
@@ -81,7 +81,7 @@ def test_a_slice_too_large_can_be_reported_instead(too_large_sim: Simulator) -> 
         async with client(too_large_sim) as c:
             walk = c.walk(spec.INVESTMENTS, on_window_exceeded="report")
             rows = await collect(walk)
-        [incomplete] = walk.report.incomplete_slices
+        [incomplete] = walk.stats.incomplete_slices
         assert (incomplete.slice, incomplete.reachable) == ("status=1,ticker=USDT", REACHABLE)
         assert len(rows) == REACHABLE + too_large_sim.dataset.investments.count(status=2)
 
@@ -97,7 +97,7 @@ def test_tickers_unknown_to_the_exchange_are_skipped_and_noted(sim_at: Any) -> N
             rows = await collect(walk)
         assert set(_ids(rows)) == set(s.dataset.investments.ids)
         # The main balance holds tickers no plan uses; the exchange refuses them as filters.
-        assert any("XLM" in note for note in walk.report.notes)
+        assert any("XLM" in note for note in walk.stats.notes)
 
     asyncio.run(main())
 
@@ -121,12 +121,12 @@ def test_with_a_fifth_of_answers_faulted_the_rows_are_exactly_the_same(sim_at: A
         drifted = [r for r in rows if r.pop("unexpectedField", None) is not None]
         assert drifted  # the field added is passed on, as received
         assert {r["id"]: r for r in rows} == truth
-        assert walk.report.retries > 0
+        assert walk.stats.retries > 0
         # In a record; or in the envelope, where a page had no record to add it to.
-        unknown = walk.report.unknown_fields
+        unknown = walk.stats.unknown_fields
         assert unknown["records[].unexpectedField"] == '"drift"'
         assert unknown.keys() <= {"records[].unexpectedField", "unexpectedField"}
-        assert any(",ticker=" in name for name in walk.report.slices)
+        assert any(",ticker=" in name for name in walk.stats.slices)
 
     asyncio.run(main())
     assert set(s.faults.injected) == set(DATA_KEPT)

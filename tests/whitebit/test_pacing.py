@@ -32,7 +32,7 @@ from pipeline.simulator import (
     spawn,
 )
 from pipeline.simulator._keys import KeyStore
-from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, RateLimitError, WalkReport, _pacing
+from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, RateLimitError, WalkStats, _pacing
 from pipeline.whitebit._auth import NonceSource
 from pipeline.whitebit._config import NONCE_MAX_LEAD_MS, PACING_BURST
 from tests.support.client import FAST_RETRIES, Watching, client, collect
@@ -60,12 +60,12 @@ def test_a_paced_walk_runs_near_the_budget_and_never_over_it() -> None:
     with spawn(scale=WALK_SCALE, frozen_at=FROZEN_AT) as s:
         s.control("limits", budgets={FUNDING_GROUP: [400, 2.0]})
 
-        async def main() -> WalkReport:
+        async def main() -> WalkStats:
             pacer = Pacer([SMALL_BUDGET])
             async with client(s, pacing=pacer) as c:
                 walk = c.walk(spec.FUNDING)
                 assert await collect(walk) == truth
-            return walk.report
+            return walk.stats
 
         # The session's large simulators hold millions of references: a full collection that
         # traverses them would time this process, not the pacer.
@@ -74,11 +74,11 @@ def test_a_paced_walk_runs_near_the_budget_and_never_over_it() -> None:
         rates = []
         try:
             for _ in range(3):
-                report = asyncio.run(main())
-                assert report.pages > 400  # more than one window's budget
-                assert report.rate_limited == 0
-                rates.append(report.pages_per_s)
-                if report.pages_per_s >= 0.95 * 200:
+                stats = asyncio.run(main())
+                assert stats.pages > 400  # more than one window's budget
+                assert stats.rate_limited == 0
+                rates.append(stats.pages_per_s)
+                if stats.pages_per_s >= 0.95 * 200:
                     break
                 time.sleep(2.0)  # let the window empty before the next run
         finally:
@@ -115,10 +115,10 @@ def test_without_pacing_the_exchange_refuses_what_is_over(own_sim: Simulator) ->
     async def main() -> None:
         async with client(own_sim) as c:
             await asyncio.gather(*(c.hedge_mode() for _ in range(10)))
-            report = WalkReport("over")
+            stats = WalkStats("over")
             with pytest.raises(RateLimitError):
-                await c.call(spec.HEDGE_MODE, {}, report=report)
-            assert report.rate_limited == report.retries + 1 == FAST_RETRIES.max_retries + 1
+                await c.call(spec.HEDGE_MODE, {}, stats=stats)
+            assert stats.rate_limited == stats.retries + 1 == FAST_RETRIES.max_retries + 1
 
     asyncio.run(main())
 
@@ -177,8 +177,8 @@ def _walk_elsewhere(
                     async for _ in pages:
                         if seconds is not None and time.monotonic() - began > seconds:
                             break
-            report = walk.report
-            return _Run(began, time.monotonic(), report.pages, report.rows, report.rate_limited)
+            stats = walk.stats
+            return _Run(began, time.monotonic(), stats.pages, stats.rows, stats.rate_limited)
 
     results.put(asyncio.run(main()))
 
@@ -388,14 +388,14 @@ def test_strict_nonces_are_sent_one_at_a_time_in_order(sim: Simulator) -> None:
     """Without the window, a nonce must exceed the last accepted: concurrent requests would
     overtake each other and be refused, so the client sends them in order."""
     before = _rate_limited(sim)
-    report = WalkReport("strict")
+    stats = WalkStats("strict")
 
     async def main() -> None:
         async with client(sim, "no_b2b", nonce_window=False, max_concurrency=8) as c:
-            await asyncio.gather(*(c.call(spec.HEDGE_MODE, {}, report=report) for _ in range(100)))
+            await asyncio.gather(*(c.call(spec.HEDGE_MODE, {}, stats=stats) for _ in range(100)))
 
     asyncio.run(main())
-    assert (report.retries, _rate_limited(sim) - before) == (0, 0)
+    assert (stats.retries, _rate_limited(sim) - before) == (0, 0)
 
 
 def test_nonces_increase_strictly_across_threads() -> None:

@@ -30,7 +30,7 @@ from pipeline.whitebit import (
     TransportTimeout,
     UnreadableResponseError,
     ValidationError,
-    WalkReport,
+    WalkStats,
 )
 from pipeline.whitebit._parse import parse
 from tests.support.client import FAST_RETRIES, Watching, client, raises
@@ -158,12 +158,12 @@ def test_each_fault_is_retried_with_a_fresh_nonce(own_sim: Simulator, fault: Fau
     watch = Watching()
 
     async def main() -> None:
-        report = WalkReport("test")
+        stats = WalkStats("test")
         async with client(own_sim, transport=watch) as c:
-            page = await c.call(spec.FUNDING_HISTORY, {"limit": 10}, report=report)
+            page = await c.call(spec.FUNDING_HISTORY, {"limit": 10}, stats=stats)
         assert page["records"] == own_sim.dataset.funding.newest_first()[:10]
-        assert report.retries == 2
-        assert report.rate_limited == (2 if fault is Fault.GATEWAY_429 else 0)
+        assert stats.retries == 2
+        assert stats.rate_limited == (2 if fault is Fault.GATEWAY_429 else 0)
 
     asyncio.run(main())
     assert len(watch.sent) == 3
@@ -176,10 +176,10 @@ def test_a_slow_answer_is_retried_after_the_timeout(own_sim: Simulator) -> None:
     own_sim.faults.script([Fault.SLOW], paths=[FUNDING])
 
     async def main() -> None:
-        report = WalkReport("test")
+        stats = WalkStats("test")
         async with client(own_sim, timeout=0.15) as c:
-            await c.call(spec.FUNDING_HISTORY, {"limit": 3}, report=report)
-        assert report.retries == 1
+            await c.call(spec.FUNDING_HISTORY, {"limit": 3}, stats=stats)
+        assert stats.retries == 1
 
     asyncio.run(main())
 
@@ -228,13 +228,13 @@ def test_an_answer_that_breaks_the_contract_is_asked_twice_then_raised(own_sim: 
     own_sim.faults.tamper(FUNDING, lambda params, body: b'{"offset":0,"limit":5,"records":null}')
 
     async def main() -> None:
-        report = WalkReport("test")
+        stats = WalkStats("test")
         async with client(own_sim) as c:  # the default budget: 8 retries
             with raises(ContractError) as info:
-                await c.call(spec.FUNDING_HISTORY, {"limit": 5}, report=report)
+                await c.call(spec.FUNDING_HISTORY, {"limit": 5}, stats=stats)
         assert info.value.attempts == 2
         assert (info.value.field, info.value.reason) == ("records", "expected an array, got null")
-        assert report.retries == 1
+        assert stats.retries == 1
 
     asyncio.run(main())
     assert own_sim.state.answered[(FUNDING, 200)] == 2

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import spec
-from pipeline.whitebit import OffsetWindowExceeded, TimeWindowsWalk, WalkReport
+from pipeline.whitebit import OffsetWindowExceeded, TimeWindowsWalk, WalkStats
 from pipeline.whitebit._clock import history_floor
 from pipeline.whitebit._timewindows import Window, windows
 from tests.whitebit.ledger_truth import WINDOWED, by_market, rows
@@ -131,7 +131,7 @@ class Memory:
         return self.now
 
     async def call(
-        self, operation: spec.Operation, params: Mapping[str, Any], *, report: Any = None
+        self, operation: spec.Operation, params: Mapping[str, Any], *, stats: Any = None
     ) -> Any:
         await asyncio.sleep(0)  # let the other pages in flight go first, now and then
         calls = len(self.calls)
@@ -193,10 +193,10 @@ async def _consume(walk: TimeWindowsWalk, pages: list[Any]) -> None:
 
 async def _walk(
     exchange: Memory, *, since: int | None, until: int | None = None
-) -> tuple[list[Any], WalkReport]:
+) -> tuple[list[Any], WalkStats]:
     walk = TimeWindowsWalk(exchange, exchange.history, since=since, until=until)
     pages = [page async for page in walk]
-    return rows(pages), walk.report
+    return rows(pages), walk.stats
 
 
 def _same(found: list[Any], expected: list[Any], history: spec.History) -> None:
@@ -240,9 +240,9 @@ def test_the_walk_is_exact_whatever_arrives_and_whenever_pages_are_answered(
     exchange = Memory(_small(history, page), ages + recent, bursts=bursts, moments=moments)
     first = None if since is None else int(NOW) - since
     last = None if until is None else int(NOW) - until
-    found, report = asyncio.run(_walk(exchange, since=first, until=last))
+    found, stats = asyncio.run(_walk(exchange, since=first, until=last))
     _same(found, exchange.truth(first, last), history)
-    assert report.rows == len(found)
+    assert stats.rows == len(found)
     for call in exchange.calls:
         window = history.operation.window
         assert window is not None
@@ -258,9 +258,9 @@ def test_a_record_shown_late_inside_a_window_repeats_nothing() -> None:
     history = _small(spec.TRADES, 3)
     ages = [DAY * 1000 + 60_000 * n for n in range(30)]  # a day old and older, a minute apart
     exchange = Memory(history, ages, late={2: [DAY * 1000 - 1]})
-    found, report = asyncio.run(_walk(exchange, since=int(NOW) - 3 * DAY))
+    found, stats = asyncio.run(_walk(exchange, since=int(NOW) - 3 * DAY))
     _same(found, exchange.truth(int(NOW) - 3 * DAY, None), history)
-    assert report.duplicates_dropped == 1
+    assert stats.duplicates_dropped == 1
 
 
 # --- the reach ---------------------------------------------------------------------------------
@@ -270,11 +270,11 @@ def test_a_window_over_the_reach_is_halved_until_each_part_fits() -> None:
     history = _small(spec.CLOSED_POSITIONS, 3, reach=9)
     # 40 positions closed within the last two days, a few seconds apart.
     exchange = Memory(history, [DAY * 1000 + 7_000 * n for n in range(40)])
-    found, report = asyncio.run(_walk(exchange, since=int(NOW) - 3 * DAY))
+    found, stats = asyncio.run(_walk(exchange, since=int(NOW) - 3 * DAY))
     _same(found, exchange.truth(int(NOW) - 3 * DAY, None), history)
     assert len(found) == 40
-    assert report.complete
-    assert len(report.slices) > 4
+    assert stats.complete
+    assert len(stats.slices) > 4
     for call in exchange.calls:
         assert call["offset"] + call["limit"] <= 9
 
@@ -303,9 +303,9 @@ def test_a_second_holding_more_than_the_reach_is_reported_never_cut_silently(
             asyncio.run(_consume(walk, pages))
     else:
         asyncio.run(main())
-    found, report = rows(pages), walk.report
+    found, stats = rows(pages), walk.stats
     name = Window(second, second + 1).name
-    assert [exceeded.slice for exceeded in report.incomplete_slices] == [name]
+    assert [exceeded.slice for exceeded in stats.incomplete_slices] == [name]
     # The reachable nine of that second, and every record of the other windows.
     expected = exchange.truth(int(NOW) - 3 * DAY, None)
     assert len(found) == len(expected) - 3

@@ -16,7 +16,7 @@ import pytest
 
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
-from pipeline.whitebit import TimeWindowsWalk, WalkReport
+from pipeline.whitebit import TimeWindowsWalk, WalkStats
 from tests.support.client import Watching, client
 from tests.whitebit.ledger_truth import (
     WINDOWED,
@@ -49,13 +49,13 @@ def _seconds(moment: datetime | None) -> int | None:
 
 
 async def _walk(sim: Simulator, history: spec.History, **options: Any) -> tuple[list[Row], Any]:
-    """The walk's rows and its report; ``transport`` goes to the client, the rest to the walk."""
+    """The walk's rows and its stats; ``transport`` goes to the client, the rest to the walk."""
     transport = options.pop("transport", None)
     async with client(sim, transport=transport) as c:
         walk = c.walk(history, **options)
         assert isinstance(walk, TimeWindowsWalk)
         pages = [page async for page in walk]
-    return rows(pages), walk.report
+    return rows(pages), walk.stats
 
 
 def _same(found: list[Row], expected: list[Row], history: spec.History) -> None:
@@ -83,7 +83,7 @@ def test_a_range_of_months_is_what_the_ledger_holds(deep: Simulator, history: sp
             requests.append(request)
 
     since, until = MONTHS
-    found, report = asyncio.run(
+    found, stats = asyncio.run(
         _walk(deep, history, since=since, until=until, transport=Watching(watch))
     )
     expected = truth(deep, history, _seconds(since), _seconds(until))
@@ -92,10 +92,10 @@ def test_a_range_of_months_is_what_the_ledger_holds(deep: Simulator, history: sp
     months = _months(found, history)
     assert months == sorted(months, reverse=True), "newest month first"
     assert set(months) == {"2026-04", "2026-05", "2026-06", "2026-07", "2026-08"}
-    assert report.rows == len(found)
-    assert report.cut_before is None
-    assert report.observed_at == datetime.fromtimestamp(EPOCH, UTC)
-    assert report.slices[0].endswith("..2026-08-31T23:59:59Z")
+    assert stats.rows == len(found)
+    assert stats.cut_before is None
+    assert stats.observed_at == datetime.fromtimestamp(EPOCH, UTC)
+    assert stats.slices[0].endswith("..2026-08-31T23:59:59Z")
     window = history.operation.window
     assert window is not None
     for request in requests:
@@ -112,9 +112,9 @@ def test_a_range_of_months_is_what_the_ledger_holds(deep: Simulator, history: sp
 
 @pytest.mark.parametrize("history", WINDOWED, ids=lambda h: h.name)
 def test_the_whole_history_up_to_the_present_second(deep: Simulator, history: spec.History) -> None:
-    found, report = asyncio.run(_walk(deep, history))
+    found, stats = asyncio.run(_walk(deep, history))
     _same(found, truth(deep, history, None, None), history)
-    assert report.cut_before is None  # nothing was asked before the floor: nothing to cut
+    assert stats.cut_before is None  # nothing was asked before the floor: nothing to cut
 
 
 def test_a_month_of_31_days_takes_two_windows_of_30(deep: Simulator) -> None:
@@ -125,10 +125,10 @@ def test_a_month_of_31_days_takes_two_windows_of_30(deep: Simulator) -> None:
             requests.append(sent(request))
 
     july = (datetime(2026, 7, 1, tzinfo=UTC), datetime(2026, 8, 1, tzinfo=UTC))
-    found, report = asyncio.run(
+    found, stats = asyncio.run(
         _walk(deep, spec.CONVERSIONS, since=july[0], until=july[1], transport=Watching(watch))
     )
-    assert report.slices == [
+    assert stats.slices == [
         "2026-07-02T00:00:00Z..2026-07-31T23:59:59Z",
         "2026-07-01T00:00:00Z..2026-07-01T23:59:59Z",
     ]
@@ -154,11 +154,11 @@ def test_a_range_past_the_floor_is_cut_there_and_the_cut_reported(
             starts.append(sent(request)[window.start])
 
     since = datetime(2026, 1, 1, tzinfo=UTC)
-    found, report = asyncio.run(_walk(deep, history, since=since, transport=Watching(watch)))
+    found, stats = asyncio.run(_walk(deep, history, since=since, transport=Watching(watch)))
     _same(found, truth(deep, history, floor, None), history)
     assert min(starts) == floor
-    assert report.cut_before == datetime.fromtimestamp(floor, UTC)
-    assert any("2026-03-21 00:00 UTC" in note and "cut" in note for note in report.notes)
+    assert stats.cut_before == datetime.fromtimestamp(floor, UTC)
+    assert any("2026-03-21 00:00 UTC" in note and "cut" in note for note in stats.notes)
 
 
 @pytest.mark.parametrize("history", [h for h in WINDOWED if h.forgotten], ids=lambda h: h.name)
@@ -172,12 +172,12 @@ def test_a_range_wholly_before_the_floor_asks_for_nothing(
         if request.url.path in PATHS:
             requests.append(request)
 
-    found, report = asyncio.run(
+    found, stats = asyncio.run(
         _walk(deep, history, since=old[0], until=old[1], transport=Watching(watch))
     )
     assert found == []
     assert requests == []
-    assert report.cut_before == datetime.fromtimestamp(floor_of(deep), UTC)
+    assert stats.cut_before == datetime.fromtimestamp(floor_of(deep), UTC)
 
 
 def test_fills_of_one_market_come_under_it(deep: Simulator) -> None:
@@ -238,11 +238,11 @@ def test_records_arriving_at_the_head_mid_walk_change_nothing(own_sim: Simulator
     for history in WINDOWED:
         expected = truth(own_sim, history, _seconds(since), None)  # as the walk begins
         before = len(series(own_sim, history))
-        found, report = asyncio.run(
+        found, stats = asyncio.run(
             _walk(own_sim, history, since=since, transport=Watching(on_response=on_answer))
         )
         _same(found, expected, history)
-        assert report.cut_before is None
+        assert stats.cut_before is None
         identity = history.paging.identity  # type: ignore[union-attr]
         keys = [(market, tuple(r[f] for f in identity)) for market, r in found]
         assert len(set(keys)) == len(keys)
@@ -262,11 +262,11 @@ def test_a_window_past_the_reach_is_halved_until_it_fits(deep: Simulator) -> Non
         max_reach=10,
     )
     history = dataclasses.replace(spec.CLOSED_POSITIONS, operation=small)
-    found, report = asyncio.run(_walk(deep, history, since=MONTHS[0], until=MONTHS[1]))
+    found, stats = asyncio.run(_walk(deep, history, since=MONTHS[0], until=MONTHS[1]))
     _same(found, truth(deep, spec.CLOSED_POSITIONS, *map(_seconds, MONTHS)), history)
-    assert len(report.slices) > 5, "months were split"
-    assert report.complete
-    starts = [datetime.strptime(s[:20], "%Y-%m-%dT%H:%M:%SZ") for s in report.slices]
+    assert len(stats.slices) > 5, "months were split"
+    assert stats.complete
+    starts = [datetime.strptime(s[:20], "%Y-%m-%dT%H:%M:%SZ") for s in stats.slices]
     assert starts == sorted(starts, reverse=True), "the newer half first"
 
 
@@ -277,9 +277,9 @@ def test_the_collateral_balance_arrives_exact(sim: Simulator) -> None:
 
     async def main() -> dict[str, Any]:
         async with client(sim) as c:
-            report = WalkReport("collateral_balance")
-            answer: dict[str, Any] = await c.call(spec.COLLATERAL_BALANCE, {}, report=report)
-        assert report.observed_at == datetime.fromtimestamp(EPOCH, UTC)
+            stats = WalkStats("collateral_balance")
+            answer: dict[str, Any] = await c.call(spec.COLLATERAL_BALANCE, {}, stats=stats)
+        assert stats.observed_at == datetime.fromtimestamp(EPOCH, UTC)
         return answer
 
     answer = asyncio.run(main())

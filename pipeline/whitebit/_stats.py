@@ -9,7 +9,7 @@ from ._errors import OffsetWindowExceeded, RecordsLeftOut
 
 
 @dataclass(slots=True)
-class WalkReport:
+class WalkStats:
     """Counts of one walk, filled in as it runs; final once the walk has ended."""
 
     operation: str
