@@ -22,7 +22,8 @@ from bench import Figure
 
 #: Sections in the order they run; each is a module of this package with ``run()``.
 SECTIONS = ("backfill", "histories", "s3", "accounts", "workers", "client", "warehouse")
-REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+#: The page the table is written to.
+BENCHMARKS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
 def _number(value: float | None) -> str:
@@ -70,12 +71,12 @@ def markdown(figures: Sequence[Figure], elapsed_s: float) -> str:
     return "\n".join([*lines, END])
 
 
-def updated(report: str, block: str) -> str:
-    """``report`` with its marked block replaced by ``block``; a report without one gains it."""
-    head, begin, rest = report.partition(BEGIN)
+def updated(text: str, block: str) -> str:
+    """``text`` with its marked block replaced by ``block``; a text without one gains it."""
+    head, begin, rest = text.partition(BEGIN)
     _, end, tail = rest.partition(END)
     if not (begin and end):
-        return f"# Benchmarks\n\n{block}\n\n{report}".rstrip() + "\n"
+        return f"# Benchmarks\n\n{block}\n\n{text}".rstrip() + "\n"
     return head + block + tail
 
 
@@ -100,10 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.add_row(*row)
     console.print(table)
     if not args.no_write:
-        REPORT.parent.mkdir(exist_ok=True)
-        old = REPORT.read_text(encoding="utf-8") if REPORT.exists() else ""
-        REPORT.write_text(updated(old, markdown(figures, elapsed)), encoding="utf-8")
-        console.print(f"written to {REPORT}")
+        BENCHMARKS.parent.mkdir(exist_ok=True)
+        old = BENCHMARKS.read_text(encoding="utf-8") if BENCHMARKS.exists() else ""
+        BENCHMARKS.write_text(updated(old, markdown(figures, elapsed)), encoding="utf-8")
+        console.print(f"written to {BENCHMARKS}")
     return 0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import Figure
-from bench.__main__ import BEGIN, END, REPORT, markdown, updated
+from bench.__main__ import BEGIN, BENCHMARKS, END, markdown, updated
 
 
 def test_a_new_table_replaces_the_old_one_and_keeps_the_history() -> None:
@@ -18,15 +18,15 @@ def test_a_new_table_replaces_the_old_one_and_keeps_the_history() -> None:
     assert new.endswith(f"{END}\n\n## History\n\n- 2026-11-22: 3.4x dlt\n")
 
 
-def test_a_report_without_the_markers_gains_the_block_and_loses_nothing() -> None:
+def test_a_page_without_the_markers_gains_the_block_and_loses_nothing() -> None:
     block = markdown([], 1.0)
     new = updated("some notes\n", block)
     assert new == f"# Benchmarks\n\n{block}\n\nsome notes\n"
     assert updated(new, block) == new
 
 
-def test_the_committed_report_has_its_markers() -> None:
-    text = REPORT.read_text(encoding="utf-8")
+def test_the_committed_page_has_its_markers() -> None:
+    text = BENCHMARKS.read_text(encoding="utf-8")
     assert text.count(BEGIN) == 1
     assert text.count(END) == 1
     assert text.index(BEGIN) < text.index(END)
