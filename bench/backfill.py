@@ -11,8 +11,8 @@ normalizes and writes in a second process; dlt's run is one process):
   orchestrator, like dlt, which is a library too;
 - ours through Dagster: one single-run backfill of the months with an on-disk instance, as the
   CLI and the UI run it (Dagster adds two events per partition to its event log); and the same on
-  an instance stored in PostgreSQL (a server of the run's own, `bench.postgres`), as the nightly
-  service runs;
+  an instance stored in PostgreSQL (a server of the run's own, `tests.support.postgres`), as the
+  nightly service runs;
 - dlt 1.31's REST API source (`bench.dlt_peer`), Parquet loader (its fastest) and DuckDB;
 - a plain sequential `httpx.Client` loop that only fetches the pages (no storage at all).
 
@@ -41,11 +41,11 @@ import dagster as dg
 
 from assets.instance import POSTGRES_URL_ENV
 from bench import Figure
-from bench.postgres import LocalPostgres
 from bench.report import page
 from bench.warehouse import layout
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SpawnedSimulator, spawn
+from tests.support.postgres import LocalPostgres
 
 SECTION: Final = "backfill"
 FROZEN_AT: Final = EPOCH  # 2026-09-21: the simulator's data clock

@@ -2,10 +2,11 @@
 and against dlt on the same S3, side by side in one run.
 
 The store is moto's S3 server (``python -m moto.server``) on loopback, in a process of its own
-(`MotoS3`), with a bucket of the run's own and made-up credentials, handed to every process the
-standard way (the AWS variables, ``AWS_ENDPOINT_URL`` for the endpoint). Loopback has no network
-latency: what it shows is what the S3 protocol costs the writer (a PUT per partition, the lease's
-conditional writes, the requests around them), not a real store's round trips.
+(`tests.support.s3.MotoS3`, the tests' own), with a bucket of the run's own and made-up
+credentials, handed to every process the standard way (the AWS variables, ``AWS_ENDPOINT_URL``
+for the endpoint). Loopback has no network latency: what it shows is what the S3 protocol costs
+the writer (a PUT per partition, the lease's conditional writes, the requests around them), not
+a real store's round trips.
 
 Each contender runs in a process of its own, one after another, on the whole machine, as in
 `bench.backfill`, and over the same funding history of the large scale (1,052,100 rows):
@@ -25,121 +26,26 @@ warehouses must answer the same, or the section fails.
 from __future__ import annotations
 
 import os
-import secrets
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Final, Self
-
-import s3fs
+from typing import Final
 
 from bench import Figure
 from bench.backfill import FROZEN_AT, _child, _env, _history_days, _ours
 from bench.warehouse import BY_MARKET, ONE_DAY, REPEATS, timed_query
 from pipeline import spec
 from pipeline.simulator import spawn
+from tests.support.s3 import MotoS3
 from warehouse import Warehouse, catalog
 
 SECTION: Final = "s3"
-REGION: Final = "us-east-1"
 #: What the project asks: a backfill into S3 at most this many times as long as into local disk,
 #: and ours on S3 at least this many times as fast as dlt on S3.
 S3_OVER_LOCAL_GOAL: Final = 1.3
 OURS_OVER_DLT_GOAL: Final = 2.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class MotoS3:
-    """moto's S3 server on 127.0.0.1, started at construction with made-up credentials; `stop`
-    (or the end of a ``with`` block) ends it."""
-
-    def __init__(self, log: Path, *, timeout_s: float = 30) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.key_id = f"AKIA{secrets.token_hex(8).upper()}"
-        self.secret = secrets.token_urlsafe(30)
-        self._log = log.open("wb")
-        self._process = subprocess.Popen(  # noqa: S603 - our interpreter, moto's module, no shell
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if self._process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"moto's S3 server did not start: see {log}") from None
-                time.sleep(0.05)
-
-    @property
-    def pid(self) -> int:
-        """The server's process id (to stop it, as a hung store, and to start it again)."""
-        return self._process.pid
-
-    @property
-    def env(self) -> dict[str, str]:
-        """The standard AWS variables that point a process at this server."""
-        return {
-            "AWS_ENDPOINT_URL": self.url,
-            "AWS_ACCESS_KEY_ID": self.key_id,
-            "AWS_SECRET_ACCESS_KEY": self.secret,
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-        }
-
-    def filesystem(self) -> s3fs.S3FileSystem:
-        """A filesystem of this server's (listing cache off)."""
-        return s3fs.S3FileSystem(
-            key=self.key_id,
-            secret=self.secret,
-            endpoint_url=self.url,
-            use_listings_cache=False,
-            skip_instance_cache=True,
-        )
-
-    def bucket(self) -> str:
-        """A new, empty bucket."""
-        name = f"bench-{uuid.uuid4().hex[:12]}"
-        self.filesystem().mkdir(name)
-        return name
-
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._log.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 @contextmanager

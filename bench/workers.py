@@ -3,13 +3,13 @@ sub-accounts of the large scale, under the spec's budgets) run by the nightly se
 on two Celery workers (`whitebit-etl serve --workers 2`) against the same service launching them
 itself, side by side in one run.
 
-Both services are as production runs them: the instance on PostgreSQL (`bench.postgres`), the
-warehouse on S3 (moto's server, `bench.s3.MotoS3`), the schedule firing once, at the first whole
-minute after the service is up. Each night is timed from its tick (as the instance recorded it)
-to the end of its last run, so the wait for the minute does not count; the simulator counts the
-requests it refused for a budget (429). Everything runs on this one machine: the workers add no
-cores, so what the figure shows is what Celery's placement costs, not what more machines would
-gain.
+Both services are as production runs them: the instance on PostgreSQL (`tests.support.postgres`),
+the warehouse on S3 (moto's server, `tests.support.s3.MotoS3`), the schedule firing once, at the
+first whole minute after the service is up. Each night is timed from its tick (as the instance
+recorded it) to the end of its last run, so the wait for the minute does not count; the simulator
+counts the requests it refused for a budget (429). Everything runs on this one machine: the workers
+add no cores, so what the figure shows is what Celery's placement costs, not what more machines
+would gain.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import httpx
 from assets.instance import POSTGRES_URL_ENV
 from bench import Figure
 from bench.accounts import accounts_file
-from bench.postgres import LocalPostgres
-from bench.s3 import MotoS3
 from pipeline.simulator import SpawnedSimulator, spawn
+from tests.support.postgres import LocalPostgres
+from tests.support.s3 import MotoS3
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@ retries last: the run ends naming PostgreSQL; with the database back, no API poo
 the next command line run starts at once, and the instance records every month the warehouse
 holds, the one the cut-off run wrote included.
 
-The database is a PostgreSQL server of this module's own (`bench.postgres.LocalPostgres`,
+The database is a PostgreSQL server of this module's own (`tests.support.postgres.LocalPostgres`,
 stopped with a fast shutdown and started again on its data). The run is ``whitebit-etl
 materialize funding_history --partition ..`` against it, in a child process
 (`tests.reliability.instance_stopper`) held at the funding step's first output, its month
@@ -24,9 +24,9 @@ import dagster as dg
 import pytest
 
 from assets.accounts import DEFAULT_ACCOUNT
-from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import CLI_TIMEOUT_S, Child, cli_env, run_cli
+from tests.support.postgres import LocalPostgres
 from warehouse import Warehouse, partitions
 
 #: The day the cut-off run writes, and the day of another month the next run writes.

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator, spawn
+from tests.support.postgres import LocalPostgres
 
 
 @pytest.fixture(scope="session")

@@ -26,9 +26,9 @@ import pytest
 
 from assets.dagster_private import InstigatorType
 from assets.steps import ACCOUNT_TAG
-from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import two_accounts_env
+from tests.support.postgres import LocalPostgres
 from tests.support.service import Service, wait_for
 from warehouse import Warehouse, partitions
 

@@ -38,9 +38,9 @@ from assets.instance import CELERY_TASK_TAG
 from assets.jobs import nightly_requests
 from assets.settings import Settings
 from assets.steps import ACCOUNT_TAG
-from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator, spawn
 from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
+from tests.support.postgres import LocalPostgres
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
 from warehouse import Warehouse, catalog, layout, report

@@ -18,9 +18,9 @@ import psycopg2
 import pytest
 
 from assets.dagster_private import InstigatorTick, InstigatorType
-from bench.postgres import LocalPostgres
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import warehouse_rows
+from tests.support.postgres import LocalPostgres
 from tests.support.service import (
     Received,
     Service,

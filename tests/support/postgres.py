@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server from Debian's binaries, for the service tests and `make bench`:
+"""A throwaway PostgreSQL server from Debian's binaries, for the service tests and `make bench`
+(which takes it from here):
 its own data directory, a free loopback port, a password of its own, one database per caller.
 
 ``initdb`` refuses to run as root, and so does ``postgres``: as root, both run as the ``postgres``
@@ -13,7 +14,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +21,8 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
+
+from assets.service import free_port
 
 USER: Final = "whitebit"
 #: Debian's PostgreSQL binaries (scripts/ensure-postgres installs them).
@@ -36,18 +38,12 @@ def _bin() -> Path:
     return Path(found[-1])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LocalPostgres:
     """``with LocalPostgres() as pg: url = pg.new_database()``."""
 
     def __init__(self, *, durable: bool = True) -> None:
         self.durable = durable
-        self.port = _free_port()
+        self.port = free_port()
         self.password = secrets.token_urlsafe(16)
         self._dir = Path(tempfile.mkdtemp(prefix="whitebit-postgres-"))
         self._process: subprocess.Popen[bytes] | None = None
@@ -58,9 +54,7 @@ class LocalPostgres:
             self._as = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
 
     def _run(self, *args: str) -> None:
-        done = subprocess.run(  # noqa: S603 - Debian's binaries, our arguments
-            list(args), capture_output=True, text=True, check=False, **self._as
-        )
+        done = subprocess.run(list(args), capture_output=True, text=True, check=False, **self._as)
         if done.returncode != 0:
             raise RuntimeError(f"{Path(args[0]).name} failed: {done.stderr[-2000:]}")
 
@@ -81,7 +75,7 @@ class LocalPostgres:
         bin_dir, data = _bin(), self._dir / "data"
         options = ["-c", "fsync=off", "-c", "synchronous_commit=off"] if not self.durable else []
         with (self._dir / "server.log").open("ab") as log:
-            self._process = subprocess.Popen(  # noqa: S603 - Debian's binary, our arguments
+            self._process = subprocess.Popen(
                 [str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port),
                  "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self._dir}",
                  "-c", "max_connections=200", *options],
