@@ -106,7 +106,7 @@ def _exchange_run(
         sources.claim(warehouse.warehouse, account.name, exchange.source)
 
         async def run() -> Any:
-            async with exchange.client() as client:
+            async with exchange.client(clock) as client:
                 try:
                     await client.ping(preflight=True)
                 except ConnectionRefused as refused:

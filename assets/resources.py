@@ -55,12 +55,13 @@ class Exchange:
         named = {"markets": self.markets, "mining_accounts": self.mining_accounts}
         return {name: value for name, value in named.items() if value}
 
-    def client(self) -> AsyncWhiteBIT:
+    def client(self, clock: spec.Clock = spec.WALL_CLOCK) -> AsyncWhiteBIT:
+        """A client of the exchange, telling this machine's times by ``clock`` (the run's)."""
         pacing: Pacer | bool = self.paced
         if self.paced and self.pacing_dir:
             pacing = Pacer.shared(self.base_url, directory=self.pacing_dir)
         return AsyncWhiteBIT(
-            self.credentials, base_url=self.base_url, retry=self.retry, pacing=pacing
+            self.credentials, base_url=self.base_url, retry=self.retry, pacing=pacing, local=clock
         )
 
 

@@ -102,6 +102,8 @@ class AsyncWhiteBIT:
       (tests pass ``httpx.MockTransport``, or one that wraps aiohttp's to watch or alter traffic).
     - ``clock`` (Unix seconds) is what the walks take for the exchange's present: by default the
       exchange's own, as its answers' ``Date`` headers tell it (`exchange_time`).
+    - ``local`` is this machine's clock, for when a request was asked and answered here
+      (``stats.asked_at``, ``stats.answered_at``): the caller's, by default the wall clock.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class AsyncWhiteBIT:
         nonce_window: bool = True,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] | None = None,
+        local: spec.Clock = WALL_CLOCK,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -131,6 +134,7 @@ class AsyncWhiteBIT:
         self._slots = asyncio.Semaphore(max_concurrency)
         self._pacing = pacing
         self._clock = ExchangeClock(clock)
+        self._local = local
         if transport is None:
             limits = httpx.Limits(
                 max_connections=max_concurrency, max_keepalive_connections=max_concurrency
@@ -427,7 +431,7 @@ class AsyncWhiteBIT:
             if pacer is not None:
                 await pacer.acquire(operation)
             if stats is not None and stats.asked_at is None:
-                stats.asked_at = WALL_CLOCK.moment()
+                stats.asked_at = self._local.moment()
                 stats.observed_from = self._clock.latest
             if not operation.private:
                 request = self._http.build_request("GET", self._urls[operation.name])
@@ -504,17 +508,17 @@ class AsyncWhiteBIT:
                         ", ".join(f"{p} (e.g. {unknown[p]})" for p in list(unknown)[known:]),
                     )
                 if stats is not None:
-                    _answered(stats, answered_at)
+                    _answered(stats, answered_at, self._local.moment())
                 return doc
         elif status == 429 and stats is not None:
             stats.rate_limited += 1
         raise error_for_answer(operation, status, response.headers, content)
 
 
-def _answered(stats: WalkStats, dated: datetime | None) -> None:
+def _answered(stats: WalkStats, dated: datetime | None, here: datetime) -> None:
     """A successful answer's times in its stats: the exchange's first and last, this
-    machine's last."""
-    stats.answered_at = WALL_CLOCK.moment()
+    machine's last (``here``)."""
+    stats.answered_at = here
     if dated is None:
         return
     if stats.observed_at is None:

@@ -23,12 +23,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from assets import histories
 from assets.jobs import AccountAssets
 from assets.partitions import monthly
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
-from tests.support.dagster_runs import ACCOUNT, asset, resources_for
+from tests.support.dagster_runs import ACCOUNT, account_assets, asset, resources_for
 from tests.whitebit.ledger_truth import WINDOWED, by_market, exact, series, truth
 from warehouse import Warehouse, normalize, partitions, schemas
 from warehouse.schemas import month_of
@@ -65,19 +64,28 @@ def _day(sim: Simulator) -> date:
 
 
 def _run(
-    sim: Simulator, root: Path, run: Sequence[dg.AssetsDefinition], first: str, last: str
+    sim: Simulator,
+    root: Path,
+    tables: Sequence[str],
+    first: str,
+    last: str,
+    *,
+    start: date | None = None,
 ) -> dg.ExecuteInProcessResult:
-    """A run of the months ``first .. last`` of assets, with the code location's resources
-    pointed at the simulator (its budgets are off, so is the pacing), on the simulator's day:
+    """A run of the months ``first .. last`` of the tables' assets (partitioned from the month
+    of ``start``, else the tests' first), with the code location's resources pointed at the
+    simulator (its budgets are off, so is the pacing), on the simulator's day as the run starts:
     what the assets take for today is the exchange's, not this machine's."""
     months = {
         "dagster/asset_partition_range_start": first,
         "dagster/asset_partition_range_end": last,
     }
-    day = _day(sim)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(histories, "today", lambda: day)
-        return dg.materialize(run, resources=resources_for(sim, root, paced=False), tags=months)
+    clock = SimClock(sim.clock.now())
+    built = account_assets(ACCOUNT, clock)
+    if start is not None:
+        built = AccountAssets.of(ACCOUNT, monthly(start), dict(os.environ), clock)
+    run = [built.tables[table] for table in tables]
+    return dg.materialize(run, resources=resources_for(sim, root, paced=False), tags=months)
 
 
 def _checks_passed(result: dg.ExecuteInProcessResult) -> set[str]:
@@ -205,8 +213,8 @@ def test_months_land_as_the_ledger_holds_them_whatever_arrives_while_they_page(
     try:
         with tempfile.TemporaryDirectory() as home:
             root = Path(home) / "warehouse"
-            run = [asset(h.name) for h in WINDOWED]
-            result = _run(sim, root, run, FIRST_MONTH, month_of(_day(sim)))
+            tables = [h.name for h in WINDOWED]
+            result = _run(sim, root, tables, FIRST_MONTH, month_of(_day(sim)))
             assert result.success
             assert "complete" in _checks_passed(result)
             landed = {h.name: _landed(root, h) for h in WINDOWED}
@@ -256,10 +264,10 @@ def test_25_000_deposits_and_withdrawals_land_every_one(tmp_path: Path) -> None:
         assert len(ledger) >= 25_000
         oldest = datetime.fromtimestamp(min(int(r["createdAt"]) for r in ledger), UTC).date()
         # The account's assets partitioned from the month of its first movement.
-        built = AccountAssets.of(ACCOUNT, monthly(oldest), dict(os.environ), spec.WALL_CLOCK)
+        built = AccountAssets.of(ACCOUNT, monthly(oldest), dict(os.environ), sim.clock)
         newest = month_of(_day(sim))
         root = tmp_path / "warehouse"
-        result = _run(sim, root, [built.tables[history.name]], month_of(oldest), newest)
+        result = _run(sim, root, [history.name], month_of(oldest), newest, start=oldest)
         assert result.success
         assert "complete" in _checks_passed(result)
         assert _movements(sim) == ledger, "the ledger stood still"
@@ -307,7 +315,7 @@ def test_a_deposit_that_settles_while_it_is_read_lands_settled_and_named(tmp_pat
         sim.faults.tamper(history.operation.path, settle)
         root = tmp_path / "warehouse"
         month = month_of(_day(sim))
-        result = _run(sim, root, [asset(history.name)], month, month)
+        result = _run(sim, root, [history.name], month, month)
         assert result.success
         assert "no_rejects" in _checks_passed(result)
         ledger = _movements(sim)

@@ -43,7 +43,7 @@ from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, ware
 from tests.support.postgres import LocalPostgres
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
-from warehouse import Warehouse, catalog, layout, report
+from warehouse import Warehouse, archive, catalog, layout, report
 from warehouse.schemas import month_of
 from warehouse.sources import SOURCES_DIR
 
@@ -375,11 +375,13 @@ def _launch(service: Service, account: str, month: str, queue: str | None = None
 
 def _keys_but_the_report(night: Night) -> list[str]:
     """The bucket's keys but the report page, which the sensor writes after a night's runs, at
-    a moment of its own, and each account's source record (written once, by its first run)."""
+    a moment of its own, each account's source record (written once, by its first run), and
+    the horizon's records of days found lost (written at its first look)."""
     base = night.root.removeprefix("s3://")
-    page, sources = f"{base}/{report.REPORT_FILE}", f"{base}/{SOURCES_DIR}/"
+    page = f"{base}/{report.REPORT_FILE}"
+    records = (f"{base}/{SOURCES_DIR}/", f"{base}/{archive.LOST_RECORDS}/")
     found = night.store.filesystem().find(night.bucket)
-    return [k for k in found if k != page and not k.startswith(sources)]
+    return [k for k in found if k != page and not k.startswith(records)]
 
 
 def _month_key(night: Night, account: str, month: str) -> str:

@@ -37,15 +37,19 @@ START: Final = date(2024, 1, 1)
 
 
 @cache
-def account_assets(account: Account = ACCOUNT) -> AccountAssets:
+def account_assets(
+    account: Account = ACCOUNT, clock: spec.Clock = spec.WALL_CLOCK
+) -> AccountAssets:
     """An account's assets, as the code location builds them (the writer gets this process's
-    environment, which holds no credential)."""
-    return AccountAssets.of(account, monthly(START), dict(os.environ), spec.WALL_CLOCK)
+    environment, which holds no credential), going by ``clock``."""
+    return AccountAssets.of(account, monthly(START), dict(os.environ), clock)
 
 
-def asset(table: str, account: Account = ACCOUNT) -> dg.AssetsDefinition:
-    """The asset that writes ``table`` for the account."""
-    return account_assets(account).tables[table]
+def asset(
+    table: str, account: Account = ACCOUNT, clock: spec.Clock = spec.WALL_CLOCK
+) -> dg.AssetsDefinition:
+    """The asset that writes ``table`` for the account, its runs going by ``clock``."""
+    return account_assets(account, clock).tables[table]
 
 
 def snapshots(account: Account = ACCOUNT) -> list[dg.AssetsDefinition]:
