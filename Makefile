@@ -29,13 +29,15 @@ demo: bootstrap
 # (docs/benchmarks.md has the figures).
 PYTEST_WORKERS ?= 3
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+# Each session ends with its slowest tests, so a run's log says where the suite's minutes go.
+DURATIONS := --durations=25
 
 test: bootstrap browser postgres redis lint typecheck
 	@tmp="$$(mktemp -d -t whitebit-tests.XXXXXX)"; \
 	set -x; \
-	$(RUN) pytest $(PARALLEL) -m "not serial and not after_all" \
+	$(RUN) pytest $(PARALLEL) $(DURATIONS) -m "not serial and not after_all" \
 		--basetemp="$$tmp/parallel" --secrets-ledgers="$$tmp/ledgers"; parallel=$$?; \
-	$(RUN) pytest -m "serial or after_all" \
+	$(RUN) pytest $(DURATIONS) -m "serial or after_all" \
 		--basetemp="$$tmp/serial" --secrets-ledgers="$$tmp/ledgers"; serial=$$?; \
 	{ set +x; } 2>/dev/null; \
 	if [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]; then rm -rf "$$tmp"; \
