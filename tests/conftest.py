@@ -20,6 +20,7 @@ import pytest
 import s3fs
 
 from pipeline.simulator import Scale, SimClock, Simulator
+from tests.support import real_parts
 from tests.support.leaks import LEDGER
 from tests.support.s3 import S3Server
 from tests.support.simulated import FROZEN_AT
@@ -75,7 +76,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """On a pytest-xdist worker, a test marked ``serial`` would share the machine, and one
-    marked ``after_all`` would be last on its worker only: both are refused there."""
+    marked ``after_all`` would be last on its worker only: both are refused there. The real
+    parts started from here on are the test's (`tests.support.real_parts`)."""
+    real_parts.begin()
     if hasattr(item.config, "workerinput"):
         for mark, why in (
             ("serial", "it measures time, so needs the machine to itself"),
@@ -85,8 +88,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.fail(f"marked {mark}, {why}: run it without -n (make test does)")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """The real parts the test exercised, carried by its report."""
+    try:
+        return (yield)
+    finally:
+        values = getattr(item, "funcargs", {}).values()
+        item.user_properties.append((real_parts.PROPERTY, real_parts.of_test(item, values)))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many of the session's tests exercised each real part."""
+    if real_parts.Counted.tests:
+        terminalreporter.section("real parts")
+        for line in real_parts.summary():
+            terminalreporter.write_line(line)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Every report's failure text and captured output (stdout, stderr, log), read for secrets."""
+    """Every report's failure text and captured output (stdout, stderr, log), read for secrets;
+    the real parts it exercised, counted."""
+    real_parts.Counted.take(report)
     LEDGER.look(f"{report.nodeid} ({report.when}) failure text", report.longreprtext)
     for section, content in report.sections:
         LEDGER.look(f"{report.nodeid} ({report.when}) {section}", content)
@@ -121,6 +144,14 @@ def _secrets_are_watched(
             yield
         finally:
             root.removeHandler(handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_parts_are_seen() -> Iterator[None]:
+    """From the first test on: each real part noted as it starts (`tests.support.real_parts`)."""
+    with pytest.MonkeyPatch.context() as patch:
+        real_parts.watch(patch)
+        yield
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
