@@ -1,11 +1,16 @@
 """The nightly service with its runs on Celery workers, on one machine as on many: `whitebit-etl
 serve --workers 2` starts Debian's redis-server (broker and result backend) and two Celery
 workers beside its daemon, webserver and code location server; its instance is on PostgreSQL,
-the warehouse on S3 (moto's server), three accounts in an accounts file.
+the warehouse on S3 (moto's server), two accounts in an accounts file.
 
 - The schedule's tick (every minute here) launches each account's two runs; they run in the
   workers' pool processes, side by side, and what lands on S3 is, account by account, what the
   same account extracted alone on local disk holds.
+- The broker lost in the middle of that night (the redis-server the service started, SIGKILLed
+  while the runs go): the service keeps running, starts its Redis again (same port, same
+  password, its append-only file reloaded) and the workers reconnect; the runs going go on,
+  their tasks known to the Redis started again, and every run of the night is a success, none
+  failed nor tried again. What docs/many-machines.md says of a broker lost is what this sees.
 - A worker SIGKILLed mid-write (a third worker, armed to die halfway through a month's Parquet
   file, with the run's process): Celery says WorkerLostError and fails the task, the daemon's run
   monitoring sees the task failed and fails the run; the warehouse keeps the month's old object,
@@ -17,6 +22,8 @@ the warehouse on S3 (moto's server), three accounts in an accounts file.
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -28,22 +35,30 @@ import dagster as dg
 import httpx
 import psutil
 import pytest
+import yaml
 from dagster_celery.tags import DAGSTER_CELERY_QUEUE_TAG
 from dagster_graphql import DagsterGraphQLClient
 
 from assets.accounts import load
 from assets.dagster_private import InstigatorTick, InstigatorType
 from assets.definitions import location
-from assets.instance import CELERY_TASK_TAG
+from assets.instance import CELERY_TASK_TAG, instance_config
 from assets.jobs import nightly_requests
 from assets.settings import Settings
 from assets.steps import ACCOUNT_TAG
 from pipeline.simulator import SpawnedSimulator, spawn
-from tests.support.cli_runs import Child, Rows, failures, two_accounts_env, warehouse_rows
+from tests.support.cli_runs import (
+    TWO_ACCOUNTS,
+    Child,
+    Rows,
+    failures,
+    two_accounts_env,
+    warehouse_rows,
+)
 from tests.support.postgres import LocalPostgres
 from tests.support.s3 import S3Server
 from tests.support.service import Service, wait_for
-from warehouse import Warehouse, archive, catalog, layout, report
+from warehouse import Warehouse, archive, catalog, layout, partitions, report
 from warehouse.schemas import month_of
 from warehouse.sources import SOURCES_DIR
 
@@ -51,17 +66,22 @@ from warehouse.sources import SOURCES_DIR
 #: a machine shared with other work.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
-#: Account name to the simulator key it uses: the main account and both sub-accounts.
-THREE_ACCOUNTS = {"main": "partner", "sub_1": "sub_1", "sub_2": "sub_2"}
-#: What each account extracts: a history of each paging (time windows, forgotten after six
-#: months; an offset window) and a snapshot (the workers and the store are under test here).
-NIGHT = ("funding_history", "trades", "deposits_withdrawals", "main_balances")
-#: The first tick comes at the next minute; then six runs on two workers.
+#: Account name to the simulator key it uses: the main account and a sub-account.
+ACCOUNTS = TWO_ACCOUNTS
+#: What each account extracts: a history and a snapshot (the workers, the broker and the store
+#: are under test here, not the histories).
+NIGHT = ("funding_history", "main_balances")
+#: The first tick comes at the next minute; then four runs on two workers, the broker lost.
 RUNS_TIMEOUT_S = 600  # on a busy machine
-#: Run monitoring looks every 15 s; the killed run's pool slot is freed 10 s after its end, at a
-#: later look; the rerun, queued until then, takes it.
+#: Run monitoring looks every `POLL_S` here (15 s as the package configures it); the killed
+#: run's pool slot is freed `FREE_SLOTS_S` after its end, at a later look; the rerun, queued
+#: until then, takes it.
+POLL_S = 3
+FREE_SLOTS_S = 2
 RECOVERY_TIMEOUT_S = 180
 KILLED = "sub_1"
+#: Dagster's tag on a run retried, naming the run it retries.
+PARENT_TAG = "dagster/parent_run_id"
 #: The Celery queue only the killable worker takes runs from.
 KILL_QUEUE = "killable"
 
@@ -136,10 +156,10 @@ def night(
     s3_server: S3Server,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Night]:
-    """The service with two workers of its own, on PostgreSQL and S3, three accounts; this
-    process's AWS variables pointing at the S3 server too (its catalog of the bucket is read
-    here), and the bucket mirrored under the module's directory at the end (the secrets scan
-    reads it there)."""
+    """The service with two workers of its own, on PostgreSQL and S3, two accounts, run
+    monitoring looking every `POLL_S`; this process's AWS variables pointing at the S3 server
+    too (its catalog of the bucket is read here), and the bucket mirrored under the module's
+    directory at the end (the secrets scan reads it there)."""
     base = tmp_path_factory.mktemp("celery")
     bucket = s3_server.bucket()
     root = f"s3://{bucket}/warehouse"
@@ -148,7 +168,7 @@ def night(
         root,
         base / "dagster",
         base / "accounts.yaml",
-        THREE_ACCOUNTS,
+        ACCOUNTS,
         histories=NIGHT,
     )
     env = {k: v for k, v in env.items() if not k.startswith(("AWS_", "CELERY_"))}
@@ -163,12 +183,13 @@ def night(
         "WHITEBIT_START_DATE": _last_month_start().isoformat(),
     }
     env.pop("WAREHOUSE_CATALOG", None)
+    _quick_monitoring(base / "dagster")
     service = Service(env, base / "logs" / "serve", args=["--workers", "2"])
     with pytest.MonkeyPatch.context() as patch:
         s3_server.point_here(patch)
         patch.setenv("XDG_STATE_HOME", str(base / "test-state"))
         patch.delenv("WAREHOUSE_CATALOG", raising=False)
-        # The reference night first: while the service ran, each minute's tick would queue six
+        # The reference night first: while the service ran, each minute's tick would queue four
         # more runs, all to be ended before the bucket is read (on a busy machine, many).
         now = datetime.now(UTC)
         alone = _alone(env, now, base / "alone")
@@ -181,6 +202,19 @@ def night(
             service.stop()
             still_exchange.control("faults", probability=0.0)
             s3_server.mirror(bucket, base / "s3-objects")
+
+
+def _quick_monitoring(home: Path) -> None:
+    """The home's dagster.yaml, an operator's own (so left as it is): the package's, for
+    PostgreSQL and Celery, with run monitoring looking every `POLL_S` and freeing a dead run's
+    slot `FREE_SLOTS_S` after its end."""
+    config = instance_config(postgres=True, celery=True)
+    config["run_monitoring"] |= {
+        "poll_interval_seconds": POLL_S,
+        "free_slots_after_run_end_seconds": FREE_SLOTS_S,
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _nightly_state(service: Service) -> tuple[str, str]:
@@ -240,24 +274,65 @@ def _run_pid(service: Service, run_id: str) -> int | None:
     return pids[-1] if pids else None
 
 
+def _redis(service: Service) -> psutil.Process | None:
+    assert service.process is not None
+    for process in psutil.Process(service.process.pid).children(recursive=True):
+        if "redis-server" in _command(process):
+            return process
+    return None
+
+
+@dataclass
+class BrokerLost:
+    """The runs going when the broker was SIGKILLed, and the Redis started again."""
+
+    cut: list[dg.DagsterRun]
+    killed: int
+    again: int
+
+
+def _lose_the_broker(service: Service, run_ids: list[str]) -> BrokerLost:
+    """SIGKILL the service's redis-server once one of the runs has started; wait for the one
+    the service starts again."""
+
+    def going() -> list[dg.DagsterRun] | None:
+        runs = [r.dagster_run for r in _runs(service, run_ids)]
+        return [r for r in runs if r.status == dg.DagsterRunStatus.STARTED] or None
+
+    cut = wait_for("the night's runs, going", going, RUNS_TIMEOUT_S, service)
+    redis = _redis(service)
+    assert redis is not None, service.output()[-3000:]
+    os.kill(redis.pid, signal.SIGKILL)
+
+    def restarted() -> psutil.Process | None:
+        again = _redis(service)
+        return again if again is not None and again.pid != redis.pid else None
+
+    again = wait_for("Redis, started again", restarted, 60, service)
+    return BrokerLost(cut, redis.pid, again.pid)
+
+
 @dataclass
 class FirstNight:
     tick: InstigatorTick
     runs: list[dg.RunRecord]
     workers: set[str]
+    broker: BrokerLost
 
 
 @pytest.fixture(scope="module")
 def first_night(night: Night) -> FirstNight:
-    """The first tick's six runs, ended; the schedule stopped once they were launched. The
-    workers whose pool processes ran them."""
+    """The first tick's four runs, ended, the broker lost while they went; the schedule stopped
+    once they were launched. The workers whose pool processes ran them."""
     served = night.service
+    runs_of_a_night = 2 * len(ACCOUNTS)
 
     def launched() -> InstigatorTick | None:
-        return next((t for t in _ticks(served) if len(t.run_ids) == 6), None)
+        return next((t for t in _ticks(served) if len(t.run_ids) == runs_of_a_night), None)
 
-    tick = wait_for("a tick's six runs", launched, RUNS_TIMEOUT_S, served)
+    tick = wait_for("a tick's runs", launched, RUNS_TIMEOUT_S, served)
     _stop_schedule(served)
+    broker = _lose_the_broker(served, list(tick.run_ids))
 
     def ended() -> list[dg.RunRecord] | None:
         # Every nightly run, not only the tick's: a later tick may have come before the schedule
@@ -269,11 +344,11 @@ def first_night(night: Night) -> FirstNight:
             return None
         return _runs(served, list(tick.run_ids))
 
-    runs = wait_for("the six runs' ends", ended, RUNS_TIMEOUT_S, served)
+    runs = wait_for("the runs' ends", ended, RUNS_TIMEOUT_S, served)
     pids = [_run_pid(served, r.dagster_run.run_id) for r in runs]
     seen = night.pools.workers
     workers = {seen.get(pid or 0, f"not a worker's pool process: {pid}") for pid in pids}
-    return FirstNight(tick, runs, workers)
+    return FirstNight(tick, runs, workers, broker)
 
 
 def _last_month_start() -> date:
@@ -318,7 +393,7 @@ def _alone(env: dict[str, str], tick: datetime, root: Path) -> dict[str, Rows]:
 def _on_s3(night: Night) -> dict[str, Rows]:
     state = str(night.base / "test-state")
     catalog.refresh(Warehouse.open(night.root, state_home=state))
-    return {name: warehouse_rows(night.root, name, state_home=state) for name in THREE_ACCOUNTS}
+    return {name: warehouse_rows(night.root, name, state_home=state) for name in ACCOUNTS}
 
 
 @pytest.fixture(scope="module")
@@ -333,12 +408,12 @@ def alone(
     return _alone(night.env, tick, tmp_path_factory.mktemp("alone"))
 
 
-def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_alone(
+def test_a_night_of_two_accounts_runs_on_both_workers_and_lands_on_s3_as_each_alone(
     night: Night, first_night: FirstNight, alone: dict[str, Rows]
 ) -> None:
     runs = first_night.runs
-    assert [r.dagster_run.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * 6
-    assert sorted(r.dagster_run.tags[ACCOUNT_TAG] for r in runs) == sorted([*THREE_ACCOUNTS] * 2)
+    assert [r.dagster_run.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * len(runs)
+    assert sorted(r.dagster_run.tags[ACCOUNT_TAG] for r in runs) == sorted([*ACCOUNTS] * 2)
     # Each launched as a Celery task, run by the service's two workers, side by side.
     assert all(CELERY_TASK_TAG in r.dagster_run.tags for r in runs)
     assert {name.split("@")[0] for name in first_night.workers} == {"whitebit-1", "whitebit-2"}
@@ -346,19 +421,55 @@ def test_a_night_of_three_accounts_runs_on_both_workers_and_lands_on_s3_as_each_
     assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
 
     landed = _on_s3(night)
-    for name in THREE_ACCOUNTS:
+    for name in ACCOUNTS:
         assert landed[name] == alone[name], name
         assert landed[name]["funding_history"], name
         assert landed[name]["main_balances"], name
     funding = [tuple(rows["funding_history"]) for rows in landed.values()]
-    assert len(set(funding)) == 3  # each account its own, none another's copy
+    assert len(set(funding)) == len(ACCOUNTS)  # each account its own, none another's copy
     # Nothing but the tables' files and each account's source record in the bucket: no lease
     # left, no temp object.
     keys = _keys_but_the_report(night)
     assert keys
     assert all(k.endswith(f"/{layout.PARTITION_FILE}") for k in keys), keys
     sources = night.store.filesystem().find(f"{night.root.removeprefix('s3://')}/{SOURCES_DIR}")
-    assert sorted(k.rsplit("/", 1)[1] for k in sources) == [f"{n}.json" for n in THREE_ACCOUNTS]
+    assert sorted(k.rsplit("/", 1)[1] for k in sources) == [f"{n}.json" for n in ACCOUNTS]
+
+
+def _snapshot_days(night: Night, account: str) -> set[date]:
+    """The days of an account's main balance snapshots on S3."""
+    store = Warehouse.open(night.root, state_home=str(night.base / "test-state")).store
+    files = partitions.partition_files(store, "main_balances", account=account)
+    return {date.fromisoformat(path.split("snapshot_date=")[1][:10]) for path in files}
+
+
+def test_a_broker_killed_mid_night_is_started_again_and_the_night_lands(
+    night: Night, first_night: FirstNight
+) -> None:
+    served, lost = night.service, first_night.broker
+    assert lost.again != lost.killed
+    said = "the Celery broker (redis-server) exited (-9): started again"
+    assert said in served.output()
+    # The service never stopped: the broker was started again in it.
+    assert served.process is not None
+    assert served.process.poll() is None
+    # The runs going when the broker was lost went on, known to the Redis started again (it
+    # reloaded their tasks): each ended in success, none was failed or tried again.
+    ended = {r.dagster_run.run_id: r.dagster_run for r in first_night.runs}
+    assert lost.cut
+    assert all(ended[r.run_id].status == dg.DagsterRunStatus.SUCCESS for r in lost.cut)
+    with served.instance() as instance:
+        nightly = list(instance.get_runs(filters=dg.RunsFilter(job_name="nightly")))
+    assert {r.status for r in nightly} == {dg.DagsterRunStatus.SUCCESS}, nightly
+    assert not any(PARENT_TAG in r.tags for r in nightly)
+    # Every account's funding of yesterday and its snapshot of the night are on S3.
+    tick = datetime.fromtimestamp(first_night.tick.timestamp, UTC).date()
+    landed = _on_s3(night)
+    for name in ACCOUNTS:
+        assert tick - timedelta(days=1) in {row[-1] for row in landed[name]["funding_history"]}
+        taken = _snapshot_days(night, name)
+        assert taken, name
+        assert all(tick <= day <= datetime.now(UTC).date() for day in taken), taken
 
 
 def _launch(service: Service, account: str, month: str, queue: str | None = None) -> str:

@@ -69,9 +69,10 @@ def test_sigterm_during_a_retry_wait_cancels_the_run_within_seconds(tmp_path: Pa
 
 
 BACKFILL = ["materialize", "funding_history", "--from", "2024-01-01", "--to", "2026-09-20"]
-#: The large scale's funding (over a million entries): the backfill walks for some seconds more
-#: than the three it is given (the small scale's ended in about as many).
-LONG_BACKFILL_SCALE = "large"
+#: Each answer of the interrupted backfill comes this late (the simulator's slow fault): its walk
+#: of the small scale's funding lasts well past the three seconds it is given (unslowed, it ends
+#: in about as many), and the reruns, answered at once, stay short.
+SLOW_ANSWER_S = 0.1
 
 
 def _started(home: Path) -> bool:
@@ -83,11 +84,12 @@ def _started(home: Path) -> bool:
 
 def test_ctrl_c_three_seconds_into_a_backfill_cancels_it_within_five(tmp_path: Path) -> None:
     root, home = tmp_path / "warehouse", tmp_path / "dagster"
-    with spawn(seed=7, scale=LONG_BACKFILL_SCALE, frozen_at=FROZEN_AT) as sim:
+    with spawn(seed=7, scale="small", frozen_at=FROZEN_AT) as sim:
         env = cli_env(sim, root, home)
         before = run_cli(["materialize", "hedge_mode"], env, tmp_path / "before")
         assert before.process.returncode == 0, before.output
         rows = warehouse_rows(root)
+        sim.control("faults", probability=1.0, kinds=["slow"], slow_seconds=SLOW_ANSWER_S)
         # Its own process group, as a shell gives a command: Ctrl-C signals the whole group.
         held = Child.start("assets.cli", BACKFILL, env, tmp_path / "held", new_group=True)
         deadline = time.monotonic() + CLI_TIMEOUT_S  # the child's start, on a busy machine
@@ -101,6 +103,7 @@ def test_ctrl_c_three_seconds_into_a_backfill_cancels_it_within_five(tmp_path: P
         os.killpg(held.process.pid, signal.SIGINT)
         code = held.wait()
         seconds = time.monotonic() - started
+        sim.control("faults", probability=0.0)
         interrupted = warehouse_rows(root)
         again = run_cli(BACKFILL, env, tmp_path / "again")
         assert again.process.returncode == 0, again.output
