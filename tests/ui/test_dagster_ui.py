@@ -26,10 +26,12 @@ from assets.accounts import load
 from assets.settings import Settings
 from pipeline import spec
 from pipeline.spec import WALL_CLOCK
+from tests.support import real_parts
 from tests.support.service import serves
 from warehouse import Warehouse
 
-pytestmark = pytest.mark.browser
+# `whitebit-etl ui` is dagster dev: its daemon launches the runs, on the embedded simulator.
+pytestmark = [pytest.mark.browser, pytest.mark.real_parts(real_parts.DAEMON, real_parts.SIMULATOR)]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The demo's accounts: the main one (a B2B partner's key) and a sub-account without investments.
