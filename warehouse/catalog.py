@@ -44,13 +44,15 @@ fresh warehouse; it reads files from the next refresh on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import graphlib
 import hashlib
 import itertools
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -202,23 +204,40 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
         wh.store.reach(con)
         # The curated views are bound against the table views without their files (same
         # columns, same types): binding a view over files reads every file's footer, and the
-        # curated views would bind funding_history's twice more.
-        _create_table_views(con, wh, files=False)
-        curated = _create_curated_views(con)
+        # curated views would bind funding_history's twice more. What can fail (a view over
+        # files) is made on its own; the rest, some 400 statements, in one transaction each
+        # side, as one commit costs what the statements do.
+        with _transaction(con):
+            _create_table_views(con, wh, files=False)
+            curated = _create_curated_views(con)
         empty = _create_table_views(con, wh)
         filled = len(empty) < len(schemas.TABLES)
         empty_list = "[" + ", ".join(_literal(name) for name in empty) + "]::VARCHAR[]"
-        con.execute(
-            f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
-            f"{filled} AS had_files, {empty_list} AS empty_tables, {_literal(design())} AS design"
-        )
-        con.execute(
-            f"COMMENT ON VIEW {ROOT_VIEW} IS "
-            "'The warehouse root the views of this catalog read, whether it held files when "
-            "the catalog was built, the tables that had none, and a digest of the schemas and "
-            "curated views it was built from.'"
-        )
+        with _transaction(con):
+            _comment_table_views(con)
+            con.execute(
+                f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
+                f"{filled} AS had_files, {empty_list} AS empty_tables, "
+                f"{_literal(design())} AS design"
+            )
+            con.execute(
+                f"COMMENT ON VIEW {ROOT_VIEW} IS "
+                "'The warehouse root the views of this catalog read, whether it held files "
+                "when the catalog was built, the tables that had none, and a digest of the "
+                "schemas and curated views it was built from.'"
+            )
     return curated, empty
+
+
+@contextlib.contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.begin()
+    try:
+        yield
+    except BaseException:
+        con.rollback()
+        raise
+    con.commit()
 
 
 def _remove(temp: Path) -> None:
@@ -342,11 +361,16 @@ def _create_table_views(
                 for c in schema.view_columns
             )
             con.execute(f"{view} SELECT {typed_nulls} WHERE false")
+    return tuple(empty)
+
+
+def _comment_table_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Each table view's comment and its columns' (a replaced view loses them)."""
+    for schema in schemas.TABLES.values():
         con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
         for column in schema.view_columns:
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
             con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
-    return tuple(empty)
 
 
 def _select(columns: str, source: str) -> str:
@@ -385,26 +409,27 @@ def _path_type(schema: TableSchema, name: str) -> str:
 
 
 def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
-    """The views of ``warehouse/sql``; one that reads another is created after it."""
-    pending = _curated_sql()
-    names: list[str] = []
-    while pending:
-        failed: dict[str, duckdb.Error] = {}
-        for name, text in sorted(pending.items()):
-            leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
-            comment = " ".join(line.removeprefix("--").strip() for line in leading)
-            try:
-                con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
-            except duckdb.CatalogException as exc:  # it reads a view not created yet
-                failed[name] = exc
-                continue
-            con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
-            names.append(name)
-        if len(failed) == len(pending):
-            name, error = next(iter(failed.items()))
-            raise ValueError(f"curated view {name}: {error}")
-        pending = {name: pending[name] for name in failed}
-    return tuple(sorted(names))
+    """The views of ``warehouse/sql``; one that names another is created after it."""
+    texts = _curated_sql()
+    named = {name: re.compile(rf"\b{re.escape(name)}\b") for name in texts}
+    after = {
+        name: [other for other in texts if other != name and named[other].search(text)]
+        for name, text in texts.items()
+    }
+    try:
+        order = list(graphlib.TopologicalSorter(after).static_order())
+    except graphlib.CycleError as exc:
+        raise ValueError(f"curated views name each other in a circle: {exc.args[1]}") from exc
+    for name in order:
+        text = texts[name]
+        leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
+        comment = " ".join(line.removeprefix("--").strip() for line in leading)
+        try:
+            con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
+        except duckdb.Error as exc:
+            raise ValueError(f"curated view {name}: {exc}") from exc
+        con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
+    return tuple(sorted(texts))
 
 
 def _curated_sql() -> dict[str, str]:

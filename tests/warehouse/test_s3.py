@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -40,8 +38,6 @@ from warehouse import (
     store,
 )
 from warehouse.root import CATALOG_FILE
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -219,24 +215,32 @@ def test_catalog_over_s3_holds_no_credential_and_reads_new_files(
 
 
 def test_catalog_command_for_an_analyst_and_sql_through_it(
-    s3_wh: Warehouse, s3_root: str, s3_server: S3Server, tmp_path: Path
+    s3_wh: Warehouse, s3_root: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from click.testing import CliRunner
+
+    from assets.cli import main
+
     write_funding(s3_wh, [funding_record()])
     out = tmp_path / "mine" / "wh.duckdb"
-    env = {"PATH": "/usr/bin:/bin", **s3_server.env, "HOME": str(tmp_path)}
-    wrote = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "catalog", "--root", s3_root, "--out", str(out)],
-        capture_output=True, text=True, env=env, cwd=REPO, check=False,
-    )  # fmt: skip
-    assert wrote.returncode == 0, wrote.stderr
-    assert str(out) in wrote.stdout
-    asked = subprocess.run(
-        [sys.executable, "-m", "assets.cli", "sql", "--catalog", str(out), "--json",
-         "SELECT account, funding_rate FROM funding_history"],
-        capture_output=True, text=True, env=env, cwd=REPO, check=False,
-    )  # fmt: skip
-    assert asked.returncode == 0, asked.stderr
-    assert json.loads(asked.stdout) == [
+    # An analyst's machine: the store's credentials in the environment (s3_root), no root.
+    monkeypatch.delenv("WAREHOUSE_ROOT", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    wrote = CliRunner().invoke(main, ["catalog", "--root", s3_root, "--out", str(out)])
+    assert wrote.exit_code == 0, wrote.output
+    assert str(out) in wrote.output
+    asked = CliRunner().invoke(
+        main,
+        [
+            "sql",
+            "--catalog",
+            str(out),
+            "--json",
+            "SELECT account, funding_rate FROM funding_history",
+        ],
+    )
+    assert asked.exit_code == 0, asked.output
+    assert json.loads(asked.output) == [
         {"account": ACCOUNT, "funding_rate": funding_record()["fundingRate"]}
     ]
 
