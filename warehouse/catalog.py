@@ -31,9 +31,11 @@ next refresh; keep personal objects in a database of your own and ``ATTACH`` thi
 A run refreshes the catalog after it writes only when the catalog shows a table that has files
 as empty (or one that has none left as read from files), or was built by another version
 (`refresh_if_stale`; the digest of the schemas and the curated SQL, `design`, is in
-``_catalog``): a rebuild costs about a second, and a night writes some twenty tables per
-account. The watch job's view checks do the same before they read (on a worker of many, another
-machine's run may have written a table first).
+``_catalog``): a rebuild costs about a second (its statements in two transactions: one each
+would commit the file hundreds of times), and a night writes some twenty tables per account.
+The watch job's view checks do the same before they read (on a worker of many, another
+machine's run may have written a table first). A command whose runs go one after another (the
+demo) leaves it to its end, a rebuild once.
 
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
 the temp files of a refresh that was killed mid-way, never those of one still building.
@@ -44,13 +46,15 @@ fresh warehouse; it reads files from the next refresh on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import graphlib
 import hashlib
 import itertools
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -200,25 +204,43 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
     _remove(temp)
     with duckdb.connect(str(temp)) as con:
         wh.store.reach(con)
-        # The curated views are bound against the table views without their files (same
-        # columns, same types): binding a view over files reads every file's footer, and the
-        # curated views would bind funding_history's twice more.
-        _create_table_views(con, wh, files=False)
-        curated = _create_curated_views(con)
+        # Each statement outside a transaction is a commit of the file: hundreds of them (a
+        # comment per column) took seconds. A failed statement ends a transaction, so the views
+        # over files, which may need a second try (`_create_table_views`), are made outside one.
+        with _transaction(con):
+            # The curated views are bound against the table views without their files (same
+            # columns, same types): binding a view over files reads every file's footer, and
+            # the curated views would bind funding_history's twice more.
+            _create_table_views(con, wh, files=False)
+            curated = _create_curated_views(con)
         empty = _create_table_views(con, wh)
         filled = len(empty) < len(schemas.TABLES)
         empty_list = "[" + ", ".join(_literal(name) for name in empty) + "]::VARCHAR[]"
-        con.execute(
-            f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
-            f"{filled} AS had_files, {empty_list} AS empty_tables, {_literal(design())} AS design"
-        )
-        con.execute(
-            f"COMMENT ON VIEW {ROOT_VIEW} IS "
-            "'The warehouse root the views of this catalog read, whether it held files when "
-            "the catalog was built, the tables that had none, and a digest of the schemas and "
-            "curated views it was built from.'"
-        )
+        with _transaction(con):
+            _comment_table_views(con)
+            con.execute(
+                f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
+                f"{filled} AS had_files, {empty_list} AS empty_tables, "
+                f"{_literal(design())} AS design"
+            )
+            con.execute(
+                f"COMMENT ON VIEW {ROOT_VIEW} IS "
+                "'The warehouse root the views of this catalog read, whether it held files when "
+                "the catalog was built, the tables that had none, and a digest of the schemas "
+                "and curated views it was built from.'"
+            )
     return curated, empty
+
+
+@contextlib.contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def _remove(temp: Path) -> None:
@@ -342,11 +364,16 @@ def _create_table_views(
                 for c in schema.view_columns
             )
             con.execute(f"{view} SELECT {typed_nulls} WHERE false")
+    return tuple(empty)
+
+
+def _comment_table_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The comment of each table's view and of its every column (a view replaced loses them)."""
+    for schema in schemas.TABLES.values():
         con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
         for column in schema.view_columns:
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
             con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
-    return tuple(empty)
 
 
 def _select(columns: str, source: str) -> str:
@@ -385,26 +412,38 @@ def _path_type(schema: TableSchema, name: str) -> str:
 
 
 def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
-    """The views of ``warehouse/sql``; one that reads another is created after it."""
-    pending = _curated_sql()
-    names: list[str] = []
-    while pending:
-        failed: dict[str, duckdb.Error] = {}
-        for name, text in sorted(pending.items()):
-            leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
-            comment = " ".join(line.removeprefix("--").strip() for line in leading)
-            try:
-                con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
-            except duckdb.CatalogException as exc:  # it reads a view not created yet
-                failed[name] = exc
-                continue
-            con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
-            names.append(name)
-        if len(failed) == len(pending):
-            name, error = next(iter(failed.items()))
-            raise ValueError(f"curated view {name}: {error}")
-        pending = {name: pending[name] for name in failed}
-    return tuple(sorted(names))
+    """The views of ``warehouse/sql``, each after the views it reads (`_curated_order`)."""
+    sql = _curated_sql()
+    for name in _curated_order():
+        text = sql[name]
+        leading = itertools.takewhile(lambda line: line.startswith("--"), text.splitlines())
+        comment = " ".join(line.removeprefix("--").strip() for line in leading)
+        try:
+            con.execute(f"CREATE VIEW {_quoted(name)} AS {text}")
+        except duckdb.Error as exc:
+            raise ValueError(f"curated view {name}: {exc}") from exc
+        con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(comment)}")
+    return tuple(sorted(sql))
+
+
+@functools.cache
+def _curated_order() -> tuple[str, ...]:
+    """The curated views' names, each after those it reads: the names of the others its SQL
+    holds as words, its ``--`` lines left out."""
+    sql = _curated_sql()
+    reads = {
+        name: {
+            other
+            for other in sql
+            if other != name
+            and re.search(
+                rf"\b{other}\b",
+                "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--")),
+            )
+        }
+        for name, text in sorted(sql.items())
+    }
+    return tuple(graphlib.TopologicalSorter(reads).static_order())
 
 
 def _curated_sql() -> dict[str, str]:
