@@ -95,7 +95,10 @@ def location(
     partitions = monthly(settings.start_date)
     # The writer processes get the environment without any credential.
     writer_env = settings.child_env(without=credential_variables(chosen))
-    built = tuple(AccountAssets.of(account, partitions, writer_env, clock) for account in chosen)
+    built = tuple(
+        AccountAssets.of(account, partitions, writer_env, clock, settings.start_date)
+        for account in chosen
+    )
     scheduled = jobs(built, settings.nightly_cron, clock, rereads_of(settings))
     page = report.report_asset(built)
     report_job = dg.define_asset_job(

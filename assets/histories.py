@@ -22,7 +22,7 @@ from pydantic import Field
 
 from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, ConnectionRefused, Together
-from warehouse import Warehouse, catalog, normalize, partitions, schemas, sources
+from warehouse import Warehouse, normalize, partitions, schemas, sources
 from warehouse.monthly import MonthlyTarget
 
 from . import checks
@@ -35,6 +35,7 @@ from .steps import (
     API_RETRY,
     log_progress,
     preview,
+    refresh_catalog,
     retry_only_transient,
     walk_metadata,
 )
@@ -197,7 +198,7 @@ def monthly_asset(
                         wh, Written(name, account.name), 0, {}, key=key, out_of_reach=[]
                     ),
                 )
-            catalog.refresh_if_stale(wh)
+            refresh_catalog(context, wh)
         written = load.written
         context.log.info(
             f"{name} of {account.name}: {written.rows} rows in {len(written.days)} day(s), "
@@ -316,7 +317,7 @@ def snapshot_asset(
         wh = warehouse.warehouse
         with retry_only_transient():
             written = write_snapshot(wh, batches, account=account.name)
-            catalog.refresh_if_stale(wh)
+            refresh_catalog(context, wh)
         for h in tables:
             batch, stats = batches[h.name], took.stats[top[h.name].name]
             log_progress(account.name, h.name, day, batch.normalized, batch.rejected)

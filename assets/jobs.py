@@ -74,9 +74,11 @@ class AccountAssets:
         partitions: dg.TimeWindowPartitionsDefinition,
         writer_env: Mapping[str, str],
         clock: spec.Clock,
+        first_day: date | None = None,
     ) -> AccountAssets:
+        """``first_day``: the settings' start date (default: the first month's first day)."""
         monthly, snapshots = account_assets(account, partitions, writer_env, clock)
-        return cls(account, monthly, snapshots, partitions.start.date(), clock)
+        return cls(account, monthly, snapshots, first_day or partitions.start.date(), clock)
 
     @property
     def assets(self) -> tuple[dg.AssetsDefinition, ...]:

@@ -119,16 +119,18 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 pacing_dir=self.pacing_dir,
             )
             return
-        from pipeline.simulator import SimClock, Simulator
+        from pipeline.simulator import Simulator, frozen_accounts
 
-        # Its data clock stands still at a day's start: a rerun within the day sees the same data.
+        # Its data clock stands still at a day's start: a rerun within the day sees the same data,
+        # and the steps of a process standing at the same day share it, made once.
         day_start = int(datetime.combine(simulator_day, time.min, UTC).timestamp())
         region = "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
+        data = frozen_accounts(self.simulator_seed, region, SIMULATOR_SUBACCOUNTS, day_start)
         with Simulator(
             seed=self.simulator_seed,
-            clock=SimClock(day_start),
             region=region,
             subaccounts=SIMULATOR_SUBACCOUNTS,
+            accounts=data,
         ) as sim:
             log.warning(
                 "no credentials set: this run extracts the embedded WhiteBIT simulator "

@@ -28,11 +28,23 @@ warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", categor
 
 #: The tag every asset of an account carries, with the account's name.
 ACCOUNT_TAG: Final = "whitebit/account"
+#: The tag of a run whose command refreshes the catalog once all its runs are done (the demo):
+#: its steps leave the catalog as it is, where each would rebuild it after its first write.
+CATALOG_AFTER_TAG: Final = "whitebit/catalog_after_runs"
 #: A step that failed on the exchange (after the client's own retries) is tried again later;
 #: only for transient failures (see `retry_only_transient`).
 API_RETRY: Final = dg.RetryPolicy(
     max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
+
+
+def refresh_catalog(context: dg.AssetExecutionContext, wh: Warehouse) -> None:
+    """Rebuild the catalog after a write when it no longer shows what the warehouse holds
+    (`catalog.refresh_if_stale`), unless the run's command does it after its runs."""
+    if CATALOG_AFTER_TAG not in context.run.tags:
+        catalog.refresh_if_stale(wh)
+
+
 #: Progress of a run, one record per day written: the CLI shows it as a progress bar.
 PROGRESS_LOGGER: Final = "assets.progress"
 PREVIEW_ROWS: Final = 5

@@ -44,7 +44,8 @@ if TYPE_CHECKING:  # Dagster loads in the commands that run something: --help st
     from assets.definitions import Location
     from assets.jobs import AccountAssets
 
-#: Days of history the demo backfills before the day it is asked on (and that day's start).
+#: Days of every history the demo backfills before the day it is asked on (and that day's start):
+#: its first day is its start date.
 DEMO_DAYS: Final = 30
 #: A query across the accounts: each asset's balances summed over them, exactly.
 DEMO_QUERY: Final = "SELECT * FROM balances_across_accounts ORDER BY ticker"
@@ -342,49 +343,53 @@ def _this_command() -> str:
 
 
 def demo_requests(built: Sequence[AccountAssets], now: date) -> list[tuple[str, dg.RunRequest]]:
-    """The demo's runs, asked on the day ``now``, per account: the snapshots of yesterday and of
-    ``now``, each at the start of its day by the embedded simulator's clock, and `DEMO_DAYS`
-    days of every history (every day the exchange still answers of those it forgets) through
-    ``now``: its snapshot holds what moved at its midnight (the funding paid then), records of
-    ``now``'s day that the statement between the two snapshots counts."""
+    """The demo's runs, asked on the day ``now``, per account: `DEMO_DAYS` days of every history
+    through ``now`` (its snapshot holds what moved at its midnight, the funding paid then: records
+    of ``now``'s day that the statement between the two snapshots counts), and the snapshots of
+    yesterday and of ``now``, each at the start of its day by the embedded simulator's clock.
+    Each run leaves the catalog to the demo, which refreshes it once after them."""
     from assets.jobs import requests_for
     from assets.resources import SIMULATOR_DAY_TAG
-    from pipeline import spec
+    from assets.steps import CATALOG_AFTER_TAG
 
     yesterday = now - timedelta(days=1)
+    after = {CATALOG_AFTER_TAG: "demo"}
     requests: list[tuple[str, dg.RunRequest]] = []
     for assets in built:
         name = assets.account.name
         monthly = [key.path[-1] for key in assets.monthly_keys]
         snapshots = [key.path[-1] for key in assets.snapshot_keys]
-        # What the exchange forgets after six months, all it still answers: the archive's start.
-        forgotten = [t for t in monthly if spec.HISTORIES[t].forgotten]
-        kept = [t for t in monthly if t not in forgotten]
-        days = (now - timedelta(days=DEMO_DAYS), now)
-        requests += [(name, r) for r in requests_for(assets, kept, *days)]
-        reach = (spec.floor_day(now), now)
-        requests += [(name, r) for r in requests_for(assets, forgotten, *reach)]
+        requests += [
+            (name, r.with_replaced_attrs(tags={**r.tags, **after}))
+            for r in requests_for(assets, monthly, demo_start(now), now)
+        ]
         # Yesterday's snapshots too (the simulator's clock set back a day), so that the
         # statement and the reconciliation have a day between two snapshots to show; each
         # run's simulator stands at the start of the day asked for, whenever the run goes.
         requests += [
-            (name, r.with_replaced_attrs(tags={**r.tags, SIMULATOR_DAY_TAG: str(day)}))
+            (name, r.with_replaced_attrs(tags={**r.tags, **after, SIMULATOR_DAY_TAG: str(day)}))
             for day in (yesterday, now)
             for r in requests_for(assets, snapshots, now, now)
         ]
     return requests
 
 
+def demo_start(now: date) -> date:
+    """The demo's first day, asked on ``now``: its start date, so that no day before it is
+    taken for one the warehouse failed to archive."""
+    return now - timedelta(days=DEMO_DAYS)
+
+
 @click.command()
 def demo() -> None:
     """Fill the warehouse from the embedded simulator's main account and one of its
-    sub-accounts: 30 days of every history (all six months the exchange keeps of trades, orders
-    and conversions) up to today's midnight, yesterday's and today's snapshots, then a query
-    across the two.
+    sub-accounts: 30 days of every history up to today's midnight, yesterday's and today's
+    snapshots, then a query across the two.
 
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows (today's, on a later day, with the rest of the day), with a new extracted_at.
     """
+    from assets.definitions import location as location_of
     from warehouse import catalog, schemas
 
     # The day the demo asks on: its runs' days are of it, whenever they go.
@@ -398,13 +403,20 @@ def demo() -> None:
             "only. Unset it, or use `whitebit-etl materialize` for your accounts."
         )
     out = console()
-    location = _location(accounts())
+    # The demo's history starts at its first day: the horizon checks judge its days only.
+    since = settings().model_copy(update={"start_date": demo_start(asked)})
+    location = location_of(since, accounts(), clock=clock())
     out.print(
         "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
-        f"({', '.join(a.name for a in location.accounts)}), through Dagster"
+        f"({', '.join(a.name for a in location.accounts)}), through Dagster: {DEMO_DAYS} "
+        f"days of every history, {demo_start(asked)} .. {asked}, and the snapshots of "
+        f"{asked - timedelta(days=1)} and {asked}"
     )
-    requests = demo_requests(location.built, asked)
-    _launch(location, requests, out)
+    try:
+        _launch(location, demo_requests(location.built, asked), out)
+    finally:
+        # Once, whole or interrupted: the runs leave the catalog to the demo.
+        catalog.refresh_if_stale(warehouse())
 
     names = [account.name for account in location.accounts]
     counts = " UNION ALL ".join(

@@ -16,7 +16,7 @@ from ._cli import simulator_command
 from ._data import EPOCH, Dataset, Profile, Scale, decimal_text
 from ._faults import Fault, FaultInjector, Tamper, left_out, new_field, repeated_key
 from ._keys import MAIN, REGIONS, Credentials, KeyStore
-from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, serve, spawn
+from ._server import DEFAULT_SEED, Simulator, SpawnedSimulator, frozen_accounts, serve, spawn
 
 __all__ = [
     "DEFAULT_SEED",
@@ -39,6 +39,7 @@ __all__ = [
     "account_dataset",
     "account_seed",
     "decimal_text",
+    "frozen_accounts",
     "left_out",
     "new_field",
     "repeated_key",

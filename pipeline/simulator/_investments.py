@@ -12,58 +12,87 @@ from typing import Any
 
 import orjson
 
-from ._basics import DAY_S, EPOCH, Profile, Scale, decimal_text, dumps, new_uuid, rng
+from ._assets import CURRENCIES, usdt_amount
+from ._basics import (
+    DAY_S,
+    EPOCH,
+    TEN,
+    Decimal,
+    Profile,
+    Scale,
+    decimal_text,
+    dumps,
+    new_uuid,
+    rng,
+)
 
 #: Tickers an account's investment plans can be in, the first ``scale.tickers`` of them.
 TICKERS = ("USDT", "BTC", "ETH", "USDC", "TRX", "SOL", "TON", "DOGE", "XRP", "LTC", "ADA", "DOT")
 
 
 class Investments:
-    """Fixed plans and the investments made in them, newest first, filterable as the API is."""
+    """Fixed plans and the investments made in them, newest first, filterable as the API is.
+
+    Each is sized as the account's balances are (some 100 to 50,000 USDT worth, at its currency's
+    places), and its status is its term's at the epoch: an active one was made within its plan's
+    duration before the epoch (its payment time after it), a closed one's term ended before the
+    epoch, when it was last updated."""
 
     def __init__(self, seed: int, scale: Scale) -> None:
         draw = rng(seed, "investments")
         self.tickers: tuple[str, ...] = TICKERS[: scale.tickers]
         plans: list[dict[str, Any]] = []
+        #: Each plan's yearly percent and interest ratio, by its id.
+        terms: dict[str, tuple[Decimal, Decimal]] = {}
         for ticker in self.tickers:
+            price = CURRENCIES[ticker][1]
             for n in range(4):
                 status = (len(plans) % 4) + 1  # every plan status appears
-                percent = (draw.randint(100, 2500), 1)
+                plan_id = new_uuid(draw)
+                # 1% to 25% a year; interest in USDT is at the ticker's price.
+                percent, ratio = (draw.randint(100, 2500), 2), (1, 0) if n % 2 == 0 else price
+                terms[plan_id] = percent, ratio
                 plans.append(
                     {
-                        "id": new_uuid(draw),
+                        "id": plan_id,
                         "ticker": ticker,
                         "status": status,
                         "percent": decimal_text(*percent),
                         "duration": (7, 30, 90, 180)[n] * 1440,
                         "interestTicker": ticker if n % 2 == 0 else "USDT",
-                        "interestRatio": "1"
-                        if n % 2 == 0
-                        else decimal_text(draw.randint(1, 10**9), 12),
-                        "minInvestment": decimal_text(draw.randint(1, 1000), 2),
-                        "maxInvestment": decimal_text(draw.randint(10**6, 10**9), 0),
+                        "interestRatio": decimal_text(*ratio),
+                        "minInvestment": decimal_text(*usdt_amount(ticker, 10, draw)),
+                        "maxInvestment": decimal_text(*usdt_amount(ticker, 10**6, draw)),
                         "maxPossibleInvestment": "0"
                         if status == 2
-                        else decimal_text(draw.randint(10**5, 10**14), 6),
+                        else decimal_text(*usdt_amount(ticker, draw.randint(10**5, 10**6), draw)),
                     }
                 )
         self.plans: tuple[dict[str, Any], ...] = tuple(plans)
         records: list[dict[str, Any]] = []
-        start = EPOCH - 720 * DAY_S
         for _ in range(scale.investments):
             plan = plans[draw.randrange(len(plans))]
-            created = draw.randint(start, EPOCH - 3600)
-            status = 1 if draw.random() < 0.6 else 2  # active, closed
-            amount = (draw.randint(10**4, 10**12), draw.randint(0, 8))
-            interest = (0, 0) if draw.random() < 0.1 else (draw.randint(1, 10**18), 18)
+            term = plan["duration"] * 60
+            active = draw.random() < 0.6
+            if active:  # its term runs past the epoch
+                created = EPOCH - draw.randint(60, term)
+                updated = created + draw.randint(0, EPOCH - created)
+            else:  # its term ended within the two years before the epoch
+                created = EPOCH - term - draw.randint(60, 720 * DAY_S)
+                updated = created + term
+            amount = usdt_amount(plan["ticker"], draw.randint(100, 50_000), draw)
+            paid = draw.random() >= 0.1  # some have been paid nothing yet
+            interest = (
+                _interest(plan, terms[plan["id"]], amount, updated - created) if paid else (0, 0)
+            )
             records.append(
                 {
                     "id": new_uuid(draw),
                     "plan": plan,
-                    "status": status,
+                    "status": 1 if active else 2,
                     "created": created,
-                    "updated": min(EPOCH, created + draw.randint(0, 30 * DAY_S)),
-                    "paymentTime": created + plan["duration"] * 60,
+                    "updated": updated,
+                    "paymentTime": created + term,
                     "amount": decimal_text(*amount),
                     "interestPaid": decimal_text(*interest),
                 }
@@ -100,6 +129,17 @@ class Investments:
 
     def count(self, *, status: int | None = None, ticker: str | None = None) -> int:
         return len(self.select(id=None, ticker=ticker, status=status))
+
+
+def _interest(
+    plan: dict[str, Any], terms: tuple[Decimal, Decimal], amount: Decimal, seconds: int
+) -> Decimal:
+    """The interest of ``amount`` in ``plan`` (its yearly percent and interest ratio: ``terms``)
+    over ``seconds``, pro rata, in its interest currency, cut to that currency's places."""
+    (pm, ps), (rm, rs), (am, scale) = (*terms, amount)
+    places = CURRENCIES[plan["interestTicker"]][2]
+    year = 100 * 365 * DAY_S  # a percent, a year of seconds
+    return pm * rm * am * seconds * TEN[places] // (year * TEN[ps + rs + scale]), places
 
 
 def watcher_links(seed: int, profile: Profile) -> dict[str, list[dict[str, Any]]]:

@@ -11,6 +11,7 @@ account and its sub-accounts at once, each key answered from its own account's d
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -134,13 +135,21 @@ class Simulator:
         subaccounts: int = DEFAULT_SUBACCOUNTS,
         region: str = "global",
         spelling: Spelling = "camel",
+        accounts: Accounts | None = None,
     ) -> None:
-        self.clock = clock or SimClock()
         self.region = check_region(region)
         self.keys = KeyStore(seed, subaccounts=subaccounts, region=region)
-        self.accounts = Accounts(
-            seed, scale or Scale.small(), self.clock, region=region, names=self.keys.accounts
+        #: The data served: built here, or given (`frozen_accounts`), its clock the simulator's.
+        self.accounts = accounts or Accounts(
+            seed,
+            scale or Scale.small(),
+            clock or SimClock(),
+            region=region,
+            names=self.keys.accounts,
         )
+        if self.accounts.names != tuple(self.keys.accounts):
+            raise ValueError("the accounts given are not those of the simulator's keys")
+        self.clock = self.accounts.clock
         #: The main account's data (`dataset_for` gives any key's account's).
         self.dataset = self.accounts.main.dataset
         self.state = SimulatorState(self.accounts, self.keys)
@@ -261,6 +270,17 @@ class Simulator:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@functools.lru_cache(maxsize=2)
+def frozen_accounts(seed: int, region: str, subaccounts: int, at: float) -> Accounts:
+    """The accounts of a simulator of the small scale whose clock stands still at ``at``, built
+    once per process: the data is the same for every such simulator (drawn from the seed, the
+    clock never moving), so simulators started one after another at the same moment (the steps of
+    a run) share it instead of making their ledgers again. Two moments are kept (a day's and the
+    day's before)."""
+    names = KeyStore(seed, subaccounts=subaccounts, region=region).accounts
+    return Accounts(seed, Scale.small(), SimClock(at), region=region, names=names)
 
 
 def serve(
