@@ -1,11 +1,19 @@
 """Several accounts in one warehouse, extracted by the nightly schedule's runs against one
 simulator over loopback: each account's tables equal the same account extracted alone, an account
-with a bad key fails alone, and a rerun of one account leaves the others' files byte for byte."""
+with a bad key fails alone, a rerun of one account leaves the others' files byte for byte, and the
+report follows the night.
+
+The tests read one night of three accounts, every history (`night`): the main account, one with
+a bad key, and a sub-account. The runs are in-process, one after another, so more accounts would
+prove nothing two do not (their pools and shared budgets at once are the service's and the
+benchmark's)."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,8 +37,10 @@ TICK = datetime.fromtimestamp(FROZEN_AT, UTC).replace(hour=0, minute=30, second=
 #: more than six months back, a fresh warehouse's night leaves days at stake that the exchange
 #: forgets the next day, and the horizon check says so as an error until they are backfilled.)
 START = TICK.date().replace(day=1)
-SUBACCOUNTS = 4
-#: Each test runs whole nights of every history of several accounts: minutes on a loaded machine.
+#: The night's accounts, by the simulator key each uses (`NAMES`).
+ROLES = ("partner", "disabled", "sub_1")
+#: The night and the accounts' runs alone are whole nights of every history: minutes on a loaded
+#: machine.
 pytestmark = pytest.mark.timeout(1800)
 #: Accounts named after the simulator key they use; ``disabled`` is refused (401) on every call.
 NAMES = {"partner": "main", "disabled": "broken"}
@@ -39,7 +49,7 @@ NAMES = {"partner": "main", "disabled": "broken"}
 @pytest.fixture(scope="module")
 def exchange() -> Iterator[Simulator]:
     """One exchange address for every account: its budgets are shared by them all."""
-    with Simulator(seed=7, clock=SimClock(FROZEN_AT), subaccounts=SUBACCOUNTS) as sim:
+    with Simulator(seed=7, clock=SimClock(FROZEN_AT), subaccounts=1) as sim:
         yield sim
 
 
@@ -48,10 +58,9 @@ def _accounts_file(
     path: Path,
     roles: Sequence[str],
     monkeypatch: pytest.MonkeyPatch,
-    histories: Sequence[str] = (),
 ) -> tuple[Account, ...]:
     """An accounts file of these simulator keys (``main`` for the partner key), their secrets
-    in variables it names; each account of ``histories`` only, when named."""
+    in variables it names."""
     lines = ["accounts:"]
     for role in roles:
         name = NAMES.get(role, role)
@@ -68,7 +77,6 @@ def _accounts_file(
             # transfers.
             f"    investments: {str(role == 'partner').lower()}",
             f"    subaccounts: {str(role == 'partner').lower()}",
-            *([f"    histories: [{', '.join(histories)}]"] if histories else []),
         ]
     path.write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("WHITEBIT_ACCOUNTS_FILE", str(path))
@@ -117,40 +125,43 @@ def _night(
     return failed
 
 
-#: A monthly history of each paging and a snapshot: where a test's subject is the accounts'
-#: isolation, not the histories.
-NIGHT = ("funding_history", "trades", "deposits_withdrawals", "main_balances")
+@dataclass(frozen=True)
+class Night:
+    """The night of `TICK` of `ROLES`' accounts into one warehouse, on one instance."""
+
+    accounts: tuple[Account, ...]
+    root: Path
+    instance: dg.DagsterInstance
+    #: Each account's failures (`_night`).
+    failed: dict[str, list[str]]
 
 
-@pytest.mark.parametrize(
-    ("roles", "histories"),
-    [
-        # Every history: the main account's transfers and its sub-account's, one night. At
-        # scale: the bad key's night below keeps three accounts' night in the quick loop.
-        pytest.param(["partner", "sub_1"], (), marks=pytest.mark.slow),
-        pytest.param(
-            ["partner", *(f"sub_{n}" for n in range(1, SUBACCOUNTS + 1))],
-            NIGHT,
-            marks=pytest.mark.slow,
-        ),
-    ],
-    ids=["2-accounts", "5-accounts"],
-)
+@pytest.fixture(scope="module")
+def night(exchange: Simulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Night]:
+    """One night for the module's tests to read: a test that writes works on a copy of its
+    warehouse (the report's test alone adds to its instance). Its variables stay set for the
+    module: runs read the keys from them."""
+    tmp = tmp_path_factory.mktemp("night")
+    (tmp / "dagster").mkdir()
+    root = tmp / "warehouse"
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance,
+    ):
+        patch.setenv("WAREHOUSE_ROOT", str(root))
+        accounts = _accounts_file(exchange, tmp / "accounts.yaml", ROLES, patch)
+        yield Night(accounts, root, instance, _night(accounts, root, instance))
+
+
 def test_each_account_of_a_night_equals_the_account_extracted_alone(
-    exchange: Simulator,
-    roles: list[str],
-    histories: tuple[str, ...],
-    tmp_path: Path,
-    instance: dg.DagsterInstance,
-    monkeypatch: pytest.MonkeyPatch,
+    night: Night, tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("WAREHOUSE_ROOT", str(tmp_path / "together"))
-    accounts = _accounts_file(
-        exchange, tmp_path / "accounts.yaml", roles, monkeypatch, histories=histories
-    )
-    assert _night(accounts, tmp_path / "together", instance) == {a.name: [] for a in accounts}
-    together = {a.name: warehouse_rows(tmp_path / "together", a.name) for a in accounts}
-    for account in accounts:
+    """Every history, the main account's transfers and its sub-account's, beside an account
+    whose runs fail."""
+    landed = [a for a in night.accounts if a.name != "broken"]
+    assert {a.name: night.failed[a.name] for a in landed} == {a.name: [] for a in landed}
+    together = {a.name: warehouse_rows(night.root, a.name) for a in landed}
+    for account in landed:
         monkeypatch.setenv("WAREHOUSE_ROOT", str(tmp_path / account.name))
         alone = _night([account], tmp_path / account.name, instance)
         assert alone == {account.name: []}
@@ -158,38 +169,30 @@ def test_each_account_of_a_night_equals_the_account_extracted_alone(
     # Each account has rows of its own, and none is another's copy.
     funding = [tuple(rows["funding_history"]) for rows in together.values()]
     assert all(funding)
-    assert len(set(funding)) == len(accounts)
+    assert len(set(funding)) == len(landed)
 
 
 def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouched(
-    exchange: Simulator,
-    tmp_path: Path,
-    instance: dg.DagsterInstance,
-    monkeypatch: pytest.MonkeyPatch,
+    night: Night, tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "warehouse"
-    monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
-    accounts = _accounts_file(
-        exchange,
-        tmp_path / "accounts.yaml",
-        ["partner", "disabled", "sub_1"],
-        monkeypatch,
-        histories=NIGHT,
-    )
-    failed = _night(accounts, root, instance)
+    failed = night.failed
     assert failed["main"] == failed["sub_1"] == []
     # Each of its two runs fails, saying why; the accounts after it landed all the same.
     assert len(failed["broken"]) >= 2
     assert all("401" in text or "uthenticat" in text for text in failed["broken"]), failed
-    rows = {name: warehouse_rows(root, name) for name in ("main", "sub_1", "broken")}
+    rows = {name: warehouse_rows(night.root, name) for name in ("main", "sub_1", "broken")}
     assert rows["main"]["funding_history"]
     assert rows["sub_1"]["main_balances"]
     assert not any(rows["broken"].values())
 
+    # The rerun writes to a copy of the night's warehouse, which the other tests read.
+    root = tmp_path / "warehouse"
+    shutil.copytree(night.root, root)
+    monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
     before = {account: account_files(root, account) for account in ("main", "sub_1")}
     assert all(before.values())
-    main = next(a for a in accounts if a.name == "main")
-    assert _night(accounts, root, instance, only=[main]) == {"main": []}
+    main = next(a for a in night.accounts if a.name == "main")
+    assert _night(night.accounts, root, instance, only=[main]) == {"main": []}
     after = {account: account_files(root, account) for account in ("main", "sub_1")}
     assert after["sub_1"] == before["sub_1"]  # not rewritten: same bytes, same times
     assert after["main"].keys() == before["main"].keys()
@@ -198,23 +201,16 @@ def test_a_bad_key_fails_its_account_alone_and_a_rerun_leaves_the_others_untouch
 
 
 def test_the_report_follows_a_night_once_no_account_run_is_going(
-    exchange: Simulator,
-    tmp_path: Path,
-    instance: dg.DagsterInstance,
-    monkeypatch: pytest.MonkeyPatch,
+    night: Night, instance: dg.DagsterInstance
 ) -> None:
     """The sensor asks for the report after the night's runs, not while one is still going; the
     report run writes the page of every account (one that failed shows no rows) with its headline
     as metadata equal to SQL over the catalog, and what the instance knows of each account."""
-    root = tmp_path / "warehouse"
-    monkeypatch.setenv("WAREHOUSE_ROOT", str(root))
-    accounts = _accounts_file(
-        exchange, tmp_path / "accounts.yaml", ["partner", "disabled", "sub_1"], monkeypatch
-    )
+    accounts, root = night.accounts, night.root
     built = _location(accounts).built
     keys = [key for assets in built for asset in assets.assets for key in asset.keys]
-    assert report_requests(instance, keys, "report") == []  # nothing landed yet
-    _night(accounts, root, instance)
+    assert report_requests(instance, keys, "report") == []  # nothing landed yet (a new instance)
+    instance = night.instance  # the night's: this test alone adds to it
 
     going = dg.DagsterRun(
         job_name="nightly",

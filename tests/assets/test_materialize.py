@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
 import pytest
 
+from assets.definitions import location
 from assets.resources import WhiteBITResource
+from assets.settings import Settings
 from pipeline import spec
 from pipeline.simulator import Fault, Simulator
 from pipeline.spec import WALL_CLOCK
@@ -21,7 +22,6 @@ from tests.support.dagster_runs import (
     asset,
     funding_run,
     resources_for,
-    snapshots,
     without_step_retries,
 )
 from warehouse import Warehouse, catalog, partitions
@@ -33,8 +33,6 @@ WEEK_CONFIG = funding_run(WEEK[0], WEEK[-1])["run_config"]
 funding_history, hedge_mode = asset("funding_history"), asset("hedge_mode")
 #: The investments and their plans: one multi-asset.
 investments = asset("investments")
-SNAPSHOTS = snapshots()
-ALL_ASSETS = account_assets().assets
 
 
 def _key(table: str) -> dg.AssetKey:
@@ -150,39 +148,6 @@ def test_a_rerun_replaces_and_leaves_no_duplicate(
     assert len(first) == len(set(first)) == _truth(own_sim, september)
 
 
-def test_every_snapshot_materializes_today(
-    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
-) -> None:
-    result = dg.materialize(
-        list(SNAPSHOTS), resources=resources_for(own_sim, root), instance=instance,
-    )  # fmt: skip
-    assert result.success
-    events = result.get_asset_materialization_events()
-    materialized = {e.asset_key.to_user_string() for e in events if e.asset_key}
-    # Every snapshot the account's key may read, those nested in another (the investments'
-    # plans) from its walk.
-    assert materialized == {f"default/{h.name}" for h in spec.HISTORIES.values() if not h.monthly}
-    assert {"default/investments", "default/fixed_plans"} <= materialized
-    with catalog.connect(Warehouse.open(root)) as con:
-        counts = dict(
-            con.execute(
-                "SELECT 'investments', count(*) FROM investments UNION ALL "
-                "SELECT 'main_balances', count(*) FROM main_balances UNION ALL "
-                "SELECT 'watcher_links', count(*) FROM watcher_links UNION ALL "
-                "SELECT 'hedge_mode', count(*) FROM hedge_mode"
-            ).fetchall()
-        )
-    data = own_sim.dataset
-    assert counts == {
-        "investments": len(data.investments.all()),
-        "main_balances": len(data.main_balance),
-        "watcher_links": sum(len(v) for v in data.watcher_links.values()),
-        "hedge_mode": 1,
-    }
-    failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
-    assert failed == []
-
-
 def test_the_balances_are_one_step_taken_together_with_when_they_were_seen(
     own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
@@ -208,36 +173,95 @@ def test_the_balances_are_one_step_taken_together_with_when_they_were_seen(
     assert seen == [(frozen, frozen, frozen, True, True)]
 
 
-def test_the_whole_location_materializes_with_checks(
-    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
+def _files_holding(directory: Path, secret: bytes) -> list[Path]:
+    return [p for p in directory.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def test_the_whole_location_materializes_with_checks_and_the_secret_stays_out(
+    own_sim: Simulator,
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    resources = resources_for(own_sim, root)
-    result = dg.materialize(list(ALL_ASSETS), resources=resources, instance=instance,
-                            partition_key=WALL_CLOCK.today().strftime("%Y-%m"))  # fmt: skip
+    """Every asset of the code location as the environment makes it (account ``default``, its
+    key in the variables the settings name) in one run of this month: each snapshot for today,
+    their checks passed, and the secret set in the environment in no event log, metadata,
+    Parquet or DuckDB file."""
+    creds = own_sim.credentials
+    root = tmp_path / "warehouse"
+    for name, value in {
+        "WHITEBIT_API_KEY": creds.api_key,
+        "WHITEBIT_API_SECRET": creds.api_secret,
+        "WHITEBIT_BASE_URL": own_sim.url,
+        "WHITEBIT_MINING_ACCOUNTS": ",".join(own_sim.dataset.mining_accounts),
+        "WAREHOUSE_ROOT": str(root),
+    }.items():
+        monkeypatch.setenv(name, value)
+    found = location(Settings.from_env())
+    (built,) = found.built
+    configured = found.definitions.resources
+    assert not configured["whitebit_default"].simulated
+    month = WALL_CLOCK.today().strftime("%Y-%m")
+    result = dg.materialize(
+        list(built.assets), resources=configured, instance=instance, partition_key=month
+    )
     assert result.success
-    # Snapshots are not partitioned: they are taken for today in the month's run.
-    snapshot_keys = set(account_assets().snapshot_keys)
+    # Snapshots are not partitioned: they are taken for today in the month's run. Every one the
+    # account's key may read, those nested in another (the investments' plans) from its walk.
+    snapshot_keys = set(built.snapshot_keys)
+    assert {k.to_user_string() for k in snapshot_keys} == {
+        f"default/{h.name}" for h in spec.HISTORIES.values() if not h.monthly
+    }
+    assert {_key("investments"), _key("fixed_plans")} <= snapshot_keys
     events = result.get_asset_materialization_events()
     snapshot_events = [e for e in events if e.asset_key in snapshot_keys]
     assert {e.asset_key for e in snapshot_events} == snapshot_keys
     assert all(e.partition is None for e in snapshot_events)
+    failed = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.asset_key in snapshot_keys and not e.passed
+    ]
+    assert failed == []
     # Every history partitioned by month, the month's.
     monthly = [e for e in events if e.asset_key not in snapshot_keys]
-    assert {e.asset_key for e in monthly} == set(account_assets().monthly_keys)
-    assert {e.partition for e in monthly} == {WALL_CLOCK.today().strftime("%Y-%m")}
-    with duckdb.connect(str(Warehouse.open(root).catalog_path), read_only=True) as con:
+    assert {e.asset_key for e in monthly} == set(built.monthly_keys)
+    assert {e.partition for e in monthly} == {month}
+    assert len(list(root.rglob("*.parquet"))) >= 7
+    with catalog.connect(Warehouse.open(root)) as con:
         views = {
             r[0]
             for r in con.execute(
                 "SELECT view_name FROM duckdb_views() WHERE NOT internal"
             ).fetchall()
         }
+        counts = dict(
+            con.execute(
+                "SELECT 'investments', count(*) FROM investments UNION ALL "
+                "SELECT 'main_balances', count(*) FROM main_balances UNION ALL "
+                "SELECT 'watcher_links', count(*) FROM watcher_links UNION ALL "
+                "SELECT 'hedge_mode', count(*) FROM hedge_mode"
+            ).fetchall()
+        )
     assert {"funding_history", "daily_funding_by_market", "latest_balances"} <= views
+    data = own_sim.dataset
+    assert counts == {
+        "investments": len(data.investments.all()),
+        "main_balances": len(data.main_balance),
+        "watcher_links": sum(len(v) for v in data.watcher_links.values()),
+        "hedge_mode": 1,
+    }
+    secret = creds.api_secret.encode()
+    assert _files_holding(tmp_path, secret) == []  # event log, run storage, Parquet, DuckDB
+    output = capfd.readouterr()
+    assert creds.api_secret not in output.out + output.err
+    for record in instance.get_records_for_run(result.run_id).records:
+        assert creds.api_secret not in str(record.event_log_entry)
 
 
-@pytest.mark.parametrize("status", [1, 2])
 def test_investments_metadata_reports_the_walk(
-    own_sim: Simulator, root: Path, instance: dg.DagsterInstance, status: int
+    own_sim: Simulator, root: Path, instance: dg.DagsterInstance
 ) -> None:
     result = dg.materialize(
         [investments], resources=resources_for(own_sim, root), instance=instance,
@@ -245,7 +269,8 @@ def test_investments_metadata_reports_the_walk(
     (materialized,) = _materialized(result, "investments")
     meta = materialized.metadata
     assert meta["pages_fetched"].value >= 1
-    assert any(f"status={status}" in s for s in meta["slices"].value)
+    for status in (1, 2):
+        assert any(f"status={status}" in s for s in meta["slices"].value), status
     assert "preview" in meta
 
 
@@ -302,13 +327,14 @@ def test_unknown_fields_are_named_in_metadata_and_warned_of_by_schema_drift(
         return answer
 
     monkeypatch.setattr(AsyncWhiteBIT, "call", drifting)
-    selected = [funding_history, *(a for a in SNAPSHOTS if a is not investments)]
+    # A monthly history, the balances taken together (trading's among them), two snapshots.
+    selected = [funding_history, asset("main_balances"), hedge_mode, asset("watcher_links")]
+    tables = ["funding_history", "main_balances", "trading_balances", "hedge_mode", "watcher_links"]
     result = dg.materialize(
         selected, resources=resources_for(own_sim, root), instance=instance,
         partition_key=MONTH, run_config=WEEK_CONFIG, raise_on_error=False,
     )  # fmt: skip
     assert result.success  # rows load as without the field: drift only warns
-    tables = ["funding_history", "main_balances", "trading_balances", "hedge_mode", "watcher_links"]
     operation = {"funding_history": "funding_history", "main_balances": "main_balance",
                  "trading_balances": "trading_balance"}  # fmt: skip
     for table in tables:
