@@ -342,10 +342,13 @@ def _create_table_views(
                 for c in schema.view_columns
             )
             con.execute(f"{view} SELECT {typed_nulls} WHERE false")
+        # One transaction for a view's comments: each statement of its own would be a commit.
+        con.begin()
         con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
         for column in schema.view_columns:
             target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
             con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
+        con.commit()
     return tuple(empty)
 
 
