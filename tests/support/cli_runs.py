@@ -14,6 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import click.testing
 import dagster as dg
 
 from pipeline import spec
@@ -276,3 +277,19 @@ def run_cli(args: list[str], env: dict[str, str], log: Path) -> Child:
     child = Child.start("assets.cli", args, env, log)
     child.wait()
     return child
+
+
+def invoke(
+    args: list[str], env: Mapping[str, str], clock: spec.Clock | None = None
+) -> click.testing.Result:
+    """``whitebit-etl ARGS`` in this process, to its end, with ``env`` its whole environment (as
+    `cli_env` makes one) and going by ``clock`` when given: where the promise is what a command
+    does and says, not its process. What a child prints goes to files the session's secrets scan
+    reads; what this prints is checked here."""
+    from assets.cli import main
+
+    unset: dict[str, str | None] = {name: None for name in os.environ if name not in env}
+    ran = click.testing.CliRunner().invoke(main, args, env=unset | dict(env), obj=clock)
+    told = [name for name, value in env.items() if "SECRET" in name and value in ran.output]
+    assert told == [], f"{told} printed by whitebit-etl {' '.join(args)}"
+    return ran
