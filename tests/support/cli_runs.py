@@ -6,6 +6,7 @@ file of the simulator's main account and one of its sub-accounts, and each accou
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -209,6 +210,29 @@ def _mining_accounts(exchange: SpawnedSimulator | Simulator, role: str) -> tuple
         return exchange.dataset_for(role).mining_accounts
     account = MAIN if role == "partner" else role
     return account_dataset(7, Scale.small(), SimClock(FROZEN_AT), account=account).mining_accounts
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A warehouse kept aside, put back at ``root`` before each case that spoils it: its catalog
+    names the root its views read, so one built at ``root`` once stays current (a copy anywhere
+    else would have its catalog rebuilt by the case's run)."""
+
+    aside: Path
+    root: Path
+
+    @classmethod
+    def of(cls, root: Path) -> Kept:
+        """Keep the warehouse at ``root`` as it is now (its catalog built); its directory must be
+        ``root``'s parent's only entry, for a case to check that nothing was written beside it."""
+        aside = root.parent.with_name(f"{root.parent.name}-kept")
+        shutil.copytree(root, aside)
+        return cls(aside, root)
+
+    def put_back(self) -> Path:
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.copytree(self.aside, self.root)
+        return self.root
 
 
 #: A partition file's bytes and modification time (ns): what a file untouched keeps.
