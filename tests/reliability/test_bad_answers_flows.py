@@ -5,17 +5,17 @@ from the declarations).
 
 Each case makes one simulator of the module misbehave for one history's endpoint (a fault switch
 on its path, a tamper of its answers, or a key the exchange refuses) and materializes that
-history's asset in-process, with its real client and resources, on a copy of a warehouse that
-already holds the clean run of every one of them. Dagster's own step retries are off (the
-application decides those); the client keeps its retry budget with a short backoff. The assets'
-day is pinned to the simulator's, so that the six-month floor of a history the exchange forgets
-falls where it does on the day the data was made, whatever day the suite runs.
+history's asset in-process, with its real client and resources, on a warehouse that already
+holds the clean run of every one of them (put back before each case, its catalog current).
+Dagster's own step retries are off (the application decides those); the client keeps its retry
+budget with a short backoff. The assets' day is pinned to the simulator's, so that the six-month
+floor of a history the exchange forgets falls where it does on the day the data was made,
+whatever day the suite runs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,7 +41,7 @@ from tests.reliability.bad_answer_cases_flows import (
     Rejects,
     Unlisted,
 )
-from tests.support.cli_runs import BUSY_LIMIT_S, Rows, failures, warehouse_rows
+from tests.support.cli_runs import BUSY_LIMIT_S, Kept, Rows, failures, warehouse_rows
 from tests.support.dagster_runs import ACCOUNT, asset, resources_for, without_step_retries
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, partitions, schemas
@@ -101,7 +101,7 @@ def _run(
 
 @dataclass(frozen=True)
 class Warehouses:
-    before: Path  # the clean run of every history of the table
+    before: Kept  # the clean run of every history of the table
     rows: Rows
 
 
@@ -109,14 +109,14 @@ class Warehouses:
 def warehouses(
     hostile: Simulator, instance: dg.DagsterInstance, tmp_path_factory: pytest.TempPathFactory
 ) -> Warehouses:
-    before = tmp_path_factory.mktemp("bad-answers") / "before"
+    before = tmp_path_factory.mktemp("bad-answers") / "warehouse"
     for history in HISTORIES:
         result = _run(history, hostile, before, instance)
         assert result.success, failures(result)
     rows = warehouse_rows(before)
     for history in HISTORIES:  # each case below spoils a record it reads
         assert rows[history.name], f"the clean run of {history.name} holds no row"
-    return Warehouses(before, rows)
+    return Warehouses(Kept.of(before), rows)
 
 
 def _fingerprint(root: Path) -> dict[str, str]:
@@ -182,12 +182,10 @@ def test_a_bad_answer_of_a_flow_ends_in_time_with_its_reason(
     hostile: Simulator,
     instance: dg.DagsterInstance,
     warehouses: Warehouses,
-    tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     table = case.history.name
-    root = tmp_path / "warehouse"
-    shutil.copytree(warehouses.before, root)
+    root = warehouses.before.put_back()
     wh = Warehouse.open(root)
     if case.fresh:
         for name in partitions.partition_files(wh.store, table, account=ACCOUNT.name):
@@ -226,7 +224,7 @@ def test_a_bad_answer_of_a_flow_ends_in_time_with_its_reason(
     }:
         assert secret not in said
     # Whatever the answer said, every file is where the warehouse puts its own.
-    assert [p.name for p in tmp_path.iterdir()] == ["warehouse"]
+    assert [p.name for p in root.parent.iterdir()] == ["warehouse"]
     placed = {p for t in schemas.TABLES for p in partitions.partition_files(wh.store, t)}
     assert {str(p.relative_to(root)) for p in root.rglob("*.parquet")} == placed
 

@@ -3,8 +3,9 @@ or a crash without a message.
 
 Each case makes the simulator serve one bad answer (`FaultInjector.tamper` rewrites every
 successful answer of one endpoint, after authentication and validation ran as usual) and runs
-the asset that reads it through Dagster, real resources, on a copy of a warehouse that already
-holds the data. Each declares its outcome:
+the asset that reads it through Dagster, real resources, on a warehouse that already holds the
+data (put back in one place before each case, its catalog with it: a catalog names the root it
+reads, so one built there once stays current). Each declares its outcome:
 
 - `Fails`: the step fails with a message naming what was wrong (and how often it was asked:
   twice for an answer that breaks the contract, the whole budget for one that is not JSON), and
@@ -50,7 +51,7 @@ from tests.reliability.bad_input_cases import (
     untouched,
     watcher_links_asset,
 )
-from tests.support.cli_runs import BUSY_LIMIT_S, Rows, failures, warehouse_rows
+from tests.support.cli_runs import BUSY_LIMIT_S, Kept, Rows, failures, warehouse_rows
 from tests.support.dagster_runs import ACCOUNT, funding_run, resources_for, without_step_retries
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, partitions, schemas
@@ -68,7 +69,7 @@ def hostile() -> Iterator[Simulator]:
 
 @dataclass(frozen=True)
 class Warehouses:
-    before: Path  # the held funding days and today's snapshots
+    before: Kept  # the held funding days and today's snapshots
     before_rows: Rows
     clean_rows: Rows  # what a clean run of the funding days adds to it: the new day too
 
@@ -97,16 +98,16 @@ def warehouses(hostile: Simulator, tmp_path_factory: pytest.TempPathFactory) -> 
         assert result.success, failures(result)
     result = _run(Case("clean", "", untouched, watcher_links_asset, Keeps(same)), hostile, clean)
     assert result.success, failures(result)
-    before = base / "before"
-    shutil.copytree(clean / "parquet", before / "parquet")
+    root = base / "case" / "warehouse"
+    shutil.copytree(clean / "parquet", root / "parquet")
     # Which exchange filled the account: a run checks it before any request.
-    shutil.copytree(clean / SOURCES_DIR, before / SOURCES_DIR)
+    shutil.copytree(clean / SOURCES_DIR, root / SOURCES_DIR)
     # The new day is not held yet: its month holds nothing of it.
     empty = schemas.TABLES["funding_history"].arrow_schema.empty_table()
-    wh = Warehouse.open(before)
+    wh = Warehouse.open(root)
     partitions.replace_partition(wh, "funding_history", (ACCOUNT.name, NEW), empty, covers=[NEW])
     catalog.refresh(wh)
-    return Warehouses(before, warehouse_rows(before), warehouse_rows(clean))
+    return Warehouses(Kept.of(root), warehouse_rows(root), warehouse_rows(clean))
 
 
 def _fingerprint(root: Path) -> dict[str, str]:
@@ -123,12 +124,9 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
     case: Case,
     hostile: Simulator,
     warehouses: Warehouses,
-    tmp_path: Path,
 ) -> None:
-    root = tmp_path / "warehouse"
-    shutil.copytree(warehouses.before, root)
+    root = warehouses.before.put_back()
     wh = Warehouse.open(root)
-    catalog.refresh(wh)
     before = _fingerprint(root)
     baseline = warehouses.clean_rows if case.asset is funding_history else warehouses.before_rows
     if case.days == tuple(HELD):
@@ -160,7 +158,7 @@ def test_a_bad_answer_ends_in_a_clear_error_or_in_rejects(
     said = "\n".join(failures(result))
     assert hostile.credentials.api_secret not in said
     # Whatever the answer named, every file stayed where the warehouse puts its own.
-    assert [p.name for p in tmp_path.iterdir()] == ["warehouse"]
+    assert [p.name for p in root.parent.iterdir()] == ["warehouse"]
     placed = {p for table in schemas.TABLES for p in partitions.partition_files(wh.store, table)}
     assert {str(p.relative_to(root)) for p in root.rglob("*.parquet")} == placed
 

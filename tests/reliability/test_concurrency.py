@@ -37,7 +37,7 @@ from tests.support.cli_runs import (
     Child,
     Rows,
     cli_env,
-    run_cli,
+    invoke,
     two_accounts_env,
     warehouse_rows,
 )
@@ -54,14 +54,9 @@ def single_run(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFact
     """The funding range and today's snapshots, each written by one run alone."""
     base = tmp_path_factory.mktemp("concurrency-reference")
     env = cli_env(exchange, base / "warehouse", base / "dagster")
-    for n, args in enumerate(
-        [
-            ["materialize", "funding_history", "--from", FIRST, "--to", LAST],
-            ["materialize", *SNAPSHOT_TABLES],
-        ]
-    ):
-        run = run_cli(args, env, base / "logs" / f"run-{n}")
-        assert run.process.returncode == 0, run.output
+    for args in (FUNDING_RANGE, ["materialize", *SNAPSHOT_TABLES]):
+        run = invoke(args, env)  # in-process: a run alone needs no process of its own
+        assert run.exit_code == 0, run.output
     rows = warehouse_rows(base / "warehouse")
     assert all(rows[table] for table in (*SNAPSHOT_TABLES, "funding_history"))
     assert rows["_rejects"] == []
@@ -79,9 +74,9 @@ def accounts_alone(
     env = two_accounts_env(exchange, root, base / "dagster", base / "accounts.yaml")
     commands = [FUNDING_RANGE]  # a run per account, one after the other
     commands += [["materialize", *SNAPSHOTS_OF[a], "--account", a] for a in TWO_ACCOUNTS]
-    for n, args in enumerate(commands):
-        run = run_cli(args, env, base / "logs" / f"run-{n}")
-        assert run.process.returncode == 0, run.output
+    for args in commands:
+        run = invoke(args, env)
+        assert run.exit_code == 0, run.output
     rows = {account: warehouse_rows(root, account) for account in TWO_ACCOUNTS}
     for account, tables in rows.items():
         assert all(tables[table] for table in (*SNAPSHOTS_OF[account], "funding_history"))

@@ -14,16 +14,19 @@ case expects the altered records in ``_rejects``, the blocking ``no_rejects`` ch
 the fault-free warehouse once a rerun meets no fault.
 
 In a warehouse of two accounts (an accounts file of the simulator's main account and a
-sub-account, both loaded fault-free), a night of one account meeting faults (server errors the
-client retries; records altered into rejects) leaves the other account's rows and files as they
-were, byte for byte, and its own rows are the fault-free ones once a rerun meets no fault.
+sub-account, both loaded fault-free once for the module, each case on a copy), a night of one
+account meeting faults (server errors the client retries; records altered into rejects) leaves
+the other account's rows and files as they were, byte for byte, and its own rows are the
+fault-free ones once a rerun meets no fault.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -49,6 +52,7 @@ from tests.support.cli_runs import (
     warehouse_rows,
 )
 from tests.support.simulated import FROZEN_AT
+from warehouse.root import CATALOG_FILE
 from warehouse.schemas import month_of
 
 #: Share of requests faulted in the single-kind cases: often enough that nearly every walk meets
@@ -166,22 +170,13 @@ def _nightly_of(
     return [funding, snapshots]
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [Fault.HTTP_500, Fault.MISSING_FIELD],
-    ids=["retried-http_500", "rejected-missing_field"],
-)
-def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
-    own_sim: Simulator,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    fault_free: Rows,
-    kind: Fault,
-) -> None:
-    root = tmp_path / "warehouse"
-    env = two_accounts_env(own_sim, root, tmp_path / "dagster", tmp_path / "accounts.yaml")
-    # The code location of the settings of that environment: the accounts file's accounts, the
-    # warehouse at ``root``.
+Night = dict[str, Callable[[], list[dg.ExecuteInProcessResult]]]
+
+
+def _two_accounts(sim: Simulator, root: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> Night:
+    """Each account's night on the warehouse at ``root``, as the code location of the
+    environment of an accounts file of `TWO_ACCOUNTS` (written under ``base``) runs it."""
+    env = two_accounts_env(sim, root, base / "dagster", base / "accounts.yaml")
     found = location(Settings.from_env(env))
     assert [account.name for account in found.accounts] == list(TWO_ACCOUNTS)
     # The runs read the keys from the variables the file names, as a deployment's do.
@@ -190,24 +185,63 @@ def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
             assert variable is not None
             monkeypatch.setenv(variable, env[variable])
     resources = found.definitions.resources
-    night: dict[str, Callable[[], list[dg.ExecuteInProcessResult]]] = {
-        assets.account.name: partial(_nightly_of, assets, resources) for assets in found.built
-    }
-    for name in TWO_ACCOUNTS:
-        for result in night[name]():
-            assert result.success, failures(result)
-            assert failures(result) == []
-    clean = {name: warehouse_rows(root, name) for name in TWO_ACCOUNTS}
-    # The main account's rows are the single account's (the same key); the sub-account's its own.
-    assert clean["main"] == fault_free
-    assert clean["sub_1"]["funding_history"]
-    assert clean["sub_1"]["funding_history"] != clean["main"]["funding_history"]
-    assert clean["sub_1"]["_rejects"] == []
+    return {assets.account.name: partial(_nightly_of, assets, resources) for assets in found.built}
+
+
+@dataclass(frozen=True)
+class TwoAccounts:
+    """The simulator of the two-account cases, and the warehouse both its accounts filled."""
+
+    sim: Simulator
+    root: Path
+    clean: dict[str, Rows]
+
+
+@pytest.fixture(scope="module")
+def two_accounts(
+    tmp_path_factory: pytest.TempPathFactory, fault_free: Rows
+) -> Iterator[TwoAccounts]:
+    base = tmp_path_factory.mktemp("two-accounts")
+    with (
+        Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as sim,
+        pytest.MonkeyPatch.context() as monkeypatch,
+    ):
+        night = _two_accounts(sim, base / "warehouse", base, monkeypatch)
+        for name in TWO_ACCOUNTS:
+            for result in night[name]():
+                assert result.success, failures(result)
+                assert failures(result) == []
+        clean = {name: warehouse_rows(base / "warehouse", name) for name in TWO_ACCOUNTS}
+        # The main account's rows are the single account's (the same key); the sub-account's
+        # its own.
+        assert clean["main"] == fault_free
+        assert clean["sub_1"]["funding_history"]
+        assert clean["sub_1"]["funding_history"] != clean["main"]["funding_history"]
+        assert clean["sub_1"]["_rejects"] == []
+        yield TwoAccounts(sim, base / "warehouse", clean)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [Fault.HTTP_500, Fault.MISSING_FIELD],
+    ids=["retried-http_500", "rejected-missing_field"],
+)
+def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
+    two_accounts: TwoAccounts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: Fault
+) -> None:
+    sim, clean, root = two_accounts.sim, two_accounts.clean, tmp_path / "warehouse"
+    # The catalog names the root it reads: the copy's is built for the copy.
+    shutil.copytree(two_accounts.root, root, ignore=shutil.ignore_patterns(CATALOG_FILE))
+    night = _two_accounts(sim, root, tmp_path, monkeypatch)
     untouched = account_files(root, "sub_1")
 
-    own_sim.faults.set(ONE_KIND, [kind], paths=DATA_PATHS, seed=1)
-    faulted = night["main"]()
-    assert own_sim.faults.injected[kind] >= 2
+    sim.faults.set(ONE_KIND, [kind], paths=DATA_PATHS, seed=1)
+    try:
+        faulted = night["main"]()
+        injected = sim.faults.injected[kind]
+    finally:
+        sim.faults.clear()
+    assert injected >= 2
     assert account_files(root, "sub_1") == untouched
     assert warehouse_rows(root, "sub_1") == clean["sub_1"]
     rows = warehouse_rows(root, "main")
@@ -223,7 +257,6 @@ def test_a_faulted_account_leaves_the_other_untouched_and_reruns_fault_free(
             assert failures(result) == []
         assert rows == clean["main"]
 
-    own_sim.faults.clear()
     for result in night["main"]():
         assert result.success, failures(result)
     assert account_files(root, "sub_1") == untouched

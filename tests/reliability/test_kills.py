@@ -5,7 +5,8 @@ Each case starts from a warehouse that already holds the range (the interesting 
 during a *re*write), runs the real CLI (``materialize funding_history --from .. --to ..``) in a
 child process that `tests.reliability.killer` SIGKILLs at one point (while the walk is paging,
 in the middle of a Parquet file, between a complete temp file and its rename, while the DuckDB
-catalog is being rebuilt), then runs the CLI again, normally. Meanwhile a reader thread reads
+catalog is being rebuilt), then runs the CLI again, normally (in this process: the run after a
+kill is any run). Meanwhile a reader thread reads
 every partition file (pyarrow) and the catalog's view (DuckDB) again and again; every read must
 succeed and find each month's (and each day's) full row count. Afterwards the warehouse equals
 a fault-free run's, table for table, no temp file is left, and the Dagster instance shows the
@@ -42,7 +43,7 @@ from tests.support.cli_runs import (
     Rows,
     account_files,
     cli_env,
-    run_cli,
+    invoke,
     two_accounts_env,
     warehouse_rows,
 )
@@ -84,8 +85,8 @@ def reference(exchange: SpawnedSimulator, tmp_path_factory: pytest.TempPathFacto
     """The range written by an undisturbed run."""
     base = tmp_path_factory.mktemp("kills-reference")
     root = base / "warehouse"
-    run = run_cli(RANGE, cli_env(exchange, root, base / "dagster"), base / "logs" / "run")
-    assert run.process.returncode == 0, run.output
+    run = invoke(RANGE, cli_env(exchange, root, base / "dagster"))
+    assert run.exit_code == 0, run.output
     return _reference(root)
 
 
@@ -98,8 +99,8 @@ def two_accounts(
     base = tmp_path_factory.mktemp("kills-two-accounts")
     root = base / "warehouse"
     env = two_accounts_env(exchange, root, base / "dagster", base / "accounts.yaml")
-    run = run_cli(RANGE, env, base / "logs" / "run")
-    assert run.process.returncode == 0, run.output
+    run = invoke(RANGE, env)
+    assert run.exit_code == 0, run.output
     references = {account: _reference(root, account) for account in TWO_ACCOUNTS}
     # Each account has its own funding: a mix-up of the two would show.
     assert references["main"].rows["funding_history"] != references["sub_1"].rows["funding_history"]
@@ -253,8 +254,8 @@ def test_killed_and_run_again_the_warehouse_is_the_fault_free_one(
         # Temp files are dot-named beside the partition: no reader's glob or view sees them.
         assert not any(p.split("/")[-1].startswith(".") for p in _files(root))
 
-        again = run_cli(RANGE, env, tmp_path / "again")
-        assert again.process.returncode == 0, again.output
+        again = invoke(RANGE, env)
+        assert again.exit_code == 0, again.output
         assert "left unfinished by a killed process" in again.output
     finally:
         reader.stop()
@@ -325,8 +326,8 @@ def test_one_account_killed_and_run_again_leaves_the_other_account_untouched(
             assert (root / CATALOG_FILE).stat().st_ino == catalog_before
         assert account_files(root, "sub_1") == untouched
 
-        again = run_cli(one_account, env, tmp_path / "again")
-        assert again.process.returncode == 0, again.output
+        again = invoke(one_account, env)
+        assert again.exit_code == 0, again.output
         assert "left unfinished by a killed process" in again.output
     finally:
         reader.stop()

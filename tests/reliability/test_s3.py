@@ -1,15 +1,18 @@
 """The warehouse on S3 (moto's server on loopback) equals the same warehouse on local disk, row
-for row, end to end: the real CLI in child processes, real Dagster, the simulator over loopback.
+for row, end to end: the real CLI, real Dagster, the simulator over loopback.
 
 Each scenario runs once with a local root and once with an ``s3://`` root, and the two are read
 back through their catalogs' views (every table, every column, ``ORDER BY ALL``): the nightly
-job, a backfill of months, a rerun of that range, a run SIGKILLed while it rewrites a month on
-S3 and run again, two runs of the same months at once, an analyst's catalog of the store on
-another path, and a warehouse of two accounts.
+job of a warehouse of two accounts, a backfill of months, a rerun of that range, a run SIGKILLed
+while it rewrites a month on S3 and run again, two runs of the same months at once, and an
+analyst's catalog of the store on another path. The command runs in this process (its settings
+are the environment it is invoked with) but where the promise is a process's: the run killed,
+the two runs at once, and the analyst's commands on a machine of their own.
 
 Two runs of one scenario are seconds or minutes apart, so the clock the assets stamp rows with
-is pinned (`tests.support.pinned_clock`): ``extracted_at`` and ``snapshot_date`` are the same in
-every run of this module, and no column is left out of a comparison.
+is pinned (given to the command in-process, or `tests.support.pinned_clock` to a child):
+``extracted_at`` and ``snapshot_date`` are the same in every run of this module, and no column
+is left out of a comparison.
 
 Kills and concurrent writers meet the store's lease (`warehouse.lease`); the killed run's lease
 lives `LEASE_SECONDS` so that the run after it takes it over soon.
@@ -33,7 +36,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assets.accounts import DEFAULT_ACCOUNT
-from pipeline.simulator import SpawnedSimulator
+from pipeline.simulator import SimClock, SpawnedSimulator
 from tests.support.cli_runs import (
     REPO,
     SNAPSHOT_TABLES,
@@ -42,6 +45,7 @@ from tests.support.cli_runs import (
     Child,
     Rows,
     cli_env,
+    invoke,
     two_accounts_env,
 )
 from tests.support.pinned_clock import PINNED_NOW_ENV
@@ -153,12 +157,13 @@ def _start(module: str, args: list[str], env: dict[str, str], log: Path) -> Chil
     return Child.start("tests.support.pinned_clock", [module, *args], env, log)
 
 
-def _cli(args: list[str], env: dict[str, str], log: Path) -> Child:
-    """``whitebit-etl ARGS``, to its end, which must be a success."""
-    child = _start("assets.cli", args, env, log)
-    assert child.wait() == 0, child.output
-    assert "succeeded" in child.output
-    return child
+def _cli(args: list[str], env: dict[str, str]) -> str:
+    """``whitebit-etl ARGS`` in this process, to its end, which must be a success; what it
+    printed."""
+    ran = invoke(args, env, SimClock(PINNED))
+    assert ran.exit_code == 0, ran.output
+    assert "succeeded" in ran.output
+    return ran.output
 
 
 def _run_both(
@@ -167,8 +172,8 @@ def _run_both(
     """The commands, one after the other, on the local root then on the ``s3://`` root."""
     for name, root in zip(("local", "s3"), pair.roots, strict=True):
         env = _env(exchange, pair, root, pair.base / f"dagster-{name}", accounts=accounts)
-        for n, args in enumerate(commands):
-            _cli(args, env, pair.base / "logs" / f"{name}-{n}")
+        for args in commands:
+            _cli(args, env)
 
 
 def rows_of(catalog_file: Path) -> Rows:
@@ -216,9 +221,10 @@ def _lease_key(pair: Pair) -> str:
 def nightly(
     exchange: SpawnedSimulator, store: Store, tmp_path_factory: pytest.TempPathFactory
 ) -> Pair:
-    """A day of funding and today's snapshots, on each root."""
+    """A day of funding and today's snapshots of each account of a two-account warehouse (a
+    sub-account's key reads no investments: left out for it), on each root."""
     pair = _pair(store, tmp_path_factory.mktemp("s3-nightly"))
-    _run_both(exchange, pair, NIGHTLY)
+    _run_both(exchange, pair, NIGHTLY, accounts=True)
     return pair
 
 
@@ -283,7 +289,7 @@ def test_a_rerun_of_the_range_on_s3_equals_it_on_local_disk_and_itself_before(
     assert remote_before == backfilled
     for name, root in zip(("local", "s3"), backfill.roots, strict=True):
         env = _env(exchange, backfill, root, backfill.base / f"dagster-{name}")
-        _cli(RANGE, env, backfill.base / "logs" / f"rerun-{name}")
+        _cli(RANGE, env)
     local, remote = _both(backfill)
     assert remote == local == remote_before
     # Every month was written again (a later object), not left alone.
@@ -337,8 +343,8 @@ def test_killed_while_rewriting_a_month_on_s3_then_run_again_equals_local_disk(
     assert dead["seconds"] == LEASE_SECONDS
     dead_at = fs.info(_lease_key(pair))["LastModified"]
 
-    again = _cli(RANGE, env, tmp_path / "again")
-    assert "left unfinished by a killed process" in again.output
+    again = _cli(RANGE, env)
+    assert "left unfinished by a killed process" in again
     # The run after took the lease over once it had expired (its holder never renewed it), wrote
     # every month after that, and gave the lease back.
     assert not fs.exists(_lease_key(pair))
@@ -426,13 +432,9 @@ def test_an_analysts_catalog_of_the_store_answers_as_the_local_one(
 
 
 def test_the_accounts_of_a_two_account_warehouse_on_s3_equal_them_on_local_disk(
-    exchange: SpawnedSimulator, store: Store, tmp_path: Path
+    nightly: Pair,
 ) -> None:
-    pair = _pair(store, tmp_path)
-    # A day of funding of each account, and each account's snapshots (a sub-account's key reads
-    # no investments: left out for it).
-    _run_both(exchange, pair, NIGHTLY, accounts=True)
-    local, remote = _both(pair)
+    local, remote = _both(nightly)
     assert remote == local
     for table, accounts in (
         ("funding_history", set(TWO_ACCOUNTS)),

@@ -1,13 +1,14 @@
 """What `whitebit-etl materialize` says on the terminal when the exchange answers badly.
 
-End to end: the real CLI in a child process, against a simulator over loopback (in this process,
-so each test makes it misbehave in one way), with a warehouse and a Dagster instance of the test's
-own. Each test states what the terminal must show and how long the run may take: a bad answer
-ends, with a clear message or with rows and `_rejects`, within 30 s of the run's start (read from
-the run's record in the instance; the command's own time is printed beside it).
+End to end: the real CLI (in this process, what it prints captured; in a child process where the
+test watches a run that goes on), against a simulator over loopback (in this process, so each
+test makes it misbehave in one way), with a warehouse and a Dagster instance of the test's own.
+Each test states what the terminal must show and how long the run may take: a bad answer ends,
+with a clear message or with rows and `_rejects`, within 30 s of the run's start (read from the
+run's record in the instance; the command's own time is printed beside it).
 
 The child's output goes to files under the test's temp directory, which the session's last test
-scans for secrets.
+scans for secrets; what a command in this process prints is scanned as it ends.
 """
 
 from __future__ import annotations
@@ -37,13 +38,11 @@ from pipeline.simulator import (
     new_field,
     repeated_key,
 )
-from tests.support.cli_runs import CLI_TIMEOUT_S, REPO, cli_env, warehouse_rows
+from tests.support.cli_runs import CLI_TIMEOUT_S, REPO, cli_env, invoke, warehouse_rows
 from tests.support.simulated import FROZEN_AT
 
 #: How long a bad answer may hold a run, from the run's start to its end.
 RUN_LIMIT_S = 30.0
-#: What a command may take beyond its run: starting Python and Dagster, on a busy machine.
-STARTUP_S = 30.0
 #: The funding days of these runs; a payment of the last one is spoiled where a test needs one.
 FIRST, LAST = date(2026, 9, 12), date(2026, 9, 13)
 SPOILED = ("ETH_PERP", "1789286400")  # 2026-09-13 08:00 UTC, long side
@@ -90,30 +89,19 @@ class Ran:
         return self.stdout + self.stderr
 
 
-def _start(
-    args: list[str], env: dict[str, str], log: Path, *, low_retries: bool = False
-) -> subprocess.Popen[bytes]:
-    command = ["-c", LOW_RETRIES] if low_retries else ["-m", "assets.cli"]
+def _start_low_retries(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``whitebit-etl ARGS`` with `LOW_RETRIES`, in a child process the test watches."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.with_suffix(".out").open("wb") as out, log.with_suffix(".err").open("wb") as err:
         return subprocess.Popen(
-            [sys.executable, *command, *args], cwd=REPO, env=env, stdout=out, stderr=err
+            [sys.executable, "-c", LOW_RETRIES, *args], cwd=REPO, env=env, stdout=out, stderr=err
         )
 
 
-def _cli(args: list[str], env: dict[str, str], log: Path, *, timeout: float = CLI_TIMEOUT_S) -> Ran:
+def _cli(args: list[str], env: dict[str, str]) -> Ran:
     started = time.monotonic()
-    child = _start(args, env, log)
-    try:
-        code = child.wait(timeout=timeout)
-    finally:
-        child.kill()
-    return Ran(
-        code,
-        log.with_suffix(".out").read_text(errors="replace"),
-        log.with_suffix(".err").read_text(errors="replace"),
-        time.monotonic() - started,
-    )
+    ran = invoke(args, env)
+    return Ran(ran.exit_code, ran.stdout, ran.stderr, time.monotonic() - started)
 
 
 def _run_id(ran: Ran) -> str:
@@ -164,7 +152,7 @@ def test_a_rejected_record_is_said_with_its_count_partition_reason_and_the_sql_t
     exchange.faults.tamper(spec.FUNDING_HISTORY.path, _spoil(lambda r: r.update(fundingRate="NaN")))
     home = tmp_path / "dagster"
     env = cli_env(exchange, tmp_path / "warehouse", home)
-    ran = _cli(RANGE, env, tmp_path / "logs" / "rejected")
+    ran = _cli(RANGE, env)
 
     assert ran.code == 1, ran.output
     assert _timed("a rejected record", home, ran) <= RUN_LIMIT_S
@@ -187,7 +175,7 @@ def test_a_rejected_record_is_said_with_its_count_partition_reason_and_the_sql_t
     # The line lists the record, as the exchange sent it.
     program, *args = shlex.split(command)
     assert program == "whitebit-etl"
-    listed = _cli([*args, "--json"], env, tmp_path / "logs" / "listed")
+    listed = _cli([*args, "--json"], env)
     assert listed.code == 0, listed.output
     (row,) = orjson.loads(listed.stdout)
     sent = orjson.loads(row["raw_json"])
@@ -201,7 +189,7 @@ def test_a_refusal_is_said_at_once_with_the_exchanges_message_and_not_retried(
     wrong = Credentials(exchange.credentials.api_key, "not-the-secret-of-this-key")
     home = tmp_path / "dagster"
     env = cli_env(exchange, tmp_path / "warehouse", home, credentials=wrong)
-    ran = _cli(RANGE, env, tmp_path / "logs" / "refused")
+    ran = _cli(RANGE, env)
 
     assert ran.code == 1, ran.output
     assert _timed("a refusal", home, ran) <= RUN_LIMIT_S
@@ -225,7 +213,7 @@ def test_a_step_dagster_retries_is_said_while_it_waits_with_the_wait_and_why(
     home = tmp_path / "dagster"
     log = tmp_path / "logs" / "retried"
     started, started_at = time.monotonic(), time.time()
-    child = _start(RANGE, cli_env(exchange, tmp_path / "warehouse", home), log, low_retries=True)
+    child = _start_low_retries(RANGE, cli_env(exchange, tmp_path / "warehouse", home), log)
     said: dict[str, float] = {}  # line -> when it was seen (wall clock)
     try:
         while not any("tries it again" in line for line in said):
@@ -280,7 +268,7 @@ def test_an_answer_breaking_the_contract_fails_at_once_saying_where(
     exchange.faults.tamper(spec.FUNDING_HISTORY.path, null_records)
     home = tmp_path / "dagster"
     env = cli_env(exchange, tmp_path / "warehouse", home)
-    ran = _cli(RANGE, env, tmp_path / "logs" / "broken", timeout=RUN_LIMIT_S + STARTUP_S)
+    ran = _cli(RANGE, env)
 
     assert ran.code == 1, ran.output
     assert _timed("a broken contract", home, ran) <= RUN_LIMIT_S
@@ -296,7 +284,7 @@ def test_an_answer_breaking_the_contract_fails_at_once_saying_where(
 def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     exchange: Simulator, tmp_path: Path
 ) -> None:
-    clean = _cli(RANGE, cli_env(exchange, tmp_path / "clean", tmp_path / "d0"), tmp_path / "l0")
+    clean = _cli(RANGE, cli_env(exchange, tmp_path / "clean", tmp_path / "d0"))
     assert clean.code == 0, clean.output
 
     def new_field(params: dict[str, Any], body: bytes) -> bytes:
@@ -307,7 +295,7 @@ def test_a_new_field_in_every_funding_record_loads_every_row_and_is_warned_of(
     exchange.faults.tamper(spec.FUNDING_HISTORY.path, new_field)
     home = tmp_path / "dagster"
     env = cli_env(exchange, tmp_path / "warehouse", home)
-    ran = _cli(RANGE, env, tmp_path / "logs" / "new", timeout=RUN_LIMIT_S + STARTUP_S)
+    ran = _cli(RANGE, env)
     assert ran.code == 0, ran.output
     assert _timed("a new field", home, ran) <= RUN_LIMIT_S
     assert warehouse_rows(tmp_path / "warehouse") == warehouse_rows(tmp_path / "clean")
@@ -336,8 +324,8 @@ def fault_free(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The warehouse the commands of these cases fill from a well-behaved exchange."""
     root = tmp_path_factory.mktemp("fault-free")
     with Simulator(seed=7, scale=Scale.small(), clock=SimClock(FROZEN_AT)) as sim:
-        for n, args in enumerate([RANGE, SNAPSHOTS]):
-            ran = _cli(args, cli_env(sim, root / "warehouse", root / "dagster"), root / f"l{n}")
+        for args in (RANGE, SNAPSHOTS):
+            ran = _cli(args, cli_env(sim, root / "warehouse", root / "dagster"))
             assert ran.code == 0, ran.output
     return warehouse_rows(root / "warehouse")
 
@@ -484,7 +472,7 @@ def test_each_bad_answer_ends_in_time_saying_what_it_was(
     case.steer(exchange)
     home = tmp_path / "dagster"
     env = cli_env(exchange, tmp_path / "warehouse", home)
-    ran = _cli(case.args, env, tmp_path / "logs" / "case", timeout=RUN_LIMIT_S + STARTUP_S)
+    ran = _cli(case.args, env)
 
     assert ran.code == case.code, ran.output
     assert _timed(name, home, ran) <= RUN_LIMIT_S

@@ -6,6 +6,7 @@ file of the simulator's main account and one of its sub-accounts, and each accou
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import click.testing
 import dagster as dg
 
 from pipeline import spec
@@ -210,6 +212,29 @@ def _mining_accounts(exchange: SpawnedSimulator | Simulator, role: str) -> tuple
     return account_dataset(7, Scale.small(), SimClock(FROZEN_AT), account=account).mining_accounts
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A warehouse kept aside, put back at ``root`` before each case that spoils it: its catalog
+    names the root its views read, so one built at ``root`` once stays current (a copy anywhere
+    else would have its catalog rebuilt by the case's run)."""
+
+    aside: Path
+    root: Path
+
+    @classmethod
+    def of(cls, root: Path) -> Kept:
+        """Keep the warehouse at ``root`` as it is now (its catalog built); its directory must be
+        ``root``'s parent's only entry, for a case to check that nothing was written beside it."""
+        aside = root.parent.with_name(f"{root.parent.name}-kept")
+        shutil.copytree(root, aside)
+        return cls(aside, root)
+
+    def put_back(self) -> Path:
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.copytree(self.aside, self.root)
+        return self.root
+
+
 #: A partition file's bytes and modification time (ns): what a file untouched keeps.
 Files = dict[str, tuple[bytes, int]]
 
@@ -276,3 +301,19 @@ def run_cli(args: list[str], env: dict[str, str], log: Path) -> Child:
     child = Child.start("assets.cli", args, env, log)
     child.wait()
     return child
+
+
+def invoke(
+    args: list[str], env: Mapping[str, str], clock: spec.Clock | None = None
+) -> click.testing.Result:
+    """``whitebit-etl ARGS`` in this process, to its end, with ``env`` its whole environment (as
+    `cli_env` makes one) and going by ``clock`` when given: where the promise is what a command
+    does and says, not its process. What a child prints goes to files the session's secrets scan
+    reads; what this prints is checked here."""
+    from assets.cli import main
+
+    unset: dict[str, str | None] = {name: None for name in os.environ if name not in env}
+    ran = click.testing.CliRunner().invoke(main, args, env=unset | dict(env), obj=clock)
+    told = [name for name, value in env.items() if "SECRET" in name and value in ran.output]
+    assert told == [], f"{told} printed by whitebit-etl {' '.join(args)}"
+    return ran
