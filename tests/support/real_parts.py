@@ -13,6 +13,7 @@ counts, so that a change to the suite that drops one is seen.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, ClassVar, Final
@@ -51,7 +52,8 @@ def _of_service(service: Any) -> set[str]:
     return parts
 
 
-def _of(value: Any) -> set[str]:
+def _of(value: Any, depth: int = 2) -> set[str]:
+    """The parts a value is, or holds in its fields (a module's night: its service, its S3)."""
     from pipeline.simulator import Simulator, SpawnedSimulator
     from tests.support.postgres import LocalPostgres
     from tests.support.s3 import MotoS3
@@ -65,6 +67,10 @@ def _of(value: Any) -> set[str]:
         return {S3}
     if isinstance(value, Service):
         return _of_service(value)
+    if depth and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return set().union(
+            *(_of(getattr(value, f.name), depth - 1) for f in dataclasses.fields(value))
+        )
     return set()
 
 
@@ -116,8 +122,8 @@ class Counted:
         if report.when != "call":
             return
         for name, value in report.user_properties:
-            if name == PROPERTY:
-                cls.tests.update(value)
+            if name == PROPERTY and isinstance(value, list):
+                cls.tests.update(str(part) for part in value)
 
 
 def summary() -> list[str]:
