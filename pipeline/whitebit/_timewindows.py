@@ -312,6 +312,8 @@ class TimeWindowsWalk(Walk[Records]):
                     return
                 following = offset + self._size
                 if got.count < self._size:
+                    # Pages asked ahead lie past it: not sent while the end is proven.
+                    await ahead.aclose()
                     ended, after, brought = await self._short(window, offset, got, tally, reach)
                     for records in brought:
                         yield records

@@ -310,6 +310,8 @@ class NewestFirstWalk(Walk[list[Any]]):
                 proven, resume = True, None
                 # Past the range's start too: a page that reaches it is full but at the end.
                 if 0 < len(records) < cursor.page_size:
+                    # Pages asked ahead lie past it: not sent while the end is proven.
+                    await ahead.aclose()
                     told = await short_page(offset, records)
                     records, proven = told.page, told.ended
                     if told.probe is not None:

@@ -380,6 +380,8 @@ class OffsetWindowWalk(Walk[Records]):
                 # Past the range's start too: a page that reaches it is full but at the end.
                 following = offset + window.limit
                 if not proven and len(records) < window.limit:
+                    # Pages asked ahead lie past it: not sent while the end is proven.
+                    await ahead.aclose()
                     proven, after, brought = await short(offset, records)
                     for read in brought:
                         yield read
