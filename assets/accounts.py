@@ -11,19 +11,23 @@ come with it). An account may instead name a key of the embedded simulator (``si
 sub_1``): the demo's and the tests' accounts. See ``accounts.example.yaml``.
 
 A file that is wrong is refused as a whole when it is loaded, before any request, with the line
-and the reason: an unknown field, a duplicate name, a name that is not a safe path segment, a
-variable that is not set.
+and the reason: an unknown field, a duplicate name, a name that is not a safe path segment, an
+address that would send signed requests in the clear, a variable's name that is not one (never
+repeated: it may be the secret itself, written where its variable's name belongs), a variable
+that is not set.
 
 Without the file, the single-account variables (`WHITEBIT_API_KEY`, `WHITEBIT_API_SECRET`,
 `WHITEBIT_BASE_URL`, `WHITEBIT_MINING_ACCOUNTS`, `WHITEBIT_MARKETS`, `WHITEBIT_HISTORIES`) are a
-one-entry accounts file: one account named ``default``; a key without its secret (or any of them
-without both) is refused, naming what is missing. With none of them set, the accounts are the
-embedded simulator's demo accounts (`SIMULATOR_ACCOUNTS`: its main account and a sub-account),
-for every command alike.
+one-entry accounts file: one account named ``default``, its values checked by the same rules as
+the file's fields and refused with the same reasons, naming the variable; a key without its
+secret (or any of them without both) is refused, naming what is missing. With none of them set,
+the accounts are the embedded simulator's demo accounts (`SIMULATOR_ACCOUNTS`: its main account
+and a sub-account), for every command alike.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -35,6 +39,7 @@ import pydantic
 import yaml
 
 from pipeline import spec
+from pipeline.whitebit import checked_base_url
 from warehouse.schemas import ACCOUNT_NAME
 
 from .settings import KEY_ENV, SECRET_ENV, Settings, SettingsError
@@ -53,6 +58,8 @@ SIMULATOR_KEYS: Final = (
     "no_b2b",
     *(f"sub_{n}" for n in range(1, SIMULATOR_SUBACCOUNTS + 1)),
 )
+#: A variable's name, as a shell writes one.
+VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class AccountsFileError(SettingsError):
@@ -147,6 +154,18 @@ class _Entry(pydantic.BaseModel):
     def _url(cls, value: str) -> str:
         return base_url(value)
 
+    @pydantic.field_validator("api_key_env", "api_secret_env")
+    @classmethod
+    def _variable(cls, value: str | None) -> str | None:
+        # Never repeated: a value that is not a name may be the key or the secret itself.
+        if value is not None and not VARIABLE_NAME.fullmatch(value):
+            raise ValueError(
+                "not a variable name (letters, digits and '_'; the value is not repeated): "
+                "give the name of the variable that holds the key or the secret, never the "
+                "value itself"
+            )
+        return value
+
     @pydantic.field_validator("markets")
     @classmethod
     def _markets(cls, value: list[str] | None) -> list[str] | None:
@@ -187,10 +206,22 @@ def load(settings: Settings) -> tuple[Account, ...]:
     return load_file(Path(str(demo)), settings.environ)
 
 
+#: The single-account variable of each field of the accounts file.
+_SINGLE_FIELDS: Final = {
+    "api_key_env": KEY_ENV,
+    "api_secret_env": SECRET_ENV,
+    "base_url": "WHITEBIT_BASE_URL",
+    "mining_accounts": "WHITEBIT_MINING_ACCOUNTS",
+    "markets": "WHITEBIT_MARKETS",
+    "histories": "WHITEBIT_HISTORIES",
+}
+
+
 def single(settings: Settings) -> Account:
-    """The account of the single-account variables: ``default``. Any of them set without the
-    key and the secret is refused, naming what is missing: a run must never extract the embedded
-    simulator into a warehouse meant for a real account."""
+    """The account of the single-account variables: ``default``, a file's entry whose fields are
+    the variables' values, refused as the file's would be, naming the variable. Any of them set
+    without the key and the secret is refused, naming what is missing: a run must never extract
+    the embedded simulator into a warehouse meant for a real account."""
     missing = [name for name in (KEY_ENV, SECRET_ENV) if not settings.environ.get(name)]
     if missing:
         given = ", ".join(settings.single_account_set)
@@ -198,16 +229,25 @@ def single(settings: Settings) -> Account:
             f"{' and '.join(missing)} not set (with {given} set): give the account's key and "
             "secret, or unset every WHITEBIT_ variable to run against the embedded simulator"
         )
-    return Account(
-        name=DEFAULT_ACCOUNT,
-        base_url=_base_url(settings.base_url or "global"),
-        key_env=KEY_ENV,
-        secret_env=SECRET_ENV,
-        mining_accounts=names(settings.mining_accounts),
-        markets=names(settings.markets) or None,
-        investments=True,
-        histories=_histories(names(settings.histories)),
-    )
+    fields = {
+        "base_url": settings.base_url,
+        "mining_accounts": list(names(settings.mining_accounts)),
+        "markets": list(names(settings.markets)) or None,
+        "histories": list(names(settings.histories)) or None,
+    }
+    try:
+        entry = _Entry.model_validate(
+            {
+                "name": DEFAULT_ACCOUNT,
+                "api_key_env": KEY_ENV,
+                "api_secret_env": SECRET_ENV,
+                **{field: value for field, value in fields.items() if value is not None},
+            }
+        )
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        raise SettingsError(f"{_SINGLE_FIELDS[str(first['loc'][0])]}: {_message(first)}") from None
+    return _account(entry)
 
 
 def history_names(chosen: Sequence[str]) -> frozenset[str]:
@@ -233,21 +273,11 @@ def base_url(value: str) -> str:
         )
     if not url.startswith(("https://", "http://")):
         raise ValueError(f"{value!r}: give global, eu or an http(s) URL")
+    try:
+        checked_base_url(url)  # the client's own rule: https://, or http:// on loopback only
+    except ValueError as exc:
+        raise ValueError(f"{value!r}: {exc}") from None
     return url.rstrip("/")
-
-
-def _histories(chosen: Sequence[str]) -> frozenset[str] | None:
-    try:
-        return history_names(chosen) if chosen else None
-    except ValueError as exc:
-        raise SettingsError(f"WHITEBIT_HISTORIES: {exc}") from None
-
-
-def _base_url(value: str) -> str:
-    try:
-        return base_url(value)
-    except ValueError as exc:
-        raise SettingsError(f"WHITEBIT_BASE_URL: {exc}") from None
 
 
 def names(text: str | None) -> tuple[str, ...]:
@@ -270,7 +300,11 @@ def load_file(path: Path, env: Mapping[str, str]) -> tuple[Account, ...]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise AccountsFileError(f"{path}: not YAML: {exc}") from None
+        # Its problem and where, never the excerpt of the line PyYAML adds: it may hold a secret.
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "cannot be parsed"
+        raise AccountsFileError(f"{path}{where}: not YAML: {problem}") from None
     try:
         parsed = _File.model_validate(data if data is not None else {})
     except pydantic.ValidationError as exc:
@@ -296,21 +330,23 @@ def load_file(path: Path, env: Mapping[str, str]) -> tuple[Account, ...]:
                     f"{path}, line {_line(node, ('accounts', index, field))}: account "
                     f"{entry.name!r}: the variable {variable} ({field}) is not set"
                 )
-        accounts.append(
-            Account(
-                name=entry.name,
-                base_url=entry.base_url,
-                key_env=entry.api_key_env,
-                secret_env=entry.api_secret_env,
-                mining_accounts=tuple(entry.mining_accounts),
-                markets=tuple(entry.markets) if entry.markets is not None else None,
-                investments=entry.investments,
-                subaccounts=entry.subaccounts,
-                simulator_key=entry.simulator,
-                histories=frozenset(entry.histories) if entry.histories is not None else None,
-            )
-        )
+        accounts.append(_account(entry))
     return tuple(accounts)
+
+
+def _account(entry: _Entry) -> Account:
+    return Account(
+        name=entry.name,
+        base_url=entry.base_url,
+        key_env=entry.api_key_env,
+        secret_env=entry.api_secret_env,
+        mining_accounts=tuple(entry.mining_accounts),
+        markets=tuple(entry.markets) if entry.markets is not None else None,
+        investments=entry.investments,
+        subaccounts=entry.subaccounts,
+        simulator_key=entry.simulator,
+        histories=frozenset(entry.histories) if entry.histories is not None else None,
+    )
 
 
 def _message(error: Any) -> str:

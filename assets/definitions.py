@@ -92,7 +92,7 @@ def location(
     """The code location of the settings' accounts (or of ``accounts``), going by ``clock``
     (this machine's, unless a command or a test sets another)."""
     chosen = load(settings) if accounts is None else tuple(accounts)
-    partitions = monthly(settings.start_date)
+    partitions = monthly(settings.check_start(clock.today()).start_date)
     # The writer processes get the environment without any credential.
     writer_env = settings.child_env(without=credential_variables(chosen))
     built = tuple(

@@ -39,12 +39,9 @@ from warehouse.locks import file_lock
 from warehouse.store import said_if_refused
 
 from .dagster_private import InstanceRef
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 POSTGRES_URL_ENV: Final = "DAGSTER_POSTGRES_URL"
-#: Dagster reads the URL through SQLAlchemy, which must be told to use the driver that comes with
-#: dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare ``postgresql://`` as psycopg 3.
-POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
 #: Lock file in DAGSTER_HOME under which processes open the instance.
 INSTANCE_LOCK: Final = ".whitebit-etl.lock"
 #: Tag of every CLI run: ``<host>:<pid>`` of the process executing it.
@@ -66,8 +63,9 @@ _UNFINISHED: Final = [
 ]
 
 
-class InstanceError(Exception):
-    """The instance cannot be used as configured; the message says what to change."""
+class InstanceError(SettingsError):
+    """The instance cannot be used as configured; the message says what to change (in one line,
+    as every setting that cannot be used)."""
 
 
 def instance_config(*, postgres: bool, celery: bool = False) -> dict[str, Any]:
@@ -153,12 +151,6 @@ def instance_home(settings: Settings, *, celery: bool | None = None) -> tuple[Pa
                 f"{home}/dagster.yaml stores the instance in PostgreSQL: set {POSTGRES_URL_ENV}"
             )
         return home, "SQLite"
-    if not url.startswith(POSTGRES_SCHEME):
-        # The URL holds a password: only its scheme may be named.
-        raise InstanceError(
-            f"{POSTGRES_URL_ENV} must start with {POSTGRES_SCHEME} "
-            f"(like {POSTGRES_SCHEME}user:password@host:5432/dagster), not {url.split(':', 1)[0]}:"
-        )
     home = _home(settings.dagster_home or local / "dagster-postgres", postgres=True, celery=celery)
     if not _uses_postgres(_loaded(home / "dagster.yaml")):
         raise InstanceError(
@@ -190,7 +182,9 @@ def instance(
     at once on a new home would both create its storage, and one would fail on the other's
     half-made schema: they take turns opening it. A home that cannot be written is said in one
     line (`said_if_refused`)."""
-    home, _ = instance_home(settings, celery=celery)
+    home, storage = instance_home(settings, celery=celery)
+    if storage == "PostgreSQL":
+        _answers(settings)
     overrides: dict[str, Any] = {}
     if broker is not None:
         config = {"broker": broker.url, "backend": broker.backend}
@@ -201,6 +195,35 @@ def instance(
         if not overrides:
             return dg.DagsterInstance.from_config(str(home))
         return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
+
+
+def _answers(settings: Settings) -> None:
+    """The settings' PostgreSQL takes one connection, or `InstanceError` in one line: where, and
+    its driver's reason, never the URL's password. (Dagster's own connection tries six times over
+    seconds, a warning each, then ends in three tracebacks.)"""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    assert settings.postgres_url is not None
+    try:
+        url = sqlalchemy.engine.make_url(settings.postgres_url.get_secret_value())
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        raise InstanceError(
+            f"{POSTGRES_URL_ENV}: not a URL SQLAlchemy can read (not shown: it holds a password)"
+        ) from None
+    engine = sqlalchemy.create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": 10})
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        lines = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        reason = lines[0].replace(url.password, "***") if url.password else lines[0]
+        raise InstanceError(
+            f"{POSTGRES_URL_ENV}: the PostgreSQL at {url.host}:{url.port or 5432} cannot be "
+            f"reached ({reason}): is it up, and is the URL right?"
+        ) from None
+    finally:
+        engine.dispose()
 
 
 @dataclass(frozen=True, slots=True)

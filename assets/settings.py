@@ -6,15 +6,20 @@ a child process gets an environment built explicitly (`child_env`). The variable
 file names for each account's key and secret are read by Dagster itself (`dagster.EnvVar`, so
 that it stores their names, never their values); the AWS variables by botocore. Both are listed
 here too (`variables`), so that a deployment can check it sets everything the product reads.
+
+A value that cannot be used is refused where it is read, in one line: the variable, its value
+(never a secret's) and what it accepts (`SettingsError`). The first day of history is checked
+against the day a command or the code location goes by (`check_start`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import pydantic
 
@@ -31,6 +36,10 @@ SINGLE_ACCOUNT_ENV: Final = (
     "WHITEBIT_MARKETS",
     "WHITEBIT_HISTORIES",
 )
+#: The form of ``DAGSTER_POSTGRES_URL``: Dagster reads the URL through SQLAlchemy, which must be
+#: told to use the driver that comes with dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare
+#: ``postgresql://`` as psycopg 3, and ``postgres://`` (libpq's) as no driver at all.
+POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
 #: Read by botocore (the S3 store), never by our code: credentials, region, endpoint, profile.
 AWS_VARIABLES: Final = {
     "AWS_ACCESS_KEY_ID": "the S3 store's access key",
@@ -135,6 +144,41 @@ class Settings(pydantic.BaseModel):
     #: The environment read (children inherit it; an accounts file's variables are in it).
     environ: Mapping[str, str] = pydantic.Field(default_factory=dict, exclude=True, repr=False)
 
+    @pydantic.field_validator("nightly_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        # Dagster's own rule, loaded only when the variable is set (--help stays instant).
+        import dagster as dg
+
+        try:
+            dg.ScheduleDefinition(
+                name="nightly", cron_schedule=value, job_name="nightly", execution_timezone="UTC"
+            )
+        except dg.DagsterInvalidDefinitionError:
+            raise ValueError(
+                f"{value!r} is not a cron schedule: give five fields, minute hour day month "
+                "weekday (UTC), like '30 0 * * *'"
+            ) from None
+        return value
+
+    @pydantic.field_validator("postgres_url")
+    @classmethod
+    def _postgres_url(cls, value: pydantic.SecretStr | None) -> pydantic.SecretStr | None:
+        url = value.get_secret_value() if value is not None else ""
+        if url and not url.startswith(POSTGRES_SCHEME):
+            # The URL holds a password: only its scheme may be named.
+            scheme = url.split("://", 1)[0] if "://" in url else ""
+            shown = (
+                f"a {scheme}:// URL (the rest not shown: it holds a password)"
+                if re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme)
+                else "not a URL (not shown: it may hold a password)"
+            )
+            raise ValueError(
+                f"{shown}: give {POSTGRES_SCHEME}user:password@host:5432/dagster, the form "
+                "dagster-postgres reads"
+            )
+        return value
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings of this process's environment (or ``environ``); an empty variable is an
@@ -146,7 +190,33 @@ class Settings(pydantic.BaseModel):
         except pydantic.ValidationError as exc:
             error = exc.errors()[0]
             variable = ".".join(str(part) for part in error["loc"])
-            raise SettingsError(f"{variable}: {error['msg']}") from None
+            message = str(error["msg"])
+            if error["type"] == "value_error":  # a check's own reason, quoting what it may
+                refused = message.removeprefix("Value error, ")
+            elif variable in cls._secrets():
+                refused = message
+            else:
+                refused = f"{given.get(variable)!r}: {message}"
+            raise SettingsError(f"{variable}: {refused}") from None
+
+    @classmethod
+    def _secrets(cls) -> set[str]:
+        """The variables whose values are never shown."""
+        return {
+            field.alias
+            for field in cls.model_fields.values()
+            if field.alias and pydantic.SecretStr in (field.annotation, *get_args(field.annotation))
+        }
+
+    def check_start(self, today: date) -> Settings:
+        """These settings, when their first day of history is ``today`` or before; else
+        `SettingsError` (no day of history would exist for a run to fill)."""
+        if self.start_date > today:
+            raise SettingsError(
+                f"WHITEBIT_START_DATE: '{self.start_date}' is in the future: give the first day "
+                f"of history, YYYY-MM-DD, today ({today}, UTC) or before"
+            )
+        return self
 
     @classmethod
     def variables(cls) -> dict[str, str]:

@@ -43,12 +43,13 @@ def said_in_one_line() -> Iterator[None]:
 
 
 def settings() -> Settings:
-    """The settings of this command's environment, read once (at the command's start)."""
+    """The settings of this command's environment, read once (at the command's start) and
+    checked against the day the command goes by."""
     context = click.get_current_context()
     found = context.find_object(Settings) or context.meta.get(_SETTINGS)
     if found is None:
         with said_in_one_line():
-            found = Settings.from_env()
+            found = Settings.from_env().check_start(clock().today())
         context.meta[_SETTINGS] = found
     return found
 

@@ -34,6 +34,7 @@ from ._errors import (
     WhiteBITError,
 )
 from ._pacing import Pacer
+from ._params import checked_base_url
 from ._retry import NO_RETRIES, RetryPolicy
 from ._stats import WalkStats
 from ._timewindows import TimeWindowsWalk
@@ -94,4 +95,5 @@ __all__ = [
     "WalkStats",
     "WatcherLink",
     "WhiteBITError",
+    "checked_base_url",
 ]

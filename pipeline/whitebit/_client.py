@@ -512,7 +512,7 @@ class AsyncWhiteBIT:
                 return doc
         elif status == 429 and stats is not None:
             stats.rate_limited += 1
-        raise error_for_answer(operation, status, response.headers, content)
+        raise error_for_answer(operation, status, response.headers, content, params)
 
 
 def _answered(stats: WalkStats, dated: datetime | None, here: datetime) -> None:

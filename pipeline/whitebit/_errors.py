@@ -268,9 +268,14 @@ def is_error_body(doc: Any) -> bool:
 
 
 def error_for_answer(
-    operation: spec.Operation, status: int, headers: Mapping[str, str], content: bytes
+    operation: spec.Operation,
+    status: int,
+    headers: Mapping[str, str],
+    content: bytes,
+    params: Mapping[str, Any] | None = None,
 ) -> APIStatusError:
-    """The error an answer means (docs/api.md, "Error responses seen")."""
+    """The error an answer means (docs/api.md, "Error responses seen"); a refused parameter
+    named with the value ``params`` sent for it (the exchange names the field only)."""
     try:
         doc, is_json = orjson.loads(content), True
     except orjson.JSONDecodeError:
@@ -288,6 +293,9 @@ def error_for_answer(
     detail = f"HTTP {status}" + (f" code {code}" if code is not None else "") + f": {said}"
     if kind is ValidationError and errors:
         detail += f" {dict(errors)}"
+        asked = params or {}
+        sent = [f"{field}={asked[field]!r}" for field in errors if field in asked]
+        detail += f" (sent {', '.join(sent)})" if sent else ""
     return kind(
         detail,
         operation=operation,

@@ -164,6 +164,31 @@ def test_a_wrong_file_is_refused_with_its_line_and_reason(
     assert expected in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("field", "variable", "value"),
+    [
+        ("markets", "WHITEBIT_MARKETS", "BTC_USDT"),
+        ("base_url", "WHITEBIT_BASE_URL", "http://whitebit.com"),
+        ("base_url", "WHITEBIT_BASE_URL", "ftp://x"),
+        ("histories", "WHITEBIT_HISTORIES", "fills"),
+    ],
+)
+def test_a_single_account_variable_is_refused_as_the_files_field_is(
+    tmp_path: Path, field: str, variable: str, value: str
+) -> None:
+    """The variable's value, and the file's field holding the same, refused before any request
+    with the same reason (a list field given as its one item)."""
+    listed = value if field == "base_url" else f"[{value}]"
+    pool = "    mining_accounts: [pool-a]\n"
+    with pytest.raises(AccountsFileError) as in_the_file:
+        load(_file(tmp_path, GOOD.replace(pool, f"{pool}    {field}: {listed}\n")))
+    with pytest.raises(SettingsError) as in_the_variable:
+        load({"WHITEBIT_API_KEY": "k", "WHITEBIT_API_SECRET": "s", variable: value})
+    reason = str(in_the_variable.value).removeprefix(f"{variable}: ")
+    assert reason != str(in_the_variable.value)
+    assert str(in_the_file.value).endswith(f", line 7: accounts.0.{field}: {reason}")
+
+
 def test_a_missing_or_unreadable_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AccountsFileError, match="cannot be read"):
         load({"WHITEBIT_ACCOUNTS_FILE": str(tmp_path / "nope.yaml")})

@@ -47,6 +47,8 @@ class Mistake:
     not_created: tuple[str, ...] = ()
     #: At most this many seconds.
     within_s: float = CLI_TIMEOUT_S
+    #: The error line is all the command prints (a setting refused before anything ran).
+    alone: bool = False
 
 
 def _accounts_two_of_one() -> bytes:
@@ -59,6 +61,13 @@ def _accounts_two_of_one() -> bytes:
     )
 
 
+def _accounts_naming(field: str, value: str) -> bytes:
+    """An accounts file of one account whose ``field`` (a variable's name) is ``value``."""
+    names = {"api_key_env": "MAIN_KEY", "api_secret_env": "MAIN_SECRET", field: value}
+    lines = ["accounts:", "  - name: main", *(f"    {k}: {v}" for k, v in names.items())]
+    return "\n".join([*lines, ""]).encode()
+
+
 def _no_rows() -> bytes:
     """A partition of the funding history with no row: a warehouse that holds an account."""
     out = io.BytesIO()
@@ -69,6 +78,16 @@ def _no_rows() -> bytes:
 FUNDING = "funding_history"
 S3_ROOT = f"s3://{KEY_ID}:{SECRET}@team-bucket/x"
 REAL = {"WHITEBIT_BASE_URL": "https://whitebit.com"}
+#: A secret as a user pastes it where its variable's name belongs: spaces and '/' in it.
+PASTED = f"{SECRET}/Ab+c d=="
+#: The single account's credentials, and an exchange address in the clear.
+SINGLE = {"WHITEBIT_API_KEY": KEY_ID, "WHITEBIT_API_SECRET": SECRET}
+PLAIN = {**SINGLE, "WHITEBIT_BASE_URL": "http://whitebit.com"}
+IN_THE_CLEAR = (
+    r"^Error: WHITEBIT_BASE_URL: 'http://whitebit.com': refusing plain http:// to whitebit.com: "
+    r"signed requests would cross the network unencrypted; use https://"
+)
+KEY_UUID = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
 
 MISTAKES: dict[str, Mistake] = {
     "a key without its secret": Mistake(
@@ -118,11 +137,88 @@ MISTAKES: dict[str, Mistake] = {
         files={"accounts.yaml": _accounts_two_of_one()},
     ),
     "an accounts file with a variable not exported, reset-key": Mistake(
-        ["reset-key", "--account", "main", "--api-key-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"],
+        ["reset-key", "--account", "main", "--api-key-id", KEY_UUID],
         {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml", "MAIN_KEY": KEY_ID, "MAIN_SECRET": SECRET},
         1,
         r"^Error: accounts.yaml, line 6: account 'other': the variable OTHER_KEY",
         files={"accounts.yaml": _accounts_two_of_one()},
+    ),
+    # Issue 45, problem 2: a secret where its variable's name belongs is not repeated.
+    "a secret where the name of its variable belongs": Mistake(
+        ["ping"],
+        {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml", "MAIN_KEY": KEY_ID},
+        1,
+        r"^Error: accounts.yaml, line 4: accounts.0.api_secret_env: not a variable name ",
+        files={"accounts.yaml": _accounts_naming("api_secret_env", PASTED)},
+        alone=True,
+    ),
+    "a key where the name of its variable belongs": Mistake(
+        ["materialize", "hedge_mode"],
+        {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml", "MAIN_SECRET": SECRET},
+        1,
+        r"^Error: accounts.yaml, line 3: accounts.0.api_key_env: not a variable name ",
+        files={"accounts.yaml": _accounts_naming("api_key_env", f"{KEY_ID} x")},
+        not_created=("data",),
+        alone=True,
+    ),
+    "a secret with a colon where the name of its variable belongs": Mistake(
+        ["ping"],
+        {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml", "MAIN_KEY": KEY_ID},
+        1,
+        r"^Error: accounts.yaml, line 4, column \d+: not YAML: mapping values are not allowed",
+        files={"accounts.yaml": _accounts_naming("api_secret_env", f"{SECRET}: x/y")},
+        alone=True,
+    ),
+    # Issue 45, problem 4: every setting checked at the edge, in one line, before any request.
+    "a first day of history in the future": Mistake(
+        ["materialize", "funding_history"],
+        {"WHITEBIT_START_DATE": str(TODAY + timedelta(days=40))},
+        1,
+        rf"^Error: WHITEBIT_START_DATE: '{TODAY + timedelta(days=40)}' is in the future: give "
+        rf"the first day of history, YYYY-MM-DD, today \({TODAY}, UTC\) or before$",
+        not_created=("data",),
+        alone=True,
+    ),
+    "a nightly schedule that is not cron": Mistake(
+        ["materialize", "hedge_mode"],
+        {"WHITEBIT_NIGHTLY_CRON": "every night"},
+        1,
+        r"^Error: WHITEBIT_NIGHTLY_CRON: 'every night' is not a cron schedule: give five fields",
+        not_created=("data",),
+        alone=True,
+    ),
+    "a PostgreSQL that refuses the connection": Mistake(
+        ["materialize", "hedge_mode"],
+        {"DAGSTER_POSTGRES_URL": f"postgresql+psycopg2://u:{SECRET}@127.0.0.1:1/dagster"},
+        1,
+        r"^Error: DAGSTER_POSTGRES_URL: the PostgreSQL at 127.0.0.1:1 cannot be reached "
+        r"\(.*Connection refused\): is it up",
+        alone=True,
+        within_s=30,
+    ),
+    "a PostgreSQL URL of libpq's form": Mistake(
+        ["materialize", "hedge_mode"],
+        {"DAGSTER_POSTGRES_URL": f"postgres://u:{SECRET}@127.0.0.1:1/dagster"},
+        1,
+        r"^Error: DAGSTER_POSTGRES_URL: a postgres:// URL \(the rest not shown: it holds a "
+        r"password\): give postgresql\+psycopg2://user:password@host:5432/dagster",
+        not_created=("data",),
+        alone=True,
+    ),
+    "ping in the clear": Mistake(["ping"], PLAIN, 1, IN_THE_CLEAR, alone=True),
+    "reset-key in the clear": Mistake(
+        ["reset-key", "--api-key-id", KEY_UUID, "--yes"], PLAIN, 1, IN_THE_CLEAR, alone=True
+    ),
+    "materialize in the clear": Mistake(
+        ["materialize", "hedge_mode"], PLAIN, 1, IN_THE_CLEAR, not_created=("data",), alone=True
+    ),
+    "a spot market in WHITEBIT_MARKETS": Mistake(
+        ["materialize", "funding_history"],
+        {**SINGLE, "WHITEBIT_MARKETS": "BTC_PERP, BTC_USDT"},
+        1,
+        r"^Error: WHITEBIT_MARKETS: 'BTC_USDT' is not a perpetual market \(<BASE>_PERP\)$",
+        not_created=("data",),
+        alone=True,
     ),
     "an accounts file that is not text": Mistake(
         ["ping"],
@@ -327,6 +423,9 @@ def test_a_mistake_ends_in_its_one_line(name: str, tmp_path: Path) -> None:
     mistake = MISTAKES[name]
     done, took = _invoke(mistake.args, mistake.env, _prepared(mistake, tmp_path))
     _ends_as_said(done, mistake.status, mistake.line)
+    assert PASTED not in done.text
+    if mistake.alone:
+        assert len(done.text.strip().splitlines()) == 1, done.text
     assert took < mistake.within_s
     for path in mistake.not_created:
         assert not (tmp_path / path).exists(), path
@@ -359,7 +458,7 @@ def test_a_busy_port_for_the_simulator(busy_port: int, tmp_path: Path) -> None:
 EVERY_COMMAND = [
     ["ping"],
     ["materialize", "hedge_mode"],
-    ["reset-key", "--api-key-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "--yes"],
+    ["reset-key", "--api-key-id", KEY_UUID, "--yes"],
     ["sql", "SELECT 1"],
     ["tables"],
     ["catalog"],

@@ -12,7 +12,7 @@ import yaml
 
 from assets import instance as service
 from assets.instance import instance_config
-from assets.settings import Settings
+from assets.settings import Settings, SettingsError
 
 Env = Callable[..., Settings]
 
@@ -68,10 +68,23 @@ def test_a_sqlite_home_is_not_taken_for_postgres(env: Env) -> None:
     assert "pw-789" not in str(refused.value)
 
 
-def test_a_url_without_the_driver_is_refused_without_its_password(env: Env) -> None:
-    wrong = "postgresql://u:pw-789@db:5432/dagster"
-    with pytest.raises(service.InstanceError, match=r"postgresql\+psycopg2://") as refused:
-        service.instance_home(env(DAGSTER_POSTGRES_URL=wrong))
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        ("postgresql://u:pw-789@db:5432/dagster", "a postgresql:// URL (the rest not shown"),
+        ("postgres://u:pw-789@db:5432/dagster", "a postgres:// URL (the rest not shown"),
+        ("pw-789", "not a URL (not shown"),
+    ],
+)
+def test_a_url_without_the_driver_is_refused_without_its_password(
+    env: Env, wrong: str, said: str
+) -> None:
+    """Refused as the settings are read, before any instance: libpq's forms too, which
+    SQLAlchemy takes for another driver or none."""
+    with pytest.raises(SettingsError) as refused:
+        env(DAGSTER_POSTGRES_URL=wrong)
+    assert str(refused.value).startswith(f"DAGSTER_POSTGRES_URL: {said}")
+    assert "postgresql+psycopg2://user:password@host:5432/dagster" in str(refused.value)
     assert "pw-789" not in str(refused.value)
 
 

@@ -172,10 +172,15 @@ def test_validation_errors_from_the_exchange(sim: Simulator) -> None:
                 await c.investments_history(ticker="NOPE")
             assert (info.value.status_code, info.value.code) == (400, 0)
             assert info.value.errors == {"ticker": ["The selected ticker is invalid."]}
+            assert "(sent ticker='NOPE')" in str(info.value)
             with raises(ValidationError) as info:
                 await c.funding_history(market="NOPE_PERP")
             assert (info.value.status_code, info.value.code) == (422, 31)
             assert list(info.value.errors) == ["market"]
+            # The exchange names the field; the message names the market too.
+            assert str(info.value).endswith(
+                "{'market': ['The selected market is invalid.']} (sent market='NOPE_PERP')"
+            )
             with raises(ValidationError) as info:
                 await c.watcher_links("nobody")
             assert list(info.value.errors) == ["user"]
