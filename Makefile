@@ -3,6 +3,11 @@
 # on our build machines, each process would otherwise compile Dagster and the rest again).
 # Nothing else has to be on the machine but python3 and make.
 SHELL := /bin/bash
+# The python3 of the PATH, but never an activated environment's (.venv's has neither pip nor uv):
+# make looks past its bin directory.
+ifdef VIRTUAL_ENV
+PYTHON ?= $(or $(shell PATH='$(subst $(VIRTUAL_ENV)/bin:,,$(PATH))' command -v python3),python3)
+endif
 PYTHON ?= python3
 UV := $(PYTHON) -m uv
 RUN := $(UV) run --locked --no-sync

@@ -1,9 +1,15 @@
 """The README and the pages of docs/ hold together: every link leads somewhere, every `make`
-target they name exists, and every page is reachable from the README's map."""
+target they name exists, every command they show runs as shown in a plain shell after `make`
+(and `make` itself with the environment activated), and every page is reachable from the
+README's map."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +50,67 @@ def test_every_make_target_named_exists() -> None:
     for page in PAGES:
         named = set(_MAKE.findall(page.read_text(encoding="utf-8")))
         assert named <= targets, f"{page.name}: make {sorted(named - targets)} does not exist"
+
+
+#: A fenced block of shell commands.
+_SHELL_BLOCK = re.compile(r"^```(?:sh|bash)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+#: An inline command of uv's: uv is nowhere on a plain shell's PATH (pip puts it in ~/.local/bin).
+_INLINE_UV = re.compile(r"`(?:[A-Z_]+=\S+ )*uvx? [^`]*`")
+#: What `make` installs into .venv/bin only, and uv: none of them on a plain shell's PATH.
+_NOT_ON_THE_PATH = {"uv", "uvx", "whitebit-etl", "dagster", "pytest", "ruff", "mypy"}
+
+
+def _programs(block: str) -> list[str]:
+    """The program of each command of a shell block (after its variable assignments), not of
+    the lines that continue one."""
+    found, continued = [], False
+    for line in block.splitlines():
+        words = line.split()
+        if not continued and words and not line[0].isspace() and not words[0].startswith("#"):
+            while words and re.match(r"[A-Z_][A-Z0-9_]*=", words[0]):
+                words.pop(0)
+            found += words[:1]
+        continued = line.rstrip().endswith("\\")
+    return found
+
+
+def test_every_command_shown_runs_in_a_plain_shell_after_make() -> None:
+    """Issue 45, problem 5: `whitebit-etl ...` and `uv run ...` as shown gave `command not found`
+    in a shell where nothing was activated. What `make` installs is shown at its path,
+    `.venv/bin/...`, and each such program is there."""
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        programs = [p for block in _SHELL_BLOCK.findall(text) for p in _programs(block)]
+        assert [p for p in programs if p in _NOT_ON_THE_PATH] == [], page.name
+        assert _INLINE_UV.findall(text) == [], page.name
+        installed = {p.removeprefix(".venv/bin/") for p in programs if p.startswith(".venv/")}
+        assert [p for p in installed if not (Path(sys.prefix) / "bin" / p).exists()] == []
+
+
+def test_make_runs_with_the_environment_activated() -> None:
+    """Issue 45, problem 5: with .venv activated, every target failed with `No module named pip`:
+    the Makefile's python3 was the environment's, which has neither pip nor uv. What make runs
+    first (uv, through the Python it names) runs with the environment activated."""
+    venv = Path(sys.prefix)
+    activated = {
+        **os.environ,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+    }
+    activated.pop("PYTHON", None)
+    planned = subprocess.run(
+        ["make", "-n", "bootstrap"], cwd=ROOT, env=activated, capture_output=True, text=True,
+        check=True, timeout=60,
+    )  # fmt: skip
+    python = planned.stdout.split()[0]
+    found = shutil.which(python, path=activated["PATH"])
+    assert found is not None, planned.stdout
+    uv = subprocess.run(
+        [found, "-m", "uv", "--version"], env=activated, capture_output=True, text=True,
+        check=False, timeout=60,
+    )  # fmt: skip
+    assert uv.returncode == 0, uv.stderr
+    assert uv.stdout.startswith("uv ")
 
 
 def test_every_page_of_docs_is_on_the_readme_map() -> None:

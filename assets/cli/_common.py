@@ -3,9 +3,11 @@ console, and one line (never a traceback) for a setting that cannot be used."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Final
 
 import click
@@ -85,3 +87,18 @@ def chosen(names: tuple[str, ...]) -> tuple[Account, ...]:
             param_hint="--account",
         )
     return tuple(known[name] for name in dict.fromkeys(names))
+
+
+def this_command() -> str:
+    """How to run whitebit-etl again, in any shell, from this directory: the path of the script
+    running now, relative when it is under this directory (``.venv/bin/whitebit-etl`` after
+    `make`, whatever put that directory first on this process's PATH: `make demo`'s ``uv
+    run``, an activated environment); else its name, when the PATH finds this very script (an
+    installed command); else its whole path."""
+    script = Path(sys.argv[0]).resolve()
+    here = Path.cwd()
+    if script.is_relative_to(here):
+        relative = str(script.relative_to(here))
+        return relative if "/" in relative else f"./{relative}"
+    found = shutil.which("whitebit-etl")
+    return "whitebit-etl" if found and Path(found).resolve() == script else str(script)

@@ -12,12 +12,8 @@ request could not do is refused before any run starts, in one line.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import click
@@ -35,6 +31,7 @@ from ._common import (
     console,
     said_in_one_line,
     settings,
+    this_command,
     warehouse,
 )
 
@@ -330,18 +327,6 @@ def write_report(
     )
 
 
-def _this_command() -> str:
-    """How to run whitebit-etl again on this machine: its name when it is on the PATH, else the
-    path of the script running now."""
-    if shutil.which("whitebit-etl"):
-        return "whitebit-etl"
-    script = Path(sys.argv[0]).resolve()
-    try:
-        return os.path.relpath(script)
-    except ValueError:
-        return str(script)
-
-
 def demo_requests(built: Sequence[AccountAssets], now: date) -> list[tuple[str, dg.RunRequest]]:
     """The demo's runs, asked on the day ``now``, per account: `DEMO_DAYS` days of every history
     through ``now`` (its snapshot holds what moved at its midnight, the funding paid then: records
@@ -431,7 +416,7 @@ def demo() -> None:
         out.print(f"\n[bold]{DEMO_QUERY}[/bold]")
         con.sql(DEMO_QUERY).show(max_width=120)
     write_report(out)
-    command = _this_command()
+    command = this_command()
     hints = [
         "make ui                       # the Dagster UI: these runs, assets and checks",
         f"{command} sql 'TABLE account_summary'",

@@ -23,7 +23,7 @@ from rich.table import Table
 from warehouse import catalog, display, schemas
 from warehouse.layout import PARQUET_DIR
 
-from ._common import said_in_one_line, warehouse
+from ._common import said_in_one_line, this_command, warehouse
 
 #: A column narrower than this is never wrapped: the widest DECIMAL(38,18) is 40 characters, so
 #: DuckDB leaves out a column that does not fit rather than fold an amount over lines.
@@ -131,7 +131,7 @@ def catalog_command(root: str, out: str | None) -> None:
             f"no files yet for {', '.join(built.empty_tables)}: their views are empty until "
             "the catalog is written again"
         )
-    click.echo(f'query it: whitebit-etl sql --catalog {built.path} "SELECT ..."')
+    click.echo(f'query it: {this_command()} sql --catalog {built.path} "SELECT ..."')
 
 
 def _partitioning(schema: schemas.TableSchema) -> str:

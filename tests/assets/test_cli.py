@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -390,3 +392,25 @@ def test_demo_refuses_to_run_with_real_credentials() -> None:
     result = CliRunner().invoke(main, ["demo"], env={"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml"})
     assert result.exit_code == 1
     assert "WHITEBIT_ACCOUNTS_FILE set" in result.output
+
+
+def test_the_commands_the_demo_hints_run_in_a_plain_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45, problem 5: `make demo` runs the demo through `uv run`, which puts .venv/bin first
+    on the PATH, and the demo's closing hint said `whitebit-etl sql ...`: `command not found` in
+    the user's shell. It names the command as the user's shell finds it, from where it ran."""
+    from assets.cli._common import this_command
+
+    script = Path(sys.prefix) / "bin" / "whitebit-etl"
+    here = Path(sys.prefix).parent
+    monkeypatch.setattr(sys, "argv", [str(script), "demo"])
+    monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")  # as `uv run` sets it
+    monkeypatch.chdir(here)
+    hint = this_command()
+    assert hint == str(script.relative_to(here))  # .venv/bin/whitebit-etl after `make`
+    plain = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    shown = subprocess.run(
+        ["sh", "-c", f"{hint} tables hedge_mode"], cwd=here, env=plain, capture_output=True,
+        text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "hedge_mode" in shown.stdout
