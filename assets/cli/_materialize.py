@@ -399,9 +399,10 @@ def demo_start(now: date) -> date:
 
 @click.command()
 def demo() -> None:
-    """Fill the warehouse from the embedded simulator's main account and one of its
-    sub-accounts: 30 days of every history up to today's midnight, yesterday's and today's
-    snapshots, then a query across the two.
+    """Fill the demo's own warehouse (./data-demo, unless WAREHOUSE_ROOT says; never a
+    warehouse holding a real account's rows) from the embedded simulator's main account and one
+    of its sub-accounts: 30 days of every history up to today's midnight, yesterday's and
+    today's snapshots, then a query across the two.
 
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows (today's, on a later day, with the rest of the day), with a new extracted_at.

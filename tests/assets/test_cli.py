@@ -33,6 +33,7 @@ COMMANDS = (
     "catalog",
     "report",
     "reset-key",
+    "move-account",
 )
 
 
