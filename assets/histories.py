@@ -104,8 +104,8 @@ def _exchange_run(
     warehouse: WarehouseResource = context.resources.warehouse
     tagged = context.run.tags.get(SIMULATOR_DAY_TAG)
     day = date.fromisoformat(tagged) if tagged else clock.today()
+    sources.check(warehouse.warehouse, account.name, whitebit.source)
     with whitebit.exchange(context.log, simulator_day=day) as exchange:
-        sources.check(warehouse.warehouse, account.name, exchange.source)
 
         async def run() -> Any:
             async with exchange.client(clock) as client:

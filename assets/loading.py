@@ -128,6 +128,16 @@ async def load_monthly(
 
     writer = HistoryWriter(target, environ=environ)
     left_out: RecordsLeftOut | None = None
+    landed = False
+
+    def land() -> None:
+        """Record the account's source once, before the load's first write: a walk refused
+        before its first page records nothing."""
+        nonlocal landed
+        if not landed:
+            sources.record(target.wh, target.account, source)
+            landed = True
+
     async with writer:
         try:
             chunk = Chunk()
@@ -135,14 +145,12 @@ async def load_monthly(
                 async for page in walk:
                     chunk.add(page)
                     if len(chunk) >= CHUNK_RECORDS:
-                        # Before each write (a read, once recorded): a walk refused before its
-                        # first page records nothing.
-                        sources.record(target.wh, target.account, source)
+                        land()
                         record(await writer.take(chunk.records()))
                         chunk = Chunk()
             except RecordsLeftOut as missing:
                 left_out = missing  # raised once every other record is in hand: written first
-            sources.record(target.wh, target.account, source)
+            land()
             if len(chunk):
                 record(await writer.take(chunk.records()))
             record(await writer.finish())

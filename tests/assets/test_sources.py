@@ -140,12 +140,12 @@ def test_a_first_run_that_failed_records_nothing_and_a_moved_exchange_is_moved(
     assert sim.url == f"http://127.0.0.1:{port}"
 
     def run(url: str) -> str:
-        env = cli_env(sim, root, home) | {"WHITEBIT_BASE_URL": url}
+        env = cli_env(sim, root, home, histories=["hedge_mode"]) | {"WHITEBIT_BASE_URL": url}
         done = invoke(["materialize", "hedge_mode"], env)
         assert (done.exit_code == 0) == (url in (sim.url, f"http://localhost:{port}")), done.output
         return done.output
 
-    assert "use https://" in run("http://whitebit.com")
+    assert "https://" in run("http://whitebit.com")
     assert sources.recorded(wh) == {}
     run("http://127.0.0.1:1")
     assert sources.recorded(wh) == {}
@@ -155,7 +155,7 @@ def test_a_first_run_that_failed_records_nothing_and_a_moved_exchange_is_moved(
 
     asked = _asked(sim)
     localhost = f"http://localhost:{port}"
-    env = cli_env(sim, root, home) | {"WHITEBIT_BASE_URL": localhost}
+    env = cli_env(sim, root, home, histories=["hedge_mode"]) | {"WHITEBIT_BASE_URL": localhost}
     refused = invoke(["materialize", "hedge_mode"], env)
     assert refused.exit_code == 1
     assert _asked(sim) == asked  # before any request
