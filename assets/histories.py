@@ -96,15 +96,16 @@ def _exchange_run(
     clock: spec.Clock,
 ) -> tuple[Any, Exchange]:
     """Run ``act`` against the account's exchange after the ping preflight (a down exchange
-    fails at once, clearly), once the warehouse has the exchange as the account's source. An
-    embedded simulator stands at the start of the run's day (by ``clock``), or of the day the
-    run's tag names."""
+    fails at once, clearly), once the warehouse is found to hold no rows of the account from
+    another exchange, nor any of the other kind (`sources.check`: the source is recorded as the
+    first rows land). An embedded simulator stands at the start of the run's day (by ``clock``),
+    or of the day the run's tag names."""
     whitebit: WhiteBITResource = getattr(context.resources, account.resource_key)
     warehouse: WarehouseResource = context.resources.warehouse
     tagged = context.run.tags.get(SIMULATOR_DAY_TAG)
     day = date.fromisoformat(tagged) if tagged else clock.today()
+    sources.check(warehouse.warehouse, account.name, whitebit.source)
     with whitebit.exchange(context.log, simulator_day=day) as exchange:
-        sources.claim(warehouse.warehouse, account.name, exchange.source)
 
         async def run() -> Any:
             async with exchange.client(clock) as client:
@@ -179,6 +180,7 @@ def monthly_asset(
             load = await load_monthly(
                 client,
                 target,
+                source=exchange.source,
                 environ=writer_env,
                 values=exchange.settings(),
                 on_day=lambda day, rows, rejected: log_progress(
@@ -316,7 +318,7 @@ def snapshot_asset(
         warehouse: WarehouseResource = context.resources.warehouse
         wh = warehouse.warehouse
         with retry_only_transient():
-            written = write_snapshot(wh, batches, account=account.name)
+            written = write_snapshot(wh, batches, account=account.name, source=exchange.source)
             refresh_catalog(context, wh)
         for h in tables:
             batch, stats = batches[h.name], took.stats[top[h.name].name]

@@ -4,7 +4,9 @@
 walk's pages are gathered into chunks and handed to a `warehouse.writer.HistoryWriter`, which
 normalizes and writes each month in a process of its own while the walk goes on (see that module
 for the order, memory, kill and no-silent-shrinking rules). `write_snapshot` writes the batches
-of a snapshot.
+of a snapshot. Each records the account's source (`warehouse.sources.record`) before its first
+write, so that no row lands without it, and a run that failed before (a wrong or dead address)
+recorded nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Final
 import pyarrow.compute as pc
 
 from pipeline.whitebit import AsyncWhiteBIT, RecordsLeftOut, WalkStats
-from warehouse import Warehouse, partitions
+from warehouse import Warehouse, partitions, sources
 from warehouse.monthly import REASONS_PER_DAY, DayWrite, FewerRowsRefused, MonthlyTarget, Progress
 from warehouse.normalize import Batch
 from warehouse.writer import HistoryWriter
@@ -94,6 +96,7 @@ async def load_monthly(
     client: AsyncWhiteBIT,
     target: MonthlyTarget,
     *,
+    source: sources.Source,
     environ: Mapping[str, str],
     values: Mapping[str, Sequence[str]] | None = None,
     on_day: DayWritten | None = None,
@@ -125,6 +128,16 @@ async def load_monthly(
 
     writer = HistoryWriter(target, environ=environ)
     left_out: RecordsLeftOut | None = None
+    landed = False
+
+    def land() -> None:
+        """Record the account's source once, before the load's first write: a walk refused
+        before its first page records nothing."""
+        nonlocal landed
+        if not landed:
+            sources.record(target.wh, target.account, source)
+            landed = True
+
     async with writer:
         try:
             chunk = Chunk()
@@ -132,10 +145,12 @@ async def load_monthly(
                 async for page in walk:
                     chunk.add(page)
                     if len(chunk) >= CHUNK_RECORDS:
+                        land()
                         record(await writer.take(chunk.records()))
                         chunk = Chunk()
             except RecordsLeftOut as missing:
                 left_out = missing  # raised once every other record is in hand: written first
+            land()
             if len(chunk):
                 record(await writer.take(chunk.records()))
             record(await writer.finish())
@@ -164,9 +179,10 @@ def _why_fewer(stats: WalkStats) -> str:
 
 
 def write_snapshot(
-    wh: Warehouse, batches: Mapping[str, Batch], *, account: str
+    wh: Warehouse, batches: Mapping[str, Batch], *, account: str, source: sources.Source
 ) -> dict[str, Written]:
     """Replace the account's snapshot partition of each table with its batch."""
+    sources.record(wh, account, source)
     out: dict[str, Written] = {}
     for table, batch in batches.items():
         partitions.write_batch(wh, batch, account=account)

@@ -20,6 +20,7 @@ import dagster as dg
 from pipeline import spec
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, RetryPolicy
 from warehouse import Warehouse, WarehouseConfig, locks
+from warehouse.sources import Source
 
 from .accounts import SIMULATOR_SUBACCOUNTS, names
 
@@ -39,7 +40,7 @@ class Exchange:
     markets: tuple[str, ...] | None
     retry: RetryPolicy
     #: Where the rows come from, as the warehouse records it per account (`warehouse.sources`).
-    source: str
+    source: Source
     paced: bool = True
     pacing_dir: str | None = None
 
@@ -95,6 +96,18 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def simulated(self) -> bool:
         return not (self.api_key and self.api_secret)
 
+    @property
+    def region(self) -> str:
+        """The embedded simulator's region: the EU service's, or the global one's."""
+        return "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
+
+    @property
+    def source(self) -> Source:
+        """Where the account's rows come from, known before any request."""
+        if self.simulated:
+            return Source.simulator(self.simulator_seed, self.region)
+        return Source.address(self.base_url)
+
     @contextmanager
     def exchange(
         self, log: logging.Logger | dg.DagsterLogManager, *, simulator_day: date
@@ -114,7 +127,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 mining_accounts=names(self.mining_accounts),
                 markets=markets,
                 retry=retry,
-                source=self.base_url.rstrip("/"),
+                source=self.source,
                 paced=self.paced,
                 pacing_dir=self.pacing_dir,
             )
@@ -124,7 +137,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         # Its data clock stands still at a day's start: a rerun within the day sees the same data,
         # and the steps of a process standing at the same day share it, made once.
         day_start = int(datetime.combine(simulator_day, time.min, UTC).timestamp())
-        region = "eu" if self.base_url.rstrip("/") == spec.EU_BASE_URL else "global"
+        region = self.region
         data = frozen_accounts(self.simulator_seed, region, SIMULATOR_SUBACCOUNTS, day_start)
         with Simulator(
             seed=self.simulator_seed,
@@ -146,7 +159,7 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 mining_accounts=names(self.mining_accounts) or dataset.mining_accounts,
                 markets=markets,
                 retry=retry,
-                source=f"the embedded simulator (seed {self.simulator_seed}, {region})",
+                source=self.source,
                 paced=self.paced,
                 pacing_dir=self.pacing_dir,
             )

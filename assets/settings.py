@@ -40,6 +40,10 @@ SINGLE_ACCOUNT_ENV: Final = (
 #: told to use the driver that comes with dagster-postgres (psycopg2); SQLAlchemy 2.1 takes a bare
 #: ``postgresql://`` as psycopg 3, and ``postgres://`` (libpq's) as no driver at all.
 POSTGRES_SCHEME: Final = "postgresql+psycopg2://"
+#: The warehouse of real accounts, and the one of the embedded simulator's demo accounts (no
+#: account configured: the demo's), so that the demo never writes where real runs do.
+REAL_ROOT: Final = "./data"
+DEMO_ROOT: Final = "./data-demo"
 #: Read by botocore (the S3 store), never by our code: credentials, region, endpoint, profile.
 AWS_VARIABLES: Final = {
     "AWS_ACCESS_KEY_ID": "the S3 store's access key",
@@ -101,8 +105,8 @@ class Settings(pydantic.BaseModel):
         description="where the machine's runs share each exchange address's pacing",
     )
     # --- The warehouse (`warehouse.Warehouse`) ---
-    warehouse_root: str = pydantic.Field(
-        "./data", alias="WAREHOUSE_ROOT", description="where the warehouse lives"
+    warehouse_root: str | None = pydantic.Field(
+        None, alias="WAREHOUSE_ROOT", description="where the warehouse lives"
     )
     warehouse_catalog: Path | None = pydantic.Field(
         None, alias="WAREHOUSE_CATALOG", description="the DuckDB catalog file"
@@ -234,9 +238,16 @@ class Settings(pydantic.BaseModel):
         """The single-account variables that are set."""
         return tuple(name for name in SINGLE_ACCOUNT_ENV if self.environ.get(name))
 
+    @property
+    def root(self) -> str:
+        """`WAREHOUSE_ROOT`, else `WAREHOUSE_ROOT`'s default: the demo's with no account
+        configured (the embedded simulator's demo accounts)."""
+        configured = self.accounts_file is not None or bool(self.single_account_set)
+        return self.warehouse_root or (REAL_ROOT if configured else DEMO_ROOT)
+
     def warehouse_config(self, root: str | None = None) -> WarehouseConfig:
         return WarehouseConfig(
-            root=root or self.warehouse_root,
+            root=root or self.root,
             catalog=str(self.warehouse_catalog) if self.warehouse_catalog else None,
             state_home=str(self.state_home) if self.state_home else None,
             lease_seconds=self.lease_seconds,

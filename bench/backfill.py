@@ -371,7 +371,9 @@ def _pipeline_alone(
                     days=days,
                     extracted_at=datetime.now(UTC),
                 )
-                return await load_monthly(client, target, environ=dict(os.environ))
+                return await load_monthly(
+                    client, target, source=exchange.source, environ=dict(os.environ)
+                )
 
         cpu = time.process_time()
         load = asyncio.run(walk())

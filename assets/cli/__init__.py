@@ -5,7 +5,8 @@ account's assets (or every account's) as the schedule would, or for a day or a r
 checks an account's exchange; ``sql`` and ``tables`` query and describe the warehouse; ``report``
 draws it on one page; ``serve`` runs the nightly service, ``worker`` a Celery worker of its runs
 and ``ui`` the Dagster UI; ``simulator`` serves the stand-in exchange; ``reset-key`` is the API's
-one write, done only here. The settings are read once, when a command starts. Heavy imports
+one write, done only here; ``move-account`` records another address for an account whose
+exchange moved. The settings are read once, when a command starts. Heavy imports
 (Dagster) happen inside the commands that need them, so ``--help`` is instant.
 """
 
@@ -20,6 +21,7 @@ from ._exchange import ping, reset_key
 from ._materialize import demo, materialize, report_command
 from ._query import catalog_command, sql_command, tables_command
 from ._service import serve, ui, worker
+from ._sources import move_account
 
 
 class _Commands(click.Group):
@@ -44,6 +46,7 @@ def main() -> None:
 for command in (
     demo,
     materialize,
+    move_account,
     ping,
     report_command,
     reset_key,

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from assets.accounts import Account
+from assets.settings import REAL_ROOT
 
 from ._common import (
     ACCOUNT_OPTION,
@@ -161,6 +162,21 @@ def _title(account: str, request: dg.RunRequest, several: bool, today: date) -> 
     return f"{account + ' ' if several else ''}{what}: {when}"
 
 
+def _refuse_other_kind(location: Location) -> None:
+    """Before any run (and any file): a warehouse holding rows of the other kind than the
+    accounts' (the embedded simulator's where real accounts' would land, or the reverse), in one
+    line (each run checks its account's source again before its first request)."""
+    from assets.definitions import whitebit_resource
+    from warehouse import sources
+
+    wh = warehouse()
+    for account in location.accounts:
+        # Outside a Dagster run, EnvVar fields hold names: resolved as a run would.
+        resource = whitebit_resource(account, settings()).process_config_and_initialize()
+        with said_in_one_line():
+            sources.check_kind(wh, account.name, resource.source)
+
+
 def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: Console) -> None:
     """Run each request, saying what each run had to say; exit naming the runs that failed."""
     from assets.instance import instance
@@ -258,6 +274,7 @@ def materialize(
     requests = _requests(
         location.built, assets, start, end, now=now, named=bool(account_names), out=out
     )
+    _refuse_other_kind(location)
     _launch(location, requests, out)
 
 
@@ -367,9 +384,10 @@ def demo_start(now: date) -> date:
 
 @click.command()
 def demo() -> None:
-    """Fill the warehouse from the embedded simulator's main account and one of its
-    sub-accounts: 30 days of every history up to today's midnight, yesterday's and today's
-    snapshots, then a query across the two.
+    """Fill the demo's own warehouse (./data-demo, unless WAREHOUSE_ROOT says; never a
+    warehouse holding a real account's rows) from the embedded simulator's main account and one
+    of its sub-accounts: 30 days of every history up to today's midnight, yesterday's and
+    today's snapshots, then a query across the two.
 
     Everything goes through Dagster (the runs appear in `make ui`). Running it again leaves the
     same rows (today's, on a later day, with the rest of the day), with a new extracted_at.
@@ -391,11 +409,13 @@ def demo() -> None:
     # The demo's history starts at its first day: the horizon checks judge its days only.
     since = settings().model_copy(update={"start_date": demo_start(asked)})
     location = location_of(since, accounts(), clock=clock())
+    _refuse_other_kind(location)
     out.print(
         "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
         f"({', '.join(a.name for a in location.accounts)}), through Dagster: {DEMO_DAYS} "
         f"days of every history, {demo_start(asked)} .. {asked}, and the snapshots of "
-        f"{asked - timedelta(days=1)} and {asked}"
+        f"{asked - timedelta(days=1)} and {asked}, into the demo's own warehouse at "
+        f"{warehouse().location} (WAREHOUSE_ROOT moves it; real accounts' is {REAL_ROOT})"
     )
     try:
         _launch(location, demo_requests(location.built, asked), out)

@@ -35,6 +35,7 @@ COMMANDS = (
     "catalog",
     "report",
     "reset-key",
+    "move-account",
 )
 
 

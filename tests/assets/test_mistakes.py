@@ -98,7 +98,7 @@ MISTAKES: dict[str, Mistake] = {
         {"WHITEBIT_API_KEY": KEY_ID, **REAL},
         1,
         r"^Error: WHITEBIT_API_SECRET not set \(with WHITEBIT_API_KEY, WHITEBIT_BASE_URL set\)",
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "a secret without its key": Mistake(
         ["ping"],
@@ -236,7 +236,7 @@ MISTAKES: dict[str, Mistake] = {
         2,
         rf"^Error: Invalid value for --to/--partition: {TODAY + timedelta(days=40)} is in the "
         rf"future: the last day the exchange can tell is today \({TODAY}, UTC\)",
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "a day of this month still to come": Mistake(
         ["materialize", "funding_history", "--partition", str(TODAY + timedelta(days=1))],
@@ -244,14 +244,14 @@ MISTAKES: dict[str, Mistake] = {
         2,
         rf"^Error: Invalid value for --to/--partition: {TODAY + timedelta(days=1)} is in the "
         "future",
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "a snapshot of tomorrow": Mistake(
         ["materialize", "hedge_mode", "--partition", str(TODAY + timedelta(days=1))],
         {},
         2,
         r"is in the future: the last day the exchange can tell is today",
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "a day before the start date": Mistake(
         ["materialize", "funding_history", "--partition", "2023-06-01"],
@@ -259,22 +259,22 @@ MISTAKES: dict[str, Mistake] = {
         2,
         r"^Error: Invalid value for --from/--partition: 2023-06-01 is before the first day of "
         r"history, 2024-01-01 \(WHITEBIT_START_DATE moves it\)$",
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "a range reaching before the start date": Mistake(
         ["materialize", "funding_history", "--from", "2023-01-01", "--to", "2024-01-31"],
         {},
         2,
         r"2023-01-01 is before the first day of history, 2024-01-01 \(WHITEBIT_START_DATE",
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "an empty query": Mistake(["sql", ""], {}, 2, r"^Error: QUERY is empty"),
     "a query where there is no warehouse": Mistake(
         ["sql", "SELECT 1"],
         {},
         1,
-        r"^Error: no warehouse at .*/data: nothing has been extracted there yet",
-        not_created=("data", "warehouse.duckdb", "data/warehouse.duckdb"),
+        r"^Error: no warehouse at .*/data-demo: nothing has been extracted there yet",
+        not_created=("data-demo", "warehouse.duckdb", "data-demo/warehouse.duckdb"),
     ),
     "a catalog of a root that does not exist": Mistake(
         ["catalog", "--root", "no/such/dir"],
@@ -295,8 +295,10 @@ MISTAKES: dict[str, Mistake] = {
         {},
         1,
         r"^Error: the range ends \(2025-03-01\) before it starts \(2025-03-02\)$",
-        files={f"data/{layout.partition_file(FUNDING, ('main', date(2025, 3, 1)))}": _no_rows()},
-        not_created=("data/report.html",),
+        files={
+            f"data-demo/{layout.partition_file(FUNDING, ('main', date(2025, 3, 1)))}": _no_rows()
+        },
+        not_created=("data-demo/report.html",),
     ),
     "an s3 root with no credentials": Mistake(
         ["catalog", "--root", "s3://team-bucket/x"],
@@ -313,7 +315,7 @@ MISTAKES: dict[str, Mistake] = {
         ["materialize", "hedge_mode", "--account", "main"],
         {"WAREHOUSE_ROOT": "wh", "DAGSTER_HOME": "home"},
         1,
-        r"^Error: run [0-9a-f-]+ failed: cannot write /\S+/wh/parquet/\.locks/source-main\.lock: "
+        r"^Error: run [0-9a-f-]+ failed: cannot write /\S+/wh/parquet/\.locks/sources\.lock: "
         r"not a directory \(/\S+/wh/parquet/\.locks\) \(details: make ui\)$",
         files={"wh/parquet": b""},
     ),
@@ -323,7 +325,7 @@ MISTAKES: dict[str, Mistake] = {
         1,
         r"^Error: cannot write home/dagster: not a directory$",
         files={"home": b""},
-        not_created=("data",),
+        not_created=("data", "data-demo"),
     ),
     "an exchange that refuses the connection": Mistake(
         ["materialize", "hedge_mode"],

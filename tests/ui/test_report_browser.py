@@ -18,11 +18,10 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_play
 
 from tests.ui.test_dagster_ui import CHROMIUM_FLAGS, MAIN, SUB, UI_TIMEOUT_MS
 from tests.warehouse.test_report import sql_headline
-from warehouse import Warehouse, catalog, report
+from warehouse import Warehouse, catalog, report, sources
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 #: What a page that fetches nothing asks for: itself, and what its script makes in memory.
 OFFLINE_SCHEMES = ("file:", "data:", "blob:")
 #: Each chart's traces and, per trace, its points (x and y both there), once plotly drew it. A
@@ -52,17 +51,24 @@ PLOTTED = """(id) => {
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A warehouse ``whitebit-etl demo`` filled (two accounts, every history, through Dagster:
-    about 80 s on a quiet machine)."""
+    about 80 s on a quiet machine), run as a newcomer runs it: with no setting, in a directory
+    whose ``./data`` is a real account's warehouse. The demo fills its own, ``./data-demo``, and
+    says so; the real one is left as it was."""
     base = tmp_path_factory.mktemp("report-demo")
-    warehouse = base / "warehouse"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WHITEBIT_", "DAGSTER_"))}
-    env |= {"WAREHOUSE_ROOT": str(warehouse)}
+    sources.record(
+        Warehouse.open(base / "data"), "default", sources.Source.address("https://whitebit.com")
+    )
+    real = {p: p.read_bytes() for p in (base / "data").rglob("*") if p.is_file()}
+    gone = ("WHITEBIT_", "DAGSTER_", "WAREHOUSE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(gone)}
     done = subprocess.run(
         [sys.executable, "-m", "assets.cli", "demo"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
+        cwd=base, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return warehouse
+    assert f"into the demo's own warehouse at {base / 'data-demo'}" in " ".join(done.stdout.split())
+    assert {p: p.read_bytes() for p in (base / "data").rglob("*") if p.is_file()} == real
+    return base / "data-demo"
 
 
 @pytest.fixture(scope="module")
