@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import jinja2
 from markupsafe import Markup
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from . import Headline, RunFacts
+
+
+#: A cell of more characters than this may wrap; a shorter one (a count, a name) stays whole.
+LONG_CELL: Final = 16
 
 
 def render(
@@ -57,10 +61,15 @@ def _when(moment: datetime | None) -> str:
 
 
 def _cell(value: object) -> Markup:
-    """A table cell: numbers right-aligned with every digit, anything else as text."""
-    if isinstance(value, Decimal | int) and not isinstance(value, bool):
-        return Markup('<td class="num">{}</td>').format(display.text(value))
-    return Markup("<td>{}</td>").format(display.text(value))
+    """A table cell: numbers right-aligned with every digit, anything else as text; a long one
+    may wrap anywhere (an exact figure has up to 38 digits), a short one never."""
+    shown = display.text(value)
+    kind = ["num"] if isinstance(value, Decimal | int) and not isinstance(value, bool) else []
+    if len(shown) > LONG_CELL:
+        kind.append("long")
+    if kind:
+        return Markup('<td class="{}">{}</td>').format(" ".join(kind), shown)
+    return Markup("<td>{}</td>").format(shown)
 
 
 def _header(column: str) -> Markup:
