@@ -29,6 +29,8 @@ REPORT_KEY: Final = dg.AssetKey("account_report")
 #: The tag Dagster gives the runs a schedule launched.
 SCHEDULE_TAG: Final = "dagster/schedule_name"
 NIGHTLY_SCHEDULE: Final = "nightly_schedule"
+#: A run that ended without landing all it planned.
+ENDED_SHORT: Final = (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 UNFINISHED: Final = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -47,18 +49,34 @@ def _ended(instance: dg.DagsterInstance, tags: dict[str, str]) -> datetime | Non
     return datetime.fromtimestamp(records[0].end_time, UTC).replace(microsecond=0)
 
 
+def _failed(instance: dg.DagsterInstance, key: dg.AssetKey, landed: str | None) -> datetime | None:
+    """When the latest run that planned the table ended, if it failed (or was canceled) before
+    landing it: the latest materialization is another run's, or there is none."""
+    planned = instance.get_latest_planned_materialization_info(key)
+    if planned is None or planned.run_id == landed:
+        return None
+    record = instance.get_run_record_by_id(planned.run_id)
+    if record is None or record.dagster_run.status not in ENDED_SHORT:
+        return None
+    ended = record.end_time or record.create_timestamp.timestamp()
+    return datetime.fromtimestamp(ended, UTC).replace(microsecond=0)
+
+
 def run_facts(instance: dg.DagsterInstance, built: Sequence[AccountAssets]) -> RunFacts:
     """Each account's last successful night and the last time one of its tables landed (by any
-    run: the schedule's, a backfill, the UI's, the command line's), and the fields its tables'
-    latest materializations saw that the spec does not name."""
-    nights, landed, drift = {}, {}, {}
+    run: the schedule's, a backfill, the UI's, the command line's), the fields its tables'
+    latest materializations saw that the spec does not name, and the tables whose latest run
+    failed before landing them."""
+    nights, landed, drift, failed = {}, {}, {}, {}
     for assets in built:
         name = assets.account.name
         if night := _ended(instance, {ACCOUNT_TAG: name, SCHEDULE_TAG: NIGHTLY_SCHEDULE}):
             nights[name] = night
-        seen, times = [], []
+        seen, times, short = [], [], {}
         for key in (key for asset in assets.assets for key in asset.keys):
             event = instance.get_latest_materialization_event(key)
+            if ended := _failed(instance, key, event.run_id if event else None):
+                short[key.path[-1]] = ended
             if event is None or event.asset_materialization is None:
                 continue
             times.append(event.timestamp)
@@ -71,7 +89,9 @@ def run_facts(instance: dg.DagsterInstance, built: Sequence[AccountAssets]) -> R
             landed[name] = datetime.fromtimestamp(max(times), UTC).replace(microsecond=0)
         if seen:
             drift[name] = tuple(seen)
-    return RunFacts(last_night=nights, last_landed=landed, drift=drift)
+        if short:
+            failed[name] = short
+    return RunFacts(last_night=nights, last_landed=landed, drift=drift, failed=failed)
 
 
 def metadata(written: Report, shared: str) -> dict[str, dg.MetadataValue]:

@@ -9,7 +9,9 @@ volume per market, maker against taker), its collateral P&L per market, its flow
 and the reconciliation of its holdings between snapshots (zero, or the residuals); with several
 accounts, a summary across them first. A header names the accounts, the range, the rows, the
 rejected records, and what only the Dagster instance knows (`RunFacts`: the last successful
-night, the fields the exchange sent that the spec does not name).
+night, the fields the exchange sent that the spec does not name, the tables whose latest run
+failed). A part of the page read from a table whose latest run failed is marked partial, naming
+the table and the run (`_sections`: each part with the tables it reads).
 
 Each chart has a table beside it with its figures exact, decimals as stored (`warehouse.display`);
 the charts themselves plot floats. The page inlines one copy of plotly.js, taken from the plotly
@@ -60,6 +62,9 @@ class RunFacts:
     #: The fields the exchange sent that the spec does not name, in each table's latest
     #: materialization: ``table: field (type)``.
     drift: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The tables whose latest run failed (or was canceled) before it landed them, and when that
+    #: run ended: the page marks partial every figure read from one.
+    failed: Mapping[str, Mapping[str, datetime]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,8 @@ class Headline:
 
     def items(self) -> list[tuple[str, str, str]]:
         """Name, glance and exact text of each number, as the page marks them: the glance shown
-        (amounts rounded: exact belongs to the tables), the exact text in ``data-headline``."""
+        (amounts rounded as `display.glance` says, which the page states), the exact text in
+        ``data-exact``."""
         figures: list[tuple[str, object]] = [
             ("accounts", ", ".join(self.accounts)),
             ("first_day", self.first_day),

@@ -3,11 +3,11 @@ its exact table), and the summary across accounts; plotly.js inlined once (`_cha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import jinja2
 from markupsafe import Markup
@@ -15,12 +15,18 @@ from markupsafe import Markup
 from pipeline import spec
 from warehouse import display
 
-from . import _charts, _ledger_charts
+from . import _charts, _sections
 from ._data import ALL_TABLES, AccountData
 from ._exact import ZERO, Table, exact_sum
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
     from . import Headline, RunFacts
+
+
+#: A cell of more characters than this may wrap; a shorter one (a count, a name) stays whole.
+LONG_CELL: Final = 16
 
 
 def render(
@@ -34,11 +40,17 @@ def render(
         data=data,
         empty=all(d.empty for d in data),
         tables=ALL_TABLES,
-        summary=_summary(data) if sum(not d.empty for d in data) > 1 else None,
-        sections=[_section(d) for d in data if not d.empty],
+        summary=_summary(data, facts) if sum(not d.empty for d in data) > 1 else None,
+        sections=[_section(d, facts) for d in data if not d.empty],
         plotly_js=_charts.plotly_gzip_base64(),
         script=Markup(_charts.SCRIPT),  # noqa: S704 (our own script)
         cell=_cell,
+        header=_header,
+        partial=[
+            (d.account, list(failed))
+            for d in data
+            if facts is not None and (failed := facts.failed.get(d.account))
+        ],
         when=_when,
         generated=spec.WALL_CLOCK.moment(),
     )
@@ -49,10 +61,20 @@ def _when(moment: datetime | None) -> str:
 
 
 def _cell(value: object) -> Markup:
-    """A table cell: numbers right-aligned with every digit, anything else as text."""
-    if isinstance(value, Decimal | int) and not isinstance(value, bool):
-        return Markup('<td class="num">{}</td>').format(display.text(value))
-    return Markup("<td>{}</td>").format(display.text(value))
+    """A table cell: numbers right-aligned with every digit, anything else as text; a long one
+    may wrap anywhere (an exact figure has up to 38 digits), a short one never."""
+    shown = display.text(value)
+    kind = ["num"] if isinstance(value, Decimal | int) and not isinstance(value, bool) else []
+    if len(shown) > LONG_CELL:
+        kind.append("long")
+    if kind:
+        return Markup('<td class="{}">{}</td>').format(" ".join(kind), shown)
+    return Markup("<td>{}</td>").format(shown)
+
+
+def _header(column: str) -> Markup:
+    """A column's name, which may break after each underscore."""
+    return Markup("_<wbr>").join(column.split("_"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,74 +84,45 @@ class _Chart:
     chart: Markup
     table: Table
     note: str = ""
+    #: Why the figures are partial (the failed runs of the tables they are read from); the
+    #: tables named in ``partial_tables``.
+    partial: str = ""
+    partial_tables: tuple[str, ...] = ()
 
 
-def _section(data: AccountData) -> dict[str, object]:
-    name, funding = data.account, data.funding
+def _section(data: AccountData, facts: RunFacts | None) -> dict[str, object]:
+    """The account's parts (`_sections.PARTS`), each marked partial where a table it reads
+    failed its latest run."""
     charts: list[_Chart] = []
-    if funding.payments:
-        markets = funding.markets
-        amounts = Table(markets.columns[:5], [row[:5] for row in markets.rows])
-        rates = Table(
-            (markets.columns[0], *markets.columns[5:]),
-            [(row[0], *row[5:]) for row in markets.rows],
-        )
-        per = "day" if funding.days.columns[0] == "day" else "month"
-        charts += [
-            _Chart(
-                "Funding per market",
-                _html(_charts.cumulative(funding), name, "cumulative"),
-                amounts,
-                "paid and received per market over the range; paid is the sum of "
-                "the negative amounts",
-            ),
-            _Chart(
-                "Funding per day",
-                _html(_charts.daily(funding), name, "daily"),
-                funding.days,
-                f"per {per}",
-            ),
-            _Chart(
-                "Funding rate",
-                _html(_charts.rates(funding), name, "rates"),
-                rates,
-                "lowest, highest and latest rate per market",
-            ),
-        ]
-    if data.balances.tickers:
-        held = data.balances
-        charts.append(
-            _Chart("Balances", _html(_charts.balances(held), name, "balances",
-                                     height=_charts.balances_height(held)),
-                   held.latest, f"on the latest snapshot, {display.text(held.snapshot_date)}")
-        )  # fmt: skip
-    invested = data.investments
-    if invested.principal.rows:
-        charts.append(
-            _Chart("Investments", _html(_charts.investments(invested), name, "investments"),
-                   _joined(invested.principal, invested.interest),
-                   f"on the snapshot of {display.text(invested.snapshot_date)}")
-        )  # fmt: skip
-    for part in _ledger_charts.parts(data.ledger):
-        chart = Markup("")
-        if part.figure is not None:
-            chart = _html(part.figure, name, part.name, height=part.height)
-        charts.append(_Chart(part.title, chart, part.table, part.note))
-    return {"account": name, "charts": charts, "data": data}
+    for drawn in _sections.PARTS:
+        partial = _partial([data], drawn.reads, facts)
+        for part in drawn.parts(data):
+            chart = Markup("")
+            if part.figure is not None:
+                chart = _html(part.figure, data.account, part.name)
+            charts.append(_Chart(part.title, chart, part.table, part.note, *partial))
+    return {"account": data.account, "charts": charts, "data": data}
 
 
-def _joined(principal: Table, interest: Table) -> Table:
-    """Principal and interest per ticker and state in one table (interest by its own ticker)."""
-    paid = {(row[0], row[1]): row[2] for row in interest.rows}
-    keys = sorted({(row[0], row[1]) for row in principal.rows} | set(paid), key=str)
-    counted = {(row[0], row[1]): row[2:] for row in principal.rows}
-    return Table(
-        ("ticker", "state", "investments", "principal", "interest_paid"),
-        [(t, s, *(counted.get((t, s)) or (0, None)), paid.get((t, s))) for t, s in keys],
-    )
+def _partial(
+    data: Sequence[AccountData], reads: Sequence[str], facts: RunFacts | None
+) -> tuple[str, tuple[str, ...]]:
+    """What makes figures read from ``reads`` of these accounts partial: the tables whose latest
+    run failed, said with each run's end; and those tables."""
+    said, tables = [], set()
+    for d in data:
+        failed: Mapping[str, datetime] = facts.failed.get(d.account, {}) if facts else {}
+        if missing := [table for table in reads if table in failed]:
+            runs = ", ".join(f"{table} (ended {_when(failed[table])})" for table in missing)
+            said.append(f"the latest run of {d.account}'s {runs} failed")
+            tables.update(missing)
+    if not said:
+        return "", ()
+    text = f"Partial: {'; '.join(said)}. These figures hold only what landed before it."
+    return text, tuple(sorted(tables))
 
 
-def _summary(data: Sequence[AccountData]) -> dict[str, object]:
+def _summary(data: Sequence[AccountData], facts: RunFacts | None) -> dict[str, object]:
     names = [d.account for d in data]
     funding = Table(
         ("account", "rows", "funding_payments", "paid", "received", "net", "rejected_records",
@@ -153,25 +146,29 @@ def _summary(data: Sequence[AccountData]) -> dict[str, object]:
         [(ticker, *sums) for ticker, sums in sorted(totals.items())],
     )
     charts = [
-        _Chart("Funding across accounts", _html(_charts.across(
+        _Chart("Funding across accounts: received, paid, net", _html(_charts.across(
             names, [d.funding.net for d in data], [d.funding.paid for d in data],
-            [d.funding.received for d in data]), "summary", "funding"), funding),
+            [d.funding.received for d in data]), "summary", "funding"), funding,
+            "the other figures of each account beside its funding",
+            *_partial(data, tuple(ALL_TABLES), facts)),
     ]  # fmt: skip
     if balances.rows:
         charts.append(
-            _Chart("Balances across accounts", _html(_charts.balances_across(
-                [str(row[0]) for row in balances.rows],
-                [row[1] for row in balances.rows],  # type: ignore[misc]
-                [row[2] + row[3] for row in balances.rows]),  # type: ignore[operator]
+            _Chart("Balances across accounts: main and trading, per ticker", _html(
+                _charts.balances_across(
+                    [str(row[0]) for row in balances.rows],
+                    [row[1] for row in balances.rows],  # type: ignore[misc]
+                    [row[2] + row[3] for row in balances.rows]),  # type: ignore[operator]
                 "summary", "balances"), balances,
-                "summed over the accounts, each on its latest snapshot in the range")
+                "each ticker summed over the accounts, each on its latest snapshot in the range",
+                *_partial(data, ("main_balances", "trading_balances"), facts))
         )  # fmt: skip
     return {"charts": charts}
 
 
-def _html(figure: object, section: str, name: str, *, height: int = _charts.HEIGHT) -> Markup:
+def _html(figure: go.Figure, section: str, name: str) -> Markup:
     # Our own markup: the figure's JSON, its text escaped for a <script> element.
-    return Markup(_charts.html(figure, f"{section}-{name}", height=height))  # noqa: S704
+    return Markup(_charts.html(figure, f"{section}-{name}"))  # noqa: S704
 
 
 def _template() -> jinja2.Template:
