@@ -255,6 +255,8 @@ def materialize(
         start, end = first.date(), last.date()
         if end < start:
             raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
+    # A store that cannot be used at all is said once, here, not by every step of every run.
+    warehouse().store.check()
     location = _location(chosen(account_names))
     if start is not None and end is not None:
         _checked_days(assets, start, end, location.built, now.date())
@@ -403,6 +405,7 @@ def demo() -> None:
             "only. Unset it, or use `whitebit-etl materialize` for your accounts."
         )
     out = console()
+    warehouse().store.check()
     # The demo's history starts at its first day: the horizon checks judge its days only.
     since = settings().model_copy(update={"start_date": demo_start(asked)})
     location = location_of(since, accounts(), clock=clock())
