@@ -116,7 +116,8 @@ def test_tables_lists_the_curated_views_with_their_comments_and_sql_suggests_a_q
                 "ORDER BY column_index"
             ).fetchall()
         ]
-    assert len(held) >= 16 and "account_summary" in held
+    assert len(held) >= 16
+    assert "account_summary" in held
     listed = CliRunner().invoke(main, ["tables"], env=wide)
     assert listed.exit_code == 0, listed.output
     rows = [" ".join(line.strip("│ ").split()) for line in listed.output.splitlines()]
