@@ -105,17 +105,13 @@ class _Watch(logging.Handler):
     Dagster's events arrive through the instance's listener for the run (`event`), each just
     after it is written; the client's retries are records of its logger (`emit`)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, warned: set[str] | None = None) -> None:
         super().__init__(logging.INFO)
         self._console = console
         self._step = ""
-        # What the steps warned of: each step of a run may warn the same (the simulator's).
-        self._warned: set[str] = set()
-
-    @property
-    def started(self) -> bool:
-        """A step of the run has started."""
-        return bool(self._step)
+        # What was said: each step of a run, and each run of a command, may warn the same (the
+        # simulator's warning, a wait for the same run).
+        self.warned: set[str] = set() if warned is None else warned
 
     def say(self, text: str, style: str) -> None:
         self._console.print(f"[{style}]{escape(text)}[/{style}]", soft_wrap=True)
@@ -124,8 +120,8 @@ class _Watch(logging.Handler):
         event = entry.dagster_event
         if event is None:
             level = entry.level if isinstance(entry.level, int) else logging.INFO
-            if level >= logging.WARNING and entry.user_message not in self._warned:
-                self._warned.add(entry.user_message)
+            if level >= logging.WARNING and entry.user_message not in self.warned:
+                self.warned.add(entry.user_message)
                 where = f"{entry.step_key}: " if entry.step_key else ""
                 self.say(where + entry.user_message, "red" if level >= logging.ERROR else "yellow")
         elif event.event_type == dg.DagsterEventType.STEP_START and event.step_key:
@@ -156,18 +152,22 @@ def watched(
     run_id: str,
     console: Console,
     waits: Callable[[], Sequence[str]] = tuple,
+    said: set[str] | None = None,
 ) -> Iterator[None]:
     """While the block runs, ``console`` says what happens in run ``run_id`` (see `_Watch`),
-    and, every `WAIT_SAID_EVERY_S` before its first step starts, what it waits for (``waits``:
-    a line each)."""
-    watch = _Watch(console)
+    and what it waits for (``waits``: a line each, looked at every `WAIT_SAID_EVERY_S`), each
+    wait once, whether a terminal shows the progress or not. A message the command said before
+    (``said``: those of its earlier runs) is not said again."""
+    watch = _Watch(console, said)
     instance.add_event_listener(run_id, watch.event)
     done = threading.Event()
 
     def waiting() -> None:
-        while not done.wait(WAIT_SAID_EVERY_S) and not watch.started:
+        while not done.wait(WAIT_SAID_EVERY_S):
             for line in waits():
-                watch.say(line, "yellow")
+                if line not in watch.warned:
+                    watch.warned.add(line)
+                    watch.say(line, "yellow")
 
     thread = threading.Thread(target=waiting, daemon=True, name="pool-wait")
     thread.start()

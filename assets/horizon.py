@@ -65,9 +65,10 @@ def horizon(
             + (" and soon past the exchange's six months" if due else "")
             + ": "
             + "; ".join(map(str, found.at_stake))
-            + ". Read them now: whitebit-etl materialize "
+            # The command set apart, its sentence ended: what follows it is not its argument.
+            + ". Read them now with `whitebit-etl materialize "
             f"{table} --account {account} --from {found.at_stake[0].first} "
-            f"--to {found.at_stake[-1].last}"
+            f"--to {found.at_stake[-1].last}`."
         )
     if newly_lost or said_before is None:
         archive.record_lost(

@@ -82,10 +82,12 @@ def materialize(
     *,
     console: Console,
     title: str,
+    said: set[str] | None = None,
 ) -> RunOutcome:
     """Run one request of the location in this process: a run of its ``nightly`` job of the
     request's assets, partition (or range of partitions), config and tags, tagged with this
-    process."""
+    process; what it says as it goes, but what is in ``said`` (the command's earlier runs
+    said it), added there."""
     for run_id in release_dead_runs(instance, service_stopped=False):
         console.print(
             f"[yellow]run {run_id} was left unfinished by a killed process: marked failed, "
@@ -110,7 +112,7 @@ def materialize(
     success = False
     with (
         progress_bar(console, total, title) as bar,
-        watched(instance, run_id, console, lambda: _pool_waits(instance, run_id, pools)),
+        watched(instance, run_id, console, lambda: _pool_waits(instance, run_id, pools), said),
         _obeying_interrupts(instance, run_id),
     ):
         checks = request.asset_check_keys
@@ -218,9 +220,13 @@ def cause_of(result: RunOutcome) -> str | None:
 
 
 def _pool_waits(instance: dg.DagsterInstance, run_id: str, pools: list[str]) -> list[str]:
-    """What the run waits for, when another run holds its account's API pool slot."""
+    """What the run waits for: the account's API pool slot, while a step of it waits for the
+    slot another run holds (before its first step, or between two)."""
     waits = []
     for pool in pools:
+        pending = instance.event_log_storage.get_concurrency_info(pool).pending_steps
+        if not any(s.run_id == run_id and s.assigned_timestamp is None for s in pending):
+            continue
         held = [holder for holder in slot_holders(instance, pool) if run_id not in holder]
         if held:
             waits.append(

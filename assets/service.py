@@ -110,11 +110,16 @@ class _Process:
         return True
 
 
-def _stop_all(processes: Sequence[_Process]) -> None:
-    """SIGTERM to each, then SIGKILL to those still running after the grace period."""
+def _signal_all(processes: Sequence[_Process]) -> None:
+    """SIGTERM to each still running."""
     for process in processes:
         if process.popen.poll() is None:
             process.popen.terminate()
+
+
+def _stop_all(processes: Sequence[_Process]) -> None:
+    """SIGTERM to each, then SIGKILL to those still running after the grace period."""
+    _signal_all(processes)
     deadline = time.monotonic() + STOP_GRACE_S
     for process in processes:
         try:
@@ -124,14 +129,29 @@ def _stop_all(processes: Sequence[_Process]) -> None:
             process.popen.wait()
 
 
-def _kill_left(started: Sequence[psutil.Process]) -> None:
-    """SIGKILL what is left of the service after its grace period: nothing it started outlives
-    it (`psutil` tells a process from a later one given the same pid)."""
-    for process in started:
+def left_after(processes: Sequence[psutil.Process], seconds: float) -> list[psutil.Process]:
+    """Those of ``processes`` still running after up to ``seconds``: a zombie (an orphan its
+    new parent has not reaped yet) has ended (`psutil` tells a process from a later one given
+    the same pid)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = []
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                    left.append(process)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
+def kill_left(started: Sequence[psutil.Process], grace: float = 0.0) -> None:
+    """SIGKILL what is left of the service (or of `dagster dev`) after ``grace`` seconds more:
+    nothing it started outlives it."""
+    for process in left_after(started, grace):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if process.is_running():
-                process.kill()
-    psutil.wait_procs(started, timeout=STOP_GRACE_S)
+            process.kill()
+    left_after(started, STOP_GRACE_S)
 
 
 class _Stop(Exception):
@@ -145,8 +165,12 @@ def _raise_stop(signum: int, _frame: object) -> None:
 
 
 def _start(name: str, args: Sequence[str], env: dict[str, str]) -> _Process:
+    """A process of the service, in a session of its own: a terminal's Ctrl-C (SIGINT to its
+    whole process group) reaches the service alone, which stops its runs and then its
+    processes in order, instead of each process and run worker taking it as a crash."""
+
     def launch() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(list(args), env=env)  # noqa: S603 - our own tools
+        return subprocess.Popen(list(args), env=env, start_new_session=True)  # noqa: S603
 
     return _Process(name, launch(), restart=launch)
 
@@ -178,15 +202,28 @@ def mark_left_canceled(opened: dg.DagsterInstance, reason: str) -> list[str]:
     return [run.run_id for run in left]
 
 
-def cancel_runs_in_progress(instance: dg.DagsterInstance, reason: str) -> list[str]:
+def cancel_runs_in_progress(
+    instance: dg.DagsterInstance, reason: str, meanwhile: Callable[[], None] = lambda: None
+) -> list[str]:
     """Terminate the service's runs in progress and mark those that have not ended within the
-    grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)"""
+    grace period canceled with ``reason``; their ids. (A CLI process's runs are its own.)
+
+    A run still starting (its worker launched, not yet running it) is marked canceled at once:
+    a worker that finds its run canceled does not start it, where one that finds it "canceling"
+    takes itself for a duplicate and exits, and its run is then failed for the exit. Once each
+    run is asked to stop, ``meanwhile`` runs (the service's processes are told to stop while
+    the runs end)."""
     running = _unfinished_service_runs(instance)
     for run in running:
+        if run.status == dg.DagsterRunStatus.STARTING:
+            instance.report_run_canceled(run, message=reason)
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            continue
         try:
             instance.run_launcher.terminate(run.run_id)
         except Exception:  # noqa: S112 - the run is marked below whatever the launcher did
             continue
+    meanwhile()
     deadline = time.monotonic() + STOP_GRACE_S
     pending = {run.run_id for run in running}
     while pending and time.monotonic() < deadline:
@@ -307,14 +344,22 @@ def serve(console: Console, settings: Settings, host: str, port: int, workers: i
         started = psutil.Process().children(recursive=True)
         try:
             if processes:
-                canceled = cancel_runs_in_progress(opened, reason)
+                # The daemon, the webserver and the workers are told to stop as soon as the
+                # runs are: they stop while the runs end (the code location server, which the
+                # runs' termination goes through, stays until they have).
+                canceled = cancel_runs_in_progress(
+                    opened, reason, lambda: _signal_all(processes[1:])
+                )
                 if canceled:
                     console.print(f"runs canceled: {', '.join(canceled)}")
         finally:
             started += psutil.Process().children(recursive=True)  # any launched meanwhile
-            _stop_all(processes)
+            # The code location server (the first started) last: the daemon and the webserver
+            # ask it until they stop.
+            _stop_all(processes[1:])
+            _stop_all(processes[:1])
             _stop_all(brokers)  # after the workers, which talk to it as they stop
-            _kill_left(started)
+            kill_left(started)
             if processes:
                 canceled = mark_left_canceled(opened, reason)
                 if canceled:

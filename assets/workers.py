@@ -147,7 +147,10 @@ class LocalBroker:
             f"appenddirname {APPEND_ONLY_DIR}",
             "loglevel warning",
         ]
-        self.popen = subprocess.Popen([server, "-"], stdin=subprocess.PIPE)  # noqa: S603
+        # A session of its own: a terminal's Ctrl-C reaches the service, which stops it last.
+        self.popen = subprocess.Popen(  # noqa: S603
+            [server, "-"], stdin=subprocess.PIPE, start_new_session=True
+        )
         assert self.popen.stdin is not None
         self.popen.stdin.write(("\n".join(config) + "\n").encode())
         self.popen.stdin.close()

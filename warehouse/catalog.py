@@ -356,12 +356,51 @@ def _create_table_views(
                 con.execute(f"{view} {_select(_columns(schema, held), source)}")
         else:
             empty.append(schema.name)
-            typed_nulls = ", ".join(
-                f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}"
-                for c in schema.view_columns
-            )
-            con.execute(f"{view} SELECT {typed_nulls} WHERE false")
+            con.execute(f"{view} {_typed_empty(schema)}")
     return tuple(empty)
+
+
+def _typed_empty(schema: TableSchema) -> str:
+    """A table's columns, typed, and no row: a view of a table that has no file yet."""
+    typed_nulls = ", ".join(
+        f"CAST(NULL AS {duckdb_type(c.type)}) AS {_quoted(c.name)}" for c in schema.view_columns
+    )
+    return f"SELECT {typed_nulls} WHERE false"
+
+
+@dataclass(frozen=True, slots=True)
+class CuratedView:
+    """A curated view as the catalog makes it: its comment, and its columns with their types."""
+
+    name: str
+    comment: str
+    columns: tuple[tuple[str, str], ...]
+
+
+@functools.cache
+def curated_views() -> tuple[CuratedView, ...]:
+    """Every curated view, read back from DuckDB (``duckdb_views()``, ``duckdb_columns()``)
+    after it was made, as in a catalog, over the tables' typed views without files: what a
+    catalog holds, with no warehouse needed."""
+    with duckdb.connect() as con:
+        for schema in schemas.TABLES.values():
+            con.execute(f"CREATE VIEW {_quoted(schema.name)} AS {_typed_empty(schema)}")
+        names = list(_create_curated_views(con))
+        comments = dict(
+            con.execute(
+                "SELECT view_name, comment FROM duckdb_views() WHERE view_name IN ?", [names]
+            ).fetchall()
+        )
+        columns: dict[str, list[tuple[str, str]]] = {name: [] for name in names}
+        for view, column, kind in con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE table_name IN ? ORDER BY table_name, column_index",
+            [names],
+        ).fetchall():
+            columns[view].append((column, kind))
+    return tuple(
+        CuratedView(name, comments.get(name) or "", tuple(columns[name])) for name in names
+    )
 
 
 def _comment_table_views(con: duckdb.DuckDBPyConnection) -> None:

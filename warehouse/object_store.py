@@ -114,6 +114,10 @@ class ObjectStore(Store):
                 raise
             raise StoreError(f"{self.location}: {what} failed: {_reason(exc)}") from None
 
+    def check(self) -> None:
+        if not self._bounded("a look at the bucket", lambda: self.fs._exists(self._bucket)):
+            raise StoreError(f"{self.location}: the bucket {self._bucket} does not exist")
+
     def exists(self, relative: str) -> bool:
         key = self.key(relative)
         return bool(self._bounded(f"a look at {relative}", lambda: self.fs._exists(key)))

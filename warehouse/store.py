@@ -73,6 +73,11 @@ class Store(ABC):
         return f"{self.location}/{relative}"
 
     @abstractmethod
+    def check(self) -> None:
+        """Raise `StoreError` when the root cannot be used at all (an object store's bucket
+        that does not exist, no credentials), before a run finds it out file by file."""
+
+    @abstractmethod
     def exists(self, relative: str) -> bool: ...
 
     @abstractmethod
@@ -168,6 +173,9 @@ class LocalStore(Store):
 
     def _path(self, relative: str) -> str:
         return os.path.join(self.location, relative)
+
+    def check(self) -> None:
+        """A directory on disk is made by the first write: nothing to check."""
 
     def exists(self, relative: str) -> bool:
         return os.path.exists(self._path(relative))

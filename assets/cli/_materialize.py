@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # Dagster loads in the commands that run something: --help st
 
     from assets.definitions import Location
     from assets.jobs import AccountAssets
+    from assets.outcomes import Said
 
 #: Days of every history the demo backfills before the day it is asked on (and that day's start):
 #: its first day is its start date.
@@ -186,6 +187,9 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
     several = len({account for account, _ in requests}) > 1
     failed: list[tuple[str, str]] = []
     cause: str | None = None
+    # What the command said, once each: as its runs went (warnings, waits), and after each.
+    watched: set[str] = set()
+    printed: set[str] = set()
     for account, request in requests:
         try:
             result = materialize(
@@ -194,6 +198,7 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
                 opened,
                 console=out,
                 title=_title(account, request, several, location.clock.today()),
+                said=watched,
             )
         except Exception as exc:
             part = failed_part(exc)
@@ -212,16 +217,12 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
                 "to complete it"
             )
             raise SystemExit(143 if result.interrupted == "SIGTERM" else 130)
-        for said in result.said:
-            heading = "[yellow]warning:[/yellow]" if said.warns else "[red]failed[/red]"
-            out.print(f"{heading} {said.what}" + (":" if said.text else ""))
-            for line in said.text.splitlines():
-                out.print(f"  {escape(line)}", soft_wrap=True)
-        if result.success:
-            out.print(f"run {result.run_id} succeeded")
-        else:
+        if not result.success:
             failed.append((account, result.run_id))
             cause = cause or cause_of(result)
+        _say(out, result.said, printed, cause)
+        if result.success:
+            out.print(f"run {result.run_id} succeeded")
     if len(failed) == 1:
         why = f": {cause}" if cause is not None else ""
         raise click.ClickException(f"run {failed[0][1]} failed{why} (details: make ui)")
@@ -229,6 +230,31 @@ def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: 
         runs = ", ".join(f"{run_id} ({account})" for account, run_id in failed)
         why = f"; {cause}" if cause is not None else ""
         raise click.ClickException(f"runs failed: {runs}{why} (details: make ui)")
+
+
+def _say(out: Console, said: Sequence[Said], printed: set[str], cause: str | None) -> None:
+    """What a run has to say, each message once: the steps (or checks) that say the same are
+    named together (an account's source refused fails each of its steps alike); a message an
+    earlier run of the command said is named, not repeated; and the cause the command's last
+    line states is left to it."""
+    groups: dict[tuple[bool, str, str], list[str]] = {}
+    for one in said:
+        kind, _, name = one.what.partition(" ")
+        groups.setdefault((one.warns, kind, one.text), []).append(name)
+    for (warns, kind, text), names in groups.items():
+        heading = "[yellow]warning:[/yellow]" if warns else "[red]failed[/red]"
+        what = f"{heading} {kind}{'s' if len(names) > 1 else ''} {', '.join(names)}".rstrip()
+        if text in printed:
+            out.print(f"{what}: as said above", soft_wrap=True)
+            continue
+        printed.add(text)
+        lines = text.splitlines()
+        if cause is not None and lines and cause in (lines[0], lines[0].partition(": ")[2]):
+            lines = lines[1:]
+            what += " (why: the last line)"
+        out.print(what + (":" if lines else ""), soft_wrap=True)
+        for line in lines:
+            out.print(f"  {escape(line)}", soft_wrap=True)
 
 
 @click.command()
@@ -268,6 +294,8 @@ def materialize(
         start, end = first.date(), last.date()
         if end < start:
             raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
+    # A store that cannot be used at all is said once, here, not by every step of every run.
+    warehouse().store.check()
     location = _location(chosen(account_names))
     if start is not None and end is not None:
         _checked_days(assets, start, end, location.built, now.date())
@@ -406,6 +434,7 @@ def demo() -> None:
             "only. Unset it, or use `whitebit-etl materialize` for your accounts."
         )
     out = console()
+    warehouse().store.check()
     # The demo's history starts at its first day: the horizon checks judge its days only.
     since = settings().model_copy(update={"start_date": demo_start(asked)})
     location = location_of(since, accounts(), clock=clock())

@@ -30,6 +30,8 @@ from ._common import said_in_one_line, this_command, warehouse
 MAX_COLUMN_WIDTH: Final = 42
 #: The width drawn to when the output is not a terminal.
 PIPED_WIDTH: Final = 160
+#: A query that runs on any catalog: a curated view's rows (none before the first run).
+EXAMPLE_QUERY: Final = "TABLE account_summary"
 #: What a query's own file pattern names: where DuckDB's "No files found" is the query's.
 _OWN_FILES: Final = ("read_parquet", "parquet_scan", "read_csv", "read_json", "glob(")
 
@@ -59,7 +61,10 @@ def _no_files(query: str, error: duckdb.Error, file: str) -> str:
 def sql_command(query: str, catalog_file: str | None, output: str | None) -> None:
     """Run QUERY against the warehouse catalog (read-only) and print the result."""
     if not query.strip():
-        raise click.UsageError('QUERY is empty: give the SQL to run, like "SELECT * FROM tables"')
+        raise click.UsageError(
+            f'QUERY is empty: give the SQL to run, like "{EXAMPLE_QUERY}" (`whitebit-etl '
+            "tables` lists the tables and views)"
+        )
     wh = warehouse()
     with said_in_one_line():
         con = catalog.connect(wh, path=catalog_file)
@@ -142,10 +147,17 @@ def _partitioning(schema: schemas.TableSchema) -> str:
 @click.command("tables")
 @click.argument("names", nargs=-1)
 def tables_command(names: Sequence[str]) -> None:
-    """Print the data dictionary: every table (or the NAMES given) with its columns."""
-    unknown = [n for n in names if n not in schemas.TABLES]
+    """Print the data dictionary: every table with its columns, then the curated views (the
+    queries made for analysts: account_summary, account_statement, ...) with what each holds;
+    or the tables and views NAMES, each with its columns."""
+    views = {view.name: view for view in catalog.curated_views()}
+    unknown = [n for n in names if n not in schemas.TABLES and n not in views]
     if unknown:
-        raise click.BadParameter(f"unknown tables {unknown}; tables: {', '.join(schemas.TABLES)}")
+        raise click.BadParameter(
+            f"unknown table(s) or view(s) {', '.join(unknown)}; tables: "
+            f"{', '.join(schemas.TABLES)}; curated views: {', '.join(views)}",
+            param_hint="NAMES",
+        )
     console = Console()
     for schema in schemas.TABLES.values():
         if names and schema.name not in names:
@@ -169,3 +181,24 @@ def tables_command(names: Sequence[str]) -> None:
                 column.description,
             )
         console.print(table)
+    for view in views.values():
+        if not names or view.name not in names:
+            continue
+        console.print(f"[bold]{view.name}[/bold] (curated view): {view.comment}")
+        table = Table()
+        for heading in ("column", "type"):
+            table.add_column(heading, overflow="fold")
+        for name, kind in view.columns:
+            table.add_row(name, kind)
+        console.print(table)
+    if not names:
+        listed = Table(
+            title="[bold]Curated views[/bold]: queries over the tables "
+            "(`whitebit-etl tables <view>` for its columns)",
+            title_justify="left",
+        )
+        listed.add_column("view", no_wrap=True)
+        listed.add_column("what it holds", overflow="fold")
+        for view in views.values():
+            listed.add_row(view.name, view.comment)
+        console.print(listed)

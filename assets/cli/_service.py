@@ -3,10 +3,12 @@ Dagster UI over the instance the command line uses."""
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
+import signal
 import sys
 
 import click
+import psutil
 
 from ._common import console, settings
 
@@ -74,14 +76,38 @@ def worker(concurrency: int, name: str) -> None:
 @click.option("--port", default=3000, show_default=True, help="The UI's port.")
 def ui(port: int) -> None:
     """Open the Dagster UI (``dagster dev``) over the instance the command line's runs use, with
-    the code location workspace.yaml names."""
+    the code location workspace.yaml names. SIGTERM or Ctrl-C stops it, its webserver, daemon
+    and code servers with it."""
     from assets.instance import instance_home
+    from assets.service import STOP_GRACE_S, kill_left
     from assets.workers import tool
 
     home, _ = instance_home(settings())
     env = settings().child_env({"DAGSTER_HOME": str(home)})
     command = [tool("dagster"), "dev", "-w", "workspace.yaml", "-p", str(port)]
+    # A session of its own: a terminal's Ctrl-C reaches this process alone, which asks dagster
+    # dev to stop (SIGTERM: it stops its webserver and daemon in turn); killed after the grace,
+    # with whatever it started.
+    dev = psutil.Popen(command, env=env, start_new_session=True)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Stopped(signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        sys.exit(subprocess.call(command, env=env))  # noqa: S603 - Dagster's own command
-    except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(dev.wait())
+    except _Stopped as stopped:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        started = [dev, *dev.children(recursive=True)]
+        dev.terminate()
+        with contextlib.suppress(psutil.TimeoutExpired):
+            dev.wait(timeout=STOP_GRACE_S * 1.5)
+        kill_left(started)
+        sys.exit(128 + stopped.signum)
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

@@ -11,6 +11,8 @@ module passes whatever the machine's day.
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, time, timedelta
@@ -23,7 +25,7 @@ import pytest
 
 from assets.accounts import Account
 from assets.definitions import Location, location, rereads_of
-from assets.horizon import HORIZON
+from assets.horizon import HORIZON, horizon
 from assets.jobs import RANGE_END_TAG, RANGE_START_TAG, nightly_requests
 from assets.resources import SIMULATOR_DAY_TAG
 from assets.settings import Settings
@@ -364,3 +366,21 @@ def test_a_month_past_the_floor_is_never_asked_for_and_its_archive_stays(
     ]
     after = _bytes(root, TRADES.name)
     assert {f: after[f] for f in before} == before
+
+
+def test_the_command_that_reads_the_days_at_stake_ends_its_sentence(tmp_path: Path) -> None:
+    """On one line, as the UI's markdown and an alert show the description, with a sentence
+    after it: the command ends where it ends (it ran into the next sentence)."""
+    store = Warehouse.open(tmp_path / "warehouse").store
+    key = dg.AssetKey(["main", TRADES.name])
+    today = date(2027, 4, 10)
+    found = horizon(store, TRADES.name, "main", date(2026, 9, 1), today, key=key)
+    line = " ".join((found.description or "").splitlines()) + " The next night reads them too."
+    said = line[line.index("whitebit-etl ") :]
+    command = re.split(r"`?\.(?: |$)", said)[0]
+    program, *args = shlex.split(command)
+    assert program == "whitebit-etl"
+    assert args[:4] == ["materialize", TRADES.name, "--account", "main"]
+    assert args[4] == "--from"
+    date.fromisoformat(args[5])
+    assert args[6:] == ["--to", str(today - timedelta(days=1))]

@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from assets.cli import main
 from tests.support.cli_runs import CLI_TIMEOUT_S
-from tests.support.s3 import fresh_s3_filesystems
-from warehouse import layout, schemas
+from tests.support.s3 import S3Server, fresh_s3_filesystems
+from warehouse import Warehouse, layout, schemas, sources
 
 TODAY = datetime.now(UTC).date()
 #: Secrets a case hands the command; none may come out.
@@ -223,6 +223,22 @@ MISTAKES: dict[str, Mistake] = {
         not_created=("data",),
         alone=True,
     ),
+    "a key reset without the key's id": Mistake(
+        ["reset-key", "--yes"],
+        {},
+        2,
+        r"^Error: Invalid value for '--api-key-id': none given; a sub-account key's id is the id "
+        r"the exchange lists .*: POST /api/v4/sub-account/api-key/list with the sub-account's "
+        r"subAccountId .*SELECT alias, subaccount_id FROM subaccounts",
+    ),
+    "a key reset of an id the exchange does not know": Mistake(
+        ["reset-key", "--yes", "--api-key-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"],
+        {},
+        1,
+        r"^Error: reset_subaccount_key /api/v4/sub-account/api-key/reset: HTTP 404: API key not "
+        r"found: no key of a sub-account of this account has the id 3f2504e0-.*; a sub-account "
+        r"key's id is .*POST /api/v4/sub-account/api-key/list",
+    ),
     "an accounts file that is not text": Mistake(
         ["ping"],
         {"WHITEBIT_ACCOUNTS_FILE": "accounts.yaml"},
@@ -326,6 +342,19 @@ MISTAKES: dict[str, Mistake] = {
         r"^Error: cannot write home/dagster: not a directory$",
         files={"home": b""},
         not_created=("data", "data-demo"),
+    ),
+    "a ping of an exchange that refuses the connection": Mistake(
+        ["ping"],
+        {
+            "WHITEBIT_API_KEY": "k",
+            "WHITEBIT_API_SECRET": SECRET,
+            "WHITEBIT_BASE_URL": "https://127.0.0.1:1",
+        },
+        1,
+        r"^Error: ping /api/v4/public/ping: https://127.0.0.1:1 refused the connection: .* "
+        r"\(after 3 attempts\); a ping tries 3 times within seconds, a run for minutes$",
+        # A run's retries for an outage (30 s) are not a ping's.
+        within_s=5,
     ),
     "an exchange that refuses the connection": Mistake(
         ["materialize", "hedge_mode"],
@@ -494,3 +523,44 @@ def test_no_command_prints_credentials_it_was_given(
     assert "Traceback" not in done.text
     assert SECRET not in done.text, done.text
     assert KEY_ID not in done.text, done.text
+
+
+def test_a_bucket_that_does_not_exist_is_one_line_within_ten_seconds(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """The nightly's every run against a root whose bucket is missing: said once, before any run
+    (each step of each run said it: 64 s and 116 lines)."""
+    given = {
+        **s3_server.env,
+        "WAREHOUSE_ROOT": "s3://no-such-bucket/warehouse",
+        "DAGSTER_HOME": "home",
+        "XDG_STATE_HOME": "state",
+    }
+    done, took = _invoke(["materialize"], given, tmp_path)
+    assert done.escaped is None, repr(done.escaped)
+    assert done.text.strip().splitlines() == [
+        "Error: s3://no-such-bucket/warehouse: the bucket no-such-bucket does not exist"
+    ]
+    assert done.status == 1
+    assert took < 10
+    assert not (tmp_path / "home").exists()
+    assert s3_server.key_id not in done.text
+
+
+def test_an_accounts_refused_source_is_said_once_for_all_its_steps_and_runs(
+    tmp_path: Path,
+) -> None:
+    """Every step of an account whose warehouse rows came from another exchange fails alike: the
+    message once, the steps named together, the next run's named as said (it was printed once
+    per step, 16 times)."""
+    other = "the embedded simulator (seed 8, global)"
+    sources.claim(Warehouse.open(tmp_path / "data"), "main", other)
+    args = ["materialize", "funding_history", "trades", "hedge_mode", "investments"]
+    done, _ = _invoke([*args, "--account", "main"], {}, tmp_path)
+    assert done.escaped is None, repr(done.escaped)
+    assert done.status == 1, done.text
+    assert done.text.count(f"was filled from {other}") == 1, done.text
+    lines = done.text.splitlines()
+    assert "failed steps main__funding_history, main__trades:" in lines, done.text
+    assert "failed steps main_hedge_mode, main_investments: as said above" in lines, done.text
+    assert lines[-1].startswith("Error: runs failed: ")

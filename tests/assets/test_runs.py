@@ -9,6 +9,7 @@ import logging
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -328,3 +329,35 @@ def test_a_retry_wait_is_read_from_its_record_not_its_text() -> None:
         client.info("ping: attempt 1 of 2 failed", extra={RETRY_WAIT_FIELD: 3.0})
     said = [line for line in out.getvalue().splitlines() if "waiting for the exchange" in line]
     assert said == ["waiting for the exchange: ping: attempt 1 of 2 failed"]
+
+
+def test_a_wait_for_the_pool_slot_another_run_holds_is_said_once_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two runs of one account at once, the output not a terminal: the one whose step waits for
+    the slot the other holds says so, in one line naming the pool and the run, once, however
+    long it waits (it was said every 5 s, and not at all between two steps)."""
+    monkeypatch.setattr("assets.console.WAIT_SAID_EVERY_S", 0.05)
+    holder, waiting = str(uuid.uuid4()), str(uuid.uuid4())
+    out = io.StringIO()
+    console = Console(file=out, width=400)
+    assert not console.is_terminal
+    with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots(API_POOL, 1)
+        assert storage.claim_concurrency_slot(API_POOL, holder, "main__trades").is_claimed
+        with watched(
+            instance, waiting, console, lambda: runs._pool_waits(instance, waiting, [API_POOL])
+        ):
+            time.sleep(0.5)  # its first step not asking yet: no wait to say
+            assert out.getvalue() == ""
+            # A later step of the run asks for the slot the other run holds, and waits.
+            claim = storage.claim_concurrency_slot(API_POOL, waiting, "main__orders")
+            assert not claim.is_claimed
+            time.sleep(1.0)
+    said = out.getvalue().splitlines()
+    assert said == [
+        f"waiting for the pool {API_POOL}: its slot is held by run {holder} (gone from the "
+        "instance); a run that is no longer going frees it once marked ended (the UI's "
+        "Terminate does)"
+    ]

@@ -3,6 +3,7 @@ their settings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,9 +20,10 @@ from typing import TypeVar
 
 import dagster as dg
 import httpx
+import psutil
 import pytest
 
-from assets.service import STOP_GRACE_S, free_port
+from assets.service import STOP_GRACE_S, free_port, left_after
 from pipeline.simulator import SpawnedSimulator
 from tests.support.cli_runs import REPO
 
@@ -94,6 +96,8 @@ class Service:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    #: Every process the service was seen to have started (`children`).
+    started: list[psutil.Process] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -109,6 +113,7 @@ class Service:
 
     def launch(self) -> None:
         self.starts += 1
+        self.started = []
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.with_name(f"{self.log.name}-{self.starts}.log").open("wb") as out:
             self.process = subprocess.Popen(
@@ -131,12 +136,21 @@ class Service:
             for p in sorted(self.log.parent.glob(f"{self.log.name}-*"))
         )
 
+    def children(self) -> list[psutil.Process]:
+        """The service's processes now (each in a session of its own, with theirs), remembered:
+        they are the service's still once it has ended and they are no longer its children."""
+        assert self.process is not None
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self.started += psutil.Process(self.process.pid).children(recursive=True)
+        return self.started
+
     def group_alive(self) -> bool:
+        """Whether the service's command, or any process it started, still runs."""
         assert self.process is not None
         try:
             os.killpg(self.process.pid, 0)
         except ProcessLookupError:
-            return False
+            return bool(left_after(self.children(), 0))
         return True
 
     def group_ends(self, within: float = 10) -> bool:
@@ -152,7 +166,11 @@ class Service:
     def kill(self) -> None:
         """SIGKILL every process of the service at once."""
         assert self.process is not None
+        started = self.children()
         os.killpg(self.process.pid, signal.SIGKILL)
+        for process in started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
         self.process.wait()
         self.group_ends(30)
 
@@ -160,6 +178,7 @@ class Service:
         """SIGTERM to the service's command alone, as a service manager sends it: its exit
         code and how long it took to end."""
         assert self.process is not None
+        self.children()
         started = time.monotonic()
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout=60)
@@ -183,8 +202,7 @@ class Service:
 
     def stop(self) -> None:
         if self.process is not None and self.group_alive():
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self.kill()
 
     @contextmanager
     def instance(self) -> Iterator[dg.DagsterInstance]:

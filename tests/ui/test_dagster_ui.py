@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import psutil
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from assets.accounts import load
+from assets.service import left_after
 from assets.settings import Settings
 from pipeline import spec
 from pipeline.spec import WALL_CLOCK
@@ -64,6 +66,9 @@ class DagsterDev:
     url: str
     warehouse: Path
     env: dict[str, str]
+    #: ``whitebit-etl ui``, and where it prints.
+    process: subprocess.Popen[bytes]
+    log: Path
 
 
 def _free_port() -> int:
@@ -108,7 +113,7 @@ def dagster_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev
                     "dagster dev did not start:\n" + (base / "dagster-dev.log").read_text()[-3000:]
                 )
             time.sleep(1)
-        yield DagsterDev(url, warehouse, env)
+        yield DagsterDev(url, warehouse, env, process, base / "dagster-dev.log")
     finally:
         _stop(process)
         log.close()
@@ -284,3 +289,26 @@ def test_dagster_job_backfill_for_a_range(page: Page, dagster_dev: DagsterDev) -
         assert {f"funding_month={first}", f"funding_month={last}"} <= _month_files(
             dagster_dev.warehouse, account
         )
+
+
+# Last: it stops the module's `whitebit-etl ui`.
+def test_sigterm_to_the_ui_command_alone_stops_dagster_dev_and_all_it_started_within_10_s(
+    dagster_dev: DagsterDev,
+) -> None:
+    """`kill <pid of whitebit-etl ui>`, as a user or a service manager stops it: its daemon and
+    webserver used to keep running, the port answering half a minute later."""
+    process = dagster_dev.process
+    assert process.poll() is None
+    started = psutil.Process(process.pid).children(recursive=True)
+    assert started
+    stopped_at = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(timeout=60)
+    left = left_after(started, max(0.0, 10 - (time.monotonic() - stopped_at)))
+    seconds = time.monotonic() - stopped_at
+    output = dagster_dev.log.read_text(errors="replace")
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert seconds < 10, output[-3000:]
+    assert left == [], [p.cmdline()[:4] for p in left]
+    assert not serves(dagster_dev.url)
+    assert "Traceback" not in output, output[-3000:]

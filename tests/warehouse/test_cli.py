@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -89,3 +91,44 @@ def test_installed_command_end_to_end(warehouse: Path) -> None:
         check=True,
     )
     assert result.stdout == "n\n3\n"
+
+
+def test_tables_lists_the_curated_views_with_their_comments_and_sql_suggests_a_query_that_runs(
+    warehouse: Path,
+) -> None:
+    """``tables`` named none of the curated views (``tables account_summary`` was refused as an
+    unknown table), and ``sql ""`` suggested a query that fails."""
+    wide = {"COLUMNS": "1000"}
+    # The views and their comments as a catalog holds them, where analysts meet them.
+    run("sql", "SELECT 1")
+    with duckdb.connect(str(Warehouse.open(warehouse).catalog_path), read_only=True) as con:
+        held = dict(
+            con.execute(
+                "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal "
+                "AND view_name NOT IN ? AND NOT starts_with(view_name, '_')",
+                [list(schemas.TABLES)],
+            ).fetchall()
+        )
+        columns = [
+            name
+            for (name,) in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = 'account_summary' "
+                "ORDER BY column_index"
+            ).fetchall()
+        ]
+    assert len(held) >= 16
+    assert "account_summary" in held
+    listed = CliRunner().invoke(main, ["tables"], env=wide)
+    assert listed.exit_code == 0, listed.output
+    rows = [" ".join(line.strip("│ ").split()) for line in listed.output.splitlines()]
+    for view, comment in held.items():
+        assert f"{view} │ {comment}" in rows, view
+    one = CliRunner().invoke(main, ["tables", "account_summary"], env=wide)
+    assert one.exit_code == 0, one.output
+    assert f"account_summary (curated view): {held['account_summary']}" in one.output
+    assert [c for c in columns if c not in one.output] == []
+
+    empty = CliRunner().invoke(main, ["sql", ""])
+    assert empty.exit_code == 2
+    (suggested,) = re.findall(r'like "([^"]+)"', empty.output)
+    assert run("sql", "--json", suggested)
