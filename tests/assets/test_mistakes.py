@@ -553,8 +553,8 @@ def test_an_accounts_refused_source_is_said_once_for_all_its_steps_and_runs(
     """Every step of an account whose warehouse rows came from another exchange fails alike: the
     message once, the steps named together, the next run's named as said (it was printed once
     per step, 16 times)."""
-    other = "the embedded simulator (seed 8, global)"
-    sources.claim(Warehouse.open(tmp_path / "data"), "main", other)
+    other = sources.Source.simulator(8, "global")
+    sources.record(Warehouse.open(tmp_path / "data-demo"), "main", other)
     args = ["materialize", "funding_history", "trades", "hedge_mode", "investments"]
     done, _ = _invoke([*args, "--account", "main"], {}, tmp_path)
     assert done.escaped is None, repr(done.escaped)
