@@ -31,8 +31,8 @@ next refresh; keep personal objects in a database of your own and ``ATTACH`` thi
 A run refreshes the catalog after it writes only when the catalog shows a table that has files
 as empty (or one that has none left as read from files), or was built by another version
 (`refresh_if_stale`; the digest of the schemas and the curated SQL, `design`, is in
-``_catalog``): a rebuild costs about a second, and a night writes some twenty tables per
-account. The watch job's view checks do the same before they read (on a worker of many, another
+``_catalog``): a rebuild costs a tenth of a second or more, and a night writes some twenty tables
+per account. The watch job's view checks do the same before they read (on a worker of many, another
 machine's run may have written a table first).
 
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
@@ -51,6 +51,7 @@ import hashlib
 import itertools
 import os
 import re
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -200,24 +201,19 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
     """The catalog's views in the new file ``temp`` (made again from nothing if a write replaced
     a file while its views were bound): the curated views and the tables without files."""
     _remove(temp)
+    temp.write_bytes(_without_files())
     with duckdb.connect(str(temp)) as con:
         wh.store.reach(con)
-        # The curated views are bound against the table views without their files (same
-        # columns, same types): binding a view over files reads every file's footer, and the
-        # curated views would bind funding_history's twice more. What can fail (a view over
-        # files) is made on its own; the rest, some 400 statements, in one transaction each
-        # side, as one commit costs what the statements do.
-        with _transaction(con):
-            _create_table_views(con, wh, files=False)
-            curated = _create_curated_views(con)
+        # What can fail (a view over files) is made on its own; the rest in one transaction, as
+        # one commit costs what the statements do.
         empty = _create_table_views(con, wh)
-        filled = len(empty) < len(schemas.TABLES)
+        filled = [name for name in schemas.TABLES if name not in empty]
         empty_list = "[" + ", ".join(_literal(name) for name in empty) + "]::VARCHAR[]"
         with _transaction(con):
-            _comment_table_views(con)
+            _comment_table_views(con, filled)
             con.execute(
                 f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
-                f"{filled} AS had_files, {empty_list} AS empty_tables, "
+                f"{bool(filled)} AS had_files, {empty_list} AS empty_tables, "
                 f"{_literal(design())} AS design"
             )
             con.execute(
@@ -226,7 +222,23 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
                 "when the catalog was built, the tables that had none, and a digest of the "
                 "schemas and curated views it was built from.'"
             )
-    return curated, empty
+    return tuple(sorted(_curated_sql())), empty
+
+
+@functools.cache
+def _without_files() -> bytes:
+    """A catalog file's bytes with every table's view typed and empty and the curated views bound
+    over them, made once per process: every catalog starts from it, and binding the curated
+    views is most of a rebuild's cost (docs/benchmarks.md). Binding a view over files reads
+    every file's footer: the curated views would bind funding_history's twice more."""
+    with tempfile.TemporaryDirectory(prefix="whitebit-catalog-") as scratch:
+        path = Path(scratch) / "views.duckdb"
+        with duckdb.connect(str(path)) as con, _transaction(con):
+            for schema in schemas.TABLES.values():
+                con.execute(f"CREATE VIEW {_quoted(schema.name)} AS {_typed_empty(schema)}")
+            _create_curated_views(con)
+            _comment_table_views(con, schemas.TABLES)
+        return path.read_bytes()
 
 
 @contextlib.contextmanager
@@ -336,27 +348,22 @@ def duckdb_type(arrow_type: pa.DataType) -> str:
     raise ValueError(f"no DuckDB type declared for Arrow type {arrow_type}")
 
 
-def _create_table_views(
-    con: duckdb.DuckDBPyConnection, wh: Warehouse, *, files: bool = True
-) -> tuple[str, ...]:
-    """A view per table (replacing one made before): over its files, or typed and empty when
-    it has none yet (or ``files`` is false); the tables that had none."""
+def _create_table_views(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> tuple[str, ...]:
+    """A view over its files for each table that has some, replacing its empty one; the tables
+    that had none (their views stay typed and empty)."""
     empty = []
-    with_files = tables_with_files(wh.store) if files else set()
+    with_files = tables_with_files(wh.store)
     for schema in schemas.TABLES.values():
-        view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
-        if schema.name in with_files:
-            source = _parquet_source(schema, wh)
-            try:
-                con.execute(f"{view} {_select(_columns(schema), source)}")
-            except duckdb.BinderException:  # a column no file has yet: added after them
-                held = {
-                    row[0] for row in con.execute(f"DESCRIBE {_select('*', source)}").fetchall()
-                }
-                con.execute(f"{view} {_select(_columns(schema, held), source)}")
-        else:
+        if schema.name not in with_files:
             empty.append(schema.name)
-            con.execute(f"{view} {_typed_empty(schema)}")
+            continue
+        view = f"CREATE OR REPLACE VIEW {_quoted(schema.name)} AS"
+        source = _parquet_source(schema, wh)
+        try:
+            con.execute(f"{view} {_select(_columns(schema), source)}")
+        except duckdb.BinderException:  # a column no file has yet: added after them
+            held = {row[0] for row in con.execute(f"DESCRIBE {_select('*', source)}").fetchall()}
+            con.execute(f"{view} {_select(_columns(schema, held), source)}")
     return tuple(empty)
 
 
@@ -403,12 +410,14 @@ def curated_views() -> tuple[CuratedView, ...]:
     )
 
 
-def _comment_table_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Each table view's comment and its columns' (a replaced view loses them)."""
-    for schema in schemas.TABLES.values():
-        con.execute(f"COMMENT ON VIEW {_quoted(schema.name)} IS {_literal(schema.description)}")
+def _comment_table_views(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """The comments of the tables' views ``names`` and of their columns (a replaced view loses
+    them)."""
+    for name in names:
+        schema = schemas.TABLES[name]
+        con.execute(f"COMMENT ON VIEW {_quoted(name)} IS {_literal(schema.description)}")
         for column in schema.view_columns:
-            target = f"{_quoted(schema.name)}.{_quoted(column.name)}"
+            target = f"{_quoted(name)}.{_quoted(column.name)}"
             con.execute(f"COMMENT ON COLUMN {target} IS {_literal(column.description)}")
 
 
