@@ -42,7 +42,7 @@ from assets.instance import (
 )
 from assets.jobs import RANGE_END_TAG, RANGE_START_TAG
 from assets.outcomes import RunOutcome, outcome
-from assets.steps import INTERRUPTS
+from assets.steps import INTERRUPTS, quiet_interrupted_pools
 from assets.view_checks import BALANCES_RECONCILE
 from warehouse.schemas import month_days
 from warehouse.store import StoreError
@@ -264,6 +264,7 @@ def _obeying_interrupts(instance: dg.DagsterInstance, run_id: str) -> Iterator[N
                 return
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    quiet_interrupted_pools()
     watcher = threading.Thread(target=watch, daemon=True, name="interrupt-watcher")
     watcher.start()
     try:

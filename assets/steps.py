@@ -74,6 +74,32 @@ class Interrupts:
 INTERRUPTS: Final = Interrupts()
 
 
+class _InterruptLogged(logging.Filter):
+    """Leaves out a log record of the ``KeyboardInterrupt`` our handlers raise once this process
+    was asked to stop: SQLAlchemy's pools log one that lands in a connection's close, traceback
+    and all, then raise it on (the run ends canceled; the record would say nothing more)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (INTERRUPTS.noted() and isinstance(error, KeyboardInterrupt))
+
+
+def quiet_interrupted_pools() -> None:
+    """`_InterruptLogged` on the logger of each kind of SQLAlchemy pool (a pool logs on its
+    class's logger, ``<module>.<class>``)."""
+    from sqlalchemy.pool import Pool
+
+    kinds, seen = [Pool], []
+    while kinds:
+        kind = kinds.pop()
+        seen.append(kind)
+        kinds += kind.__subclasses__()
+    for kind in seen:
+        pool = logging.getLogger(f"{kind.__module__}.{kind.__name__}")
+        if not any(isinstance(f, _InterruptLogged) for f in pool.filters):
+            pool.addFilter(_InterruptLogged())
+
+
 @contextmanager
 def _noting_signals() -> Iterator[None]:
     """SIGINT and SIGTERM noted in `INTERRUPTS`, then raised as ``KeyboardInterrupt`` (in place of
@@ -108,6 +134,7 @@ def _noting_signals() -> Iterator[None]:
 
     previous = {s: signal.signal(s, noting) for s in (signal.SIGINT, signal.SIGTERM)}
     sys.unraisablehook = unraisable
+    quiet_interrupted_pools()
     try:
         yield
     finally:

@@ -97,10 +97,12 @@ def test_make_runs_with_the_environment_activated() -> None:
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
     }
-    activated.pop("PYTHON", None)
+    # Not a sub-make of the one running the suite, which would say the directory it enters.
+    for name in ("PYTHON", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
+        activated.pop(name, None)
     planned = subprocess.run(
-        ["make", "-n", "bootstrap"], cwd=ROOT, env=activated, capture_output=True, text=True,
-        check=True, timeout=60,
+        ["make", "--no-print-directory", "-n", "bootstrap"], cwd=ROOT, env=activated,
+        capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     python = planned.stdout.split()[0]
     found = shutil.which(python, path=activated["PATH"])

@@ -98,7 +98,8 @@ def test_the_message_names_what_failed_and_why_without_secrets() -> None:
 @dg.asset
 def refused() -> None:
     raise dg.Failure(
-        description="refused main-key-789 with secret main-secret-012 at postgres://u:pw@db/x"
+        description="refused main-key-789 with secret main-secret-012 at "
+        "postgresql+psycopg2://u:pw@db/x"
     )
 
 
@@ -114,7 +115,7 @@ def test_the_message_carries_no_key_of_an_account_of_the_accounts_file(tmp_path:
             "WHITEBIT_ACCOUNTS_FILE": str(accounts),
             "MAIN_KEY": "main-key-789",
             "MAIN_SECRET": "main-secret-012",
-            "DAGSTER_POSTGRES_URL": "postgres://u:pw@db/x",
+            "DAGSTER_POSTGRES_URL": "postgresql+psycopg2://u:pw@db/x",
         }
     )
     with dg.instance_for_test() as instance:

@@ -12,8 +12,8 @@ real CLI runs. No product code knows about it. The points:
   (on an object store, in the memory buffer its PUT would send).
 - ``parquet-before-rename``: the N-th partition file's temp file is complete and synced, not yet
   renamed over (on local disk).
-- ``catalog``: the new DuckDB catalog is half built beside the old one (table views made, still
-  without their files; the curated ones not).
+- ``catalog``: the new DuckDB catalog is half built beside the old one (its views made, those
+  of the tables over their files not yet).
 
 ``--chunk-records`` makes the funding load normalize (and so write) in smaller chunks, and wait
 for each chunk's answer before the next, so that months are rewritten while the walk is still
@@ -126,7 +126,7 @@ def arm(point: str, at: int) -> None:
     elif point == "parquet-before-rename":
         _complete_before_rename(_on_call(at))
     elif point == "catalog":
-        _wrap(catalog, "_create_curated_views", _on_call(at))
+        _wrap(catalog, "_create_table_views", _on_call(at))
     else:
         raise SystemExit(f"unknown kill point {point!r}")
 
