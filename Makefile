@@ -36,13 +36,9 @@ PYTEST_WORKERS ?= 3
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Each session ends with its slowest tests, so a run's log says where the suite's minutes go.
 DURATIONS := --durations=25
-# The sessions' files (their warehouses, Dagster's SQLite instances, catalogs) are in memory,
-# /dev/shm, where it has 4 GiB free: there a commit waits for no disk (docs/benchmarks.md).
-# Elsewhere, in the system's temporary directory.
-TEST_TMPDIR ?= $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 4194304 { print "/dev/shm" }')
 
 test: bootstrap browser postgres redis lint typecheck
-	@base="$(TEST_TMPDIR)"; tmp="$$(mktemp -d -p "$${base:-$${TMPDIR:-/tmp}}" whitebit-tests.XXXXXX)"; \
+	@tmp="$$(mktemp -d -t whitebit-tests.XXXXXX)"; \
 	set -x; \
 	$(RUN) pytest $(PARALLEL) $(DURATIONS) -m "not serial and not after_all" \
 		--basetemp="$$tmp/parallel" --secrets-ledgers="$$tmp/ledgers"; parallel=$$?; \
