@@ -13,6 +13,7 @@ when its owner says the exchange moved.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final
@@ -62,10 +63,13 @@ def check(wh: Warehouse, account: str, source: Source) -> None:
     _check(wh, account, source, recorded(wh))
 
 
-def check_kind(wh: Warehouse, account: str, source: Source) -> None:
+def check_kinds(wh: Warehouse, accounts: Mapping[str, Source]) -> None:
     """Raise `SourceMismatch` when the warehouse holds any account's rows of the other kind than
-    ``source`` (the embedded simulator's where a real exchange's would land, or the reverse)."""
-    _refuse_other_kind(wh, account, source, recorded(wh))
+    one of ``accounts``' sources (the embedded simulator's where a real exchange's would land, or
+    the reverse); the records are read once."""
+    held = recorded(wh)
+    for account, source in accounts.items():
+        _refuse_other_kind(wh, account, source, held)
 
 
 def record(wh: Warehouse, account: str, source: Source) -> None:

@@ -163,19 +163,23 @@ def _title(account: str, request: dg.RunRequest, several: bool, today: date) -> 
     return f"{account + ' ' if several else ''}{what}: {when}"
 
 
-def _refuse_other_kind(location: Location) -> None:
-    """Before any run (and any file): a warehouse holding rows of the other kind than the
-    accounts' (the embedded simulator's where real accounts' would land, or the reverse), in one
-    line (each run checks its account's source again before its first request)."""
+def _checked_before_runs(location: Location) -> None:
+    """Before any run (and any file), in one line each: a store that cannot be used at all (said
+    once here, not by every step of every run), and a warehouse holding rows of the other kind
+    than the accounts' (the embedded simulator's where real accounts' would land, or the
+    reverse; each run checks its account's source again before its first request)."""
     from assets.definitions import whitebit_resource
     from warehouse import sources
 
     wh = warehouse()
-    for account in location.accounts:
-        # Outside a Dagster run, EnvVar fields hold names: resolved as a run would.
-        resource = whitebit_resource(account, settings()).process_config_and_initialize()
-        with said_in_one_line():
-            sources.check_kind(wh, account.name, resource.source)
+    wh.store.check()
+    # Outside a Dagster run, EnvVar fields hold names: resolved as a run would.
+    wanted = {
+        account.name: whitebit_resource(account, settings()).process_config_and_initialize().source
+        for account in location.accounts
+    }
+    with said_in_one_line():
+        sources.check_kinds(wh, wanted)
 
 
 def _launch(location: Location, requests: list[tuple[str, dg.RunRequest]], out: Console) -> None:
@@ -294,15 +298,13 @@ def materialize(
         start, end = first.date(), last.date()
         if end < start:
             raise click.BadParameter(f"{end} is before {start}", param_hint="--to")
-    # A store that cannot be used at all is said once, here, not by every step of every run.
-    warehouse().store.check()
     location = _location(chosen(account_names))
+    _checked_before_runs(location)
     if start is not None and end is not None:
         _checked_days(assets, start, end, location.built, now.date())
     requests = _requests(
         location.built, assets, start, end, now=now, named=bool(account_names), out=out
     )
-    _refuse_other_kind(location)
     _launch(location, requests, out)
 
 
@@ -434,11 +436,10 @@ def demo() -> None:
             "only. Unset it, or use `whitebit-etl materialize` for your accounts."
         )
     out = console()
-    warehouse().store.check()
     # The demo's history starts at its first day: the horizon checks judge its days only.
     since = settings().model_copy(update={"start_date": demo_start(asked)})
     location = location_of(since, accounts(), clock=clock())
-    _refuse_other_kind(location)
+    _checked_before_runs(location)
     out.print(
         "[bold]whitebit-etl demo[/bold]: the embedded WhiteBIT simulator's accounts "
         f"({', '.join(a.name for a in location.accounts)}), through Dagster: {DEMO_DAYS} "
