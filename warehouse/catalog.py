@@ -31,9 +31,9 @@ next refresh; keep personal objects in a database of your own and ``ATTACH`` thi
 A run refreshes the catalog after it writes only when the catalog shows a table that has files
 as empty (or one that has none left as read from files), or was built by another version
 (`refresh_if_stale`; the digest of the schemas and the curated SQL, `design`, is in
-``_catalog``): a rebuild costs a tenth of a second or more, and a night writes some twenty tables
-per account. The watch job's view checks do the same before they read (on a worker of many, another
-machine's run may have written a table first).
+``_catalog``): a rebuild binds every table's view over its files, and a night writes some twenty
+tables per account. The watch job's view checks do the same before they read (on a worker of
+many, another machine's run may have written a table first).
 
 Refreshes of one catalog file take turns under a lock file beside it, so that each first removes
 the temp files of a refresh that was killed mid-way, never those of one still building.
@@ -311,7 +311,7 @@ def connect(
 
 def reader(store: Store) -> duckdb.DuckDBPyConnection:
     """A connection that reads a store's Parquet (checks and previews): a cursor of this
-    process's in-memory database, as a database costs 25 ms to make and a cursor 0.4."""
+    process's in-memory database, as a new database is what costs in opening one."""
     con = _in_memory(os.getpid()).cursor()
     store.reach(con)
     return con

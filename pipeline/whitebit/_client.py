@@ -92,7 +92,7 @@ class Together:
 @functools.cache
 def _tls() -> ssl.SSLContext:
     """The TLS settings of every client of this process, made once: reading the certificate
-    authorities takes 30 ms, and a night makes a client per history and account."""
+    authorities is most of a client's making, and a night makes one per history and account."""
     return httpx.create_ssl_context()
 
 
