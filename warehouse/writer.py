@@ -3,9 +3,13 @@
 Normalizing and writing use a core of their own while the walk keeps the HTTP connections busy,
 instead of sharing one GIL with it:
 
-- The child is a `subprocess.Popen` of ``python -m warehouse.writer`` with an explicit
-  environment, without the exchange's credentials (the caller names them): the writer sees
-  records, never a credential.
+- The child is forked from a host process, ``python -m warehouse.writer``, started once per
+  process that loads (and environment it is given): a fresh interpreter per load spent about a
+  second of CPU importing pandas, pyarrow and DuckDB before its first row, more than a small load
+  takes to write. The host is started with an explicit environment, without the exchange's
+  credentials (the caller names them): the writer sees records, never a credential. It is
+  written here because multiprocessing's forkserver would import the parent's main module again
+  in each child (the command line, Dagster with it) and hand it the parent's environment.
 - Parent and child talk over two one-way pipes, each end a `multiprocessing.connection.Connection`:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
   with a `Progress`, or with the error the writer raised (pickled, with its note). A number the
@@ -28,7 +32,11 @@ import contextlib
 import json
 import os
 import pickle
+import queue
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -38,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import orjson
 
@@ -48,7 +56,8 @@ from warehouse.monthly import LoadAbandoned, MonthlyLoad, MonthlyTarget, Progres
 #: Chunks sent to the writer and not yet answered: enough that the walk goes on at its pace while
 #: the writer starts or lags, few enough to keep memory flat.
 CHUNKS_IN_FLIGHT: Final = 16
-#: How the writer process is started (the kill tests start it through their own hooks).
+#: How the host of the writer processes is started (the kill tests start it through their own
+#: hooks): it forks one writer per load.
 WRITER_COMMAND: list[str] = [sys.executable, "-m", "warehouse.writer"]
 #: Seconds a writer gets to finish the chunk in hand after the load ends, before it is killed.
 WRITER_EXIT_TIMEOUT_S: Final = 120.0
@@ -95,8 +104,8 @@ class HistoryWriter:
 
     def __init__(self, target: MonthlyTarget, *, environ: Mapping[str, str]) -> None:
         self._environ = dict(environ)
-        self._start = {"target": target.as_json(), "parent": os.getpid()}
-        self._process: subprocess.Popen[bytes] | None = None
+        self._target = target.as_json()
+        self._process: _Forked | None = None
         self._down: Connection | None = None
         self._up: Connection | None = None
         self._in_flight = 0
@@ -118,31 +127,21 @@ class HistoryWriter:
             target=self._read_replies, args=(loop,), name="writer-replies", daemon=True
         )
         self._reader.start()
-        self._send([_START, self._start])
+        assert self._process is not None
+        # A writer whose host is gone (its load's process died) writes nothing more.
+        self._send([_START, {"target": self._target, "parent": self._process.host_pid}])
         return self
 
     def _spawn(self) -> None:
         down_r, down_w = Pipe(duplex=False)
         up_r, up_w = Pipe(duplex=False)
-        # Born with SIGTERM blocked, the writer takes one sent before its handler is in place
-        # once it is (`main`): an abandoned load's writer stops after the chunk in hand.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         try:
-            self._process = subprocess.Popen(  # noqa: S603 - our interpreter and module
-                [*WRITER_COMMAND, str(down_r.fileno()), str(up_w.fileno())],
-                pass_fds=(down_r.fileno(), up_w.fileno()),
-                # It writes records; it has no use for the exchange's credentials.
-                env=self._environ,
-                # Ctrl-C in a terminal signals its whole process group: stopping is the parent's
-                # to decide, and the writer stops when the parent closes its pipe.
-                process_group=0,
-            )
+            self._process = _host(self._environ).fork(down_r.fileno(), up_w.fileno())
         except BaseException:
             down_w.close()
             up_r.close()
             raise
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             down_r.close()
             up_w.close()
         self._down, self._up = down_w, up_r
@@ -217,15 +216,8 @@ class HistoryWriter:
             code = self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
-        how = (
-            "is still running"
-            if code is None
-            else f"was killed by signal {-code}"
-            if code < 0
-            else f"exited with status {code}"
-        )
         return WriterDied(
-            f"the writer process (pid {self._process.pid}) {how} before it answered; "
+            f"the writer process (pid {self._process.pid}) {_how(code)} before it answered; "
             "days it wrote are whole, the others are as they were: run the range again"
         )
 
@@ -250,6 +242,196 @@ class HistoryWriter:
             self._reader.join()
         if self._up is not None:
             self._up.close()
+
+
+# --- The host, as its callers see it ----------------------------------------------------------
+
+#: The host's notes to its caller, each `_NOTE` packed: ``b"P"`` and the pid of the writer it
+#: forked, in the order asked; ``b"X"``, a writer's pid and how it ended (`subprocess`'s
+#: returncode: negative, the signal that killed it).
+_NOTE: Final = struct.Struct("!cxxxii")
+#: A caller's asks: a writer over the two pipe ends sent with it; or retire (fork no more, and
+#: end once the writers forked have ended). An end of the socket without ``retire``: the caller
+#: died, and the host ends at once, so its writers (orphaned) write nothing more.
+_FORK, _RETIRE = b"f", b"r"
+
+
+class _Forked:
+    """A writer forked by a host: `subprocess.Popen`'s ways of waiting for and ending it."""
+
+    def __init__(self, pid: int, host: _Host) -> None:
+        self.pid = pid
+        self.host_pid = host.pid
+        self.returncode: int | None = None
+        self._host = host
+        self._ended = threading.Event()
+
+    def ended(self, returncode: int | None) -> None:
+        """Said by the host's reader: how it ended (None: unknown, the host is gone)."""
+        self.returncode = returncode
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"writer {self.pid}", timeout or 0.0)
+        return self.returncode
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, signum: int) -> None:
+        if not self._ended.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+
+class _Host:
+    """A host process and the thread that reads its notes."""
+
+    def __init__(self, command: list[str], environ: dict[str, str]) -> None:
+        self.command, self.environ, self.owner = command, environ, os.getpid()
+        ours, theirs = socket.socketpair()
+        # Born with SIGTERM blocked, and so is each writer it forks, which takes one sent before
+        # its handler is in place once it is (`_write_one`): an abandoned load's writer stops
+        # after the chunk in hand.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - our interpreter and module
+                [*command, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                # It writes records; it has no use for the exchange's credentials.
+                env=environ,
+                # Ctrl-C in a terminal signals its whole process group: stopping is the parent's
+                # to decide, and a writer stops when the parent closes its pipe.
+                process_group=0,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            theirs.close()
+        self.pid = self.process.pid
+        self._socket = ours
+        self._asking = threading.Lock()
+        self._forked: queue.SimpleQueue[_Forked | None] = queue.SimpleQueue()
+        self._writers: dict[int, _Forked] = {}
+        self._gone = False
+        threading.Thread(target=self._read_notes, name="writer-host", daemon=True).start()
+
+    def fork(self, down: int, up: int) -> _Forked:
+        """A writer over these pipe ends (the caller closes its own); `WriterDied` when the host
+        ended instead."""
+        with self._asking:
+            # A host that is gone cannot take it: the reader has said so, or will.
+            with contextlib.suppress(OSError):
+                socket.send_fds(self._socket, [_FORK], [down, up])
+            forked = self._forked.get()
+            if forked is None:
+                self._forked.put(None)  # for the next ask, which a gone host cannot answer
+                raise _host_died(self.process)
+            return forked
+
+    def retire(self) -> None:
+        """Fork no more; the host ends once its writers have."""
+        with contextlib.suppress(OSError):
+            self._socket.sendall(_RETIRE)
+        self._socket.close()
+
+    def _read_notes(self) -> None:
+        stream = self._socket.makefile("rb")
+        for note in iter(lambda: _read_note(stream), None):
+            kind, pid, returncode = _NOTE.unpack(note)
+            if kind == b"P":
+                self._writers[pid] = _Forked(pid, self)
+                self._forked.put(self._writers[pid])
+            elif (forked := self._writers.pop(pid, None)) is not None:
+                forked.ended(returncode)
+        # The host is gone: its writers' ends are unknown, and it forks no more.
+        self._gone = True
+        for forked in self._writers.values():
+            forked.ended(None)
+        self._forked.put(None)
+
+    @property
+    def usable(self) -> bool:
+        return not self._gone and self.owner == os.getpid()
+
+
+def _read_note(stream: BinaryIO) -> bytes | None:
+    """The host's next note; None once it ended (a host that ended with asks unread resets the
+    socket)."""
+    try:
+        note = stream.read(_NOTE.size)
+    except OSError:
+        return None
+    return note if len(note) == _NOTE.size else None
+
+
+def _host_died(process: subprocess.Popen[bytes]) -> WriterDied:
+    try:
+        code: int | None = process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        code = None
+    return WriterDied(
+        f"the writer process (pid {process.pid}) {_how(code)} before it answered; "
+        "days it wrote are whole, the others are as they were: run the range again"
+    )
+
+
+def _how(code: int | None) -> str:
+    return (
+        "is still running"
+        if code is None
+        else f"was killed by signal {-code}"
+        if code < 0
+        else f"exited with status {code}"
+    )
+
+
+_HOST: _Host | None = None
+_HOST_LOCK: Final = threading.Lock()
+
+
+def _host(environ: dict[str, str]) -> _Host:
+    """This process's host for writers of ``environ``, started when there is none (or the one
+    there was ended, or serves another environment or command: retired)."""
+    global _HOST
+    with _HOST_LOCK:
+        host = _HOST
+        if (
+            host is not None
+            and host.usable
+            and (host.command, host.environ)
+            == (
+                WRITER_COMMAND,
+                environ,
+            )
+        ):
+            return host
+        if host is not None and host.owner == os.getpid():
+            host.retire()
+        _HOST = _Host(list(WRITER_COMMAND), environ)
+        return _HOST
+
+
+def _forget_host_after_fork() -> None:
+    """In a child forked from a process with a host (a Celery pool process), the copy of its
+    socket is closed: the host must see its owner's end when the owner dies."""
+    global _HOST
+    if _HOST is not None:
+        with contextlib.suppress(OSError):
+            _HOST._socket.close()
+    _HOST = None
+
+
+os.register_at_fork(after_in_child=_forget_host_after_fork)
 
 
 # --- The writer process ------------------------------------------------------------------------
@@ -307,15 +489,15 @@ def _noted(exc: Exception) -> Exception:
 _ABANDONED: Final = threading.Event()
 
 
-def main(argv: list[str]) -> int:
-    """``python -m warehouse.writer DOWN_FD UP_FD``: serve one load over these pipe ends. Exit
-    status 0, or `ABANDONED_EXIT_STATUS` when the load ended before its finish (its pipe closed,
-    or SIGTERM: the chunk in hand is written, no other)."""
+def _write_one(down_fd: int, up_fd: int) -> int:
+    """A forked writer: serve one load over these pipe ends. Exit status 0, or
+    `ABANDONED_EXIT_STATUS` when the load ended before its finish (its pipe closed, or SIGTERM:
+    the chunk in hand is written, no other)."""
     signal.signal(signal.SIGTERM, lambda _signum, _frame: _ABANDONED.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     with (
-        Connection(int(argv[0]), writable=False) as down,
-        Connection(int(argv[1]), readable=False) as up,
+        Connection(down_fd, writable=False) as down,
+        Connection(up_fd, readable=False) as up,
     ):
         try:
             serve(down, up)
@@ -324,5 +506,64 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def main(argv: list[str]) -> int:
+    """``python -m warehouse.writer SOCKET_FD``: the host. Forks a writer (`_write_one`) for each
+    pair of pipe ends its caller sends over the socket, says each one's pid and, once reaped,
+    how it ended. Ends when the caller retires it and its writers have ended, or at once when
+    the caller's end closes without it (the caller died: its orphaned writers write nothing
+    more)."""
+    caller = socket.socket(fileno=int(argv[0]))
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+    writers: set[int] = set()
+    retired = False
+    while writers or not retired:
+        ready, _, _ = select.select([wake_r] if retired else [caller.fileno(), wake_r], [], [])
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_r, 4096)
+            while writers and (ended := os.waitpid(-1, os.WNOHANG))[0]:
+                writers.discard(ended[0])
+                _tell(caller, b"X", ended[0], os.waitstatus_to_exitcode(ended[1]))
+        if caller.fileno() in ready:
+            ask, fds, _, _ = socket.recv_fds(caller, 1, 2)
+            if not ask:
+                return 0  # the caller died
+            if ask == _RETIRE:
+                retired = True
+                continue
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (caller.fileno(), wake_r, wake_w):
+                        os.close(fd)
+                    code = _write_one(*fds)
+                except BaseException:  # the writer's own end: the host's loop is not its own
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            for fd in fds:
+                os.close(fd)
+            writers.add(pid)
+            _tell(caller, b"P", pid, 0)
+    return 0
+
+
+def _tell(caller: socket.socket, kind: bytes, pid: int, code: int) -> None:
+    with contextlib.suppress(OSError):  # a caller that ended no longer listens
+        caller.sendall(_NOTE.pack(kind, pid, code))
+
+
 if __name__ == "__main__":
+    # Imported here once, not in each writer: what a load uses beyond the modules above.
+    import pyarrow.parquet  # noqa: F401
+
     sys.exit(main(sys.argv[1:]))

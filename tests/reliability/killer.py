@@ -19,9 +19,9 @@ real CLI runs. No product code knows about it. The points:
 for each chunk's answer before the next, so that months are rewritten while the walk is still
 paging (a short walk would otherwise end before the writer has started).
 
-Funding partitions are written by the load's writer process (`warehouse.writer`): this module
-starts it too (``killer writer POINT --at N -- FDS``), armed the same way, and a kill there takes
-its parent with it, as a kill of the whole job would.
+Funding partitions are written by the load's writer process (`warehouse.writer`), forked by a
+host this module starts too (``killer writer POINT --at N -- SOCKET_FD``), armed the same way: a
+kill in a writer takes the run with it, as a kill of the whole job would.
 
 ``killer worker POINT --at N --queue Q -- <whitebit-etl worker args>`` is a Celery worker of the
 nightly service's runs, armed: Celery runs in this process instead of replacing it, so each pool
@@ -37,6 +37,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -52,8 +53,9 @@ _WHOLE_JOB = False
 def _die() -> None:
     print(f"killer: SIGKILL in {'the writer' if _WHOLE_JOB else 'the run'}", file=sys.stderr)
     sys.stderr.flush()
-    if _WHOLE_JOB:  # the writer process: its parent, the run, dies with it
-        os.kill(os.getppid(), signal.SIGKILL)
+    if _WHOLE_JOB:  # a writer process: the run, its host's parent, dies with it
+        host_stat = Path(f"/proc/{os.getppid()}/stat").read_text()
+        os.kill(int(host_stat.rpartition(")")[2].split()[1]), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
