@@ -11,6 +11,8 @@ account and its sub-accounts at once, each key answered from its own account's d
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -158,7 +160,7 @@ class Simulator:
         self.spelling = spelling
         self.app = build_app(self.state, _control_routes(self.state))
         self._host, self._port = host, port
-        self._server: uvicorn.Server | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
 
@@ -239,7 +241,7 @@ class Simulator:
             date_header=False,
         )
         logging.getLogger("uvicorn.error").addFilter(_HideDroppedConnections())
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="simulator", daemon=True
         )
@@ -253,7 +255,7 @@ class Simulator:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
+            self._server.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self._socket is not None:
@@ -270,6 +272,37 @@ class Simulator:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopped at once: an embedded simulator is started and stopped for each
+    step of a run, and uvicorn's own stop waits for its loop's next 0.1 s tick and another 0.1 s
+    before it closes. Answers still in flight when it stops are dropped (their clients are gone:
+    a step stops its simulator once its walks have ended, or on an error)."""
+
+    _stopped: asyncio.Event | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    async def main_loop(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        if not self.should_exit:
+            await self._stopped.wait()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+
+    def stop(self) -> None:
+        """From another thread: end the loop now (or as soon as it runs)."""
+        self.should_exit = True
+        if self._loop is not None and self._stopped is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                self._loop.call_soon_threadsafe(self._stopped.set)
 
 
 @functools.lru_cache(maxsize=2)
