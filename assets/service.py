@@ -44,6 +44,7 @@ from assets.instance import (
     instance_home,
     release_dead_runs,
 )
+from assets.relay import relay
 from assets.settings import Settings
 from assets.workers import LocalBroker, slots_per_worker, tool, worker_args
 
@@ -164,13 +165,23 @@ def _raise_stop(signum: int, _frame: object) -> None:
     raise _Stop(signum)
 
 
-def _start(name: str, args: Sequence[str], env: dict[str, str]) -> _Process:
+def _start(name: str, args: Sequence[str], env: dict[str, str], logs: Path) -> _Process:
     """A process of the service, in a session of its own: a terminal's Ctrl-C (SIGINT to its
     whole process group) reaches the service alone, which stops its runs and then its
-    processes in order, instead of each process and run worker taking it as a crash."""
+    processes in order, instead of each process and run worker taking it as a crash. What it
+    prints is relayed, stack traces folded (whole in ``logs``: `relay`)."""
 
     def launch() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(list(args), env=env, start_new_session=True)  # noqa: S603
+        popen = subprocess.Popen(  # noqa: S603
+            list(args),
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert popen.stdout is not None
+        relay(popen.stdout, logs / f"{name.replace(' ', '-')}.log")
+        return popen
 
     return _Process(name, launch(), restart=launch)
 
@@ -273,6 +284,7 @@ def serve(console: Console, settings: Settings, host: str, port: int, workers: i
         console.print(f"run {run_id} was left unfinished by a killed process: marked failed")
     code_port = free_port()
     workspace = _workspace(home, code_port)
+    logs = home / "logs"
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     processes: list[_Process] = []
     brokers: list[_Process] = []
@@ -288,23 +300,24 @@ def serve(console: Console, settings: Settings, host: str, port: int, workers: i
             "code location server",
             [tool("dagster"), "api", "grpc", "-m", LOCATION, "-h", "127.0.0.1",
              "-p", str(code_port)],
-            env,
+            env, logs,
         )  # fmt: skip
         processes.append(code)
         _wait_for_code_server(code, code_port)
         processes.append(
-            _start("daemon", [tool("dagster-daemon"), "run", "-w", str(workspace)], env)
+            _start("daemon", [tool("dagster-daemon"), "run", "-w", str(workspace)], env, logs)
         )
         processes.append(
             _start(
                 "webserver",
                 [tool("dagster-webserver"), "-w", str(workspace), "-h", host, "-p", str(port)],
                 env,
+                logs,
             )
         )
         slots = slots_per_worker(home, workers) if workers else 0
         processes += [
-            _start(f"Celery worker {index}", worker_args(slots, index), env)
+            _start(f"Celery worker {index}", worker_args(slots, index), env, logs)
             for index in range(1, workers + 1)
         ]
         on_celery = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import subprocess
 import sys
 
 import click
@@ -79,6 +80,7 @@ def ui(port: int) -> None:
     the code location workspace.yaml names. SIGTERM or Ctrl-C stops it, its webserver, daemon
     and code servers with it."""
     from assets.instance import instance_home
+    from assets.relay import relay
     from assets.service import STOP_GRACE_S, kill_left
     from assets.workers import tool
 
@@ -88,7 +90,11 @@ def ui(port: int) -> None:
     # A session of its own: a terminal's Ctrl-C reaches this process alone, which asks dagster
     # dev to stop (SIGTERM: it stops its webserver and daemon in turn); killed after the grace,
     # with whatever it started.
-    dev = psutil.Popen(command, env=env, start_new_session=True)
+    # What it prints is relayed, stack traces folded (whole in the log: `relay`).
+    dev = psutil.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    relay(dev.stdout, home / "logs" / "dagster-dev.log")
 
     def stop(signum: int, _frame: object) -> None:
         raise _Stopped(signum)

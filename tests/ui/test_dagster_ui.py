@@ -312,3 +312,4 @@ def test_sigterm_to_the_ui_command_alone_stops_dagster_dev_and_all_it_started_wi
     assert left == [], [p.cmdline()[:4] for p in left]
     assert not serves(dagster_dev.url)
     assert "Traceback" not in output, output[-3000:]
+    assert "Stack Trace" not in output, output[-3000:]
