@@ -182,3 +182,31 @@ def test_either_spelling_walks_and_normalizes_to_the_same_rows(settling: Simulat
         assert batches[0].rejected == batches[1].rejected == 0
         assert batches[1].rows.equals(batches[0].rows), history.name
         assert batches[0].normalized == len(camel)
+
+
+def test_collects_that_differ_only_in_a_field_the_spec_does_not_name_agree(
+    own_sim: Simulator,
+) -> None:
+    """The balances are asked together until two collects agree on what the warehouse reads: a
+    field the exchange adds to some answers and not others (a schema drift caught mid-rollout,
+    or the fault matrix's extra field) is no disagreement; a balance that moved still is."""
+    answers = 0
+
+    def drifting(params: dict[str, object], body: bytes) -> bytes:
+        nonlocal answers
+        answers += 1
+        doc = orjson.loads(body)
+        if answers % 2:  # every other answer: a new field in each balance, a new value each time
+            for balance in doc.values():
+                balance["updatedAt"] = answers
+        return orjson.dumps(doc)
+
+    own_sim.faults.tamper(spec.MAIN_BALANCE.path, drifting)
+
+    async def together() -> Any:
+        async with client(own_sim) as c:
+            return await c.together(spec.TOGETHER)
+
+    taken = asyncio.run(together())
+    assert (taken.collects, taken.consistent) == (2, True)
+    assert answers == 2
