@@ -19,12 +19,15 @@ a byte search), and DuckDB catalogs opened (view definitions and comments).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import multiprocessing
 import os
 import re
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -62,6 +65,19 @@ def seed_secrets(seed: int, resets: int = RESETS) -> set[str]:
     return found
 
 
+def _held(content: str | bytes, secrets: frozenset[str], others: tuple[bytes, ...]) -> list[str]:
+    """The ``secrets`` that ``content`` holds: a hex one found among the content's hex runs, any
+    other (``others``, as bytes) looked for one by one."""
+    data = content.encode("utf-8", "replace") if isinstance(content, str) else content
+    found: set[str] = set()
+    for run in _HEX_RUN.findall(data):
+        text = run.decode()
+        found.update(text[i : i + 40] for i in range(len(text) - 39))
+    found &= secrets
+    found.update(s.decode() for s in others if s in data)
+    return sorted(found)
+
+
 class Ledger:
     """Secrets handed out, and where they were seen."""
 
@@ -71,6 +87,7 @@ class Ledger:
         self._seeds: set[int] = {simulator.DEFAULT_SEED}
         self._derived: dict[int, set[str]] = {}
         self._all: frozenset[str] | None = None
+        self._other: tuple[bytes, ...] = ()
         #: Where a secret was seen: ("where", the secret shortened to its first characters).
         self.sightings: list[tuple[str, str]] = []
 
@@ -87,27 +104,29 @@ class Ledger:
                 self._all = None
 
     def secrets(self) -> frozenset[str]:
+        return self._sorted()[0]
+
+    def _sorted(self) -> tuple[frozenset[str], tuple[bytes, ...]]:
+        """Every secret, and those that are not hex (looked for one by one), as bytes."""
         with self._lock:
             if self._all is None:
                 for seed in self._seeds - set(self._derived):
                     self._derived[seed] = set()  # deriving makes key stores, which add_seed
                     self._derived[seed] = seed_secrets(seed)
                 self._all = frozenset(self._recorded.union(*self._derived.values()))
-            return self._all
+                self._other = tuple(s.encode() for s in self._all if not _HEX_SECRET.fullmatch(s))
+            return self._all, self._other
 
     def look(self, where: str, content: str | bytes) -> list[str]:
         """The secrets ``content`` holds (each noted as a sighting at ``where``)."""
-        data = content.encode("utf-8", "replace") if isinstance(content, str) else content
-        secrets = self.secrets()
-        found = set()
-        for run in _HEX_RUN.findall(data):
-            text = run.decode()
-            found.update(text[i : i + 40] for i in range(len(text) - 39))
-        found &= secrets
-        found.update(s for s in secrets if not _HEX_SECRET.fullmatch(s) and s.encode() in data)
+        found = _held(content, *self._sorted())
+        self.saw([(where, secret) for secret in found])
+        return found
+
+    def saw(self, sightings: list[tuple[str, str]]) -> None:
+        """Note these secrets seen (where, the secret)."""
         with self._lock:
-            self.sightings += [(where, secret[:4] + "…") for secret in sorted(found)]
-        return sorted(found)
+            self.sightings += [(where, secret[:4] + "…") for where, secret in sightings]
 
     def save(self, path: Path, basetemp: Path, *, finished: bool) -> None:
         """Write the secrets recorded, the seeds seen and the sightings to ``path`` (replaced
@@ -211,20 +230,30 @@ def _catalog_text(path: Path) -> str:
 
 
 def files_holding(ledger: Ledger, directory: Path) -> Iterator[tuple[Path, str]]:
-    """Every file under ``directory``, each with how it was read, noting any secret in it."""
-    for path in sorted(directory.rglob("*")):
-        if not path.is_file() or path.is_symlink():
-            continue
-        ledger.look(f"file name {path}", str(path))
-        ledger.look(f"file {path}", path.read_bytes())
-        if path.suffix == ".parquet":
-            ledger.look(f"Parquet values of {path}", _parquet_strings(path))
-            yield path, "parquet"
-        elif path.suffix == ".duckdb":
-            ledger.look(f"DuckDB catalog {path}", _catalog_text(path))
-            yield path, "duckdb"
-        else:
-            yield path, "bytes"
+    """Every file under ``directory``, each with how it was read, noting any secret in it. The
+    files are read on two processes: a whole session's files take most of a minute on one."""
+    paths = [p for p in sorted(directory.rglob("*")) if p.is_file() and not p.is_symlink()]
+    read = functools.partial(_read, secrets=ledger._sorted())
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for path, (kind, sightings) in zip(paths, pool.map(read, paths, chunksize=32), strict=True):
+            ledger.saw(sightings)
+            yield path, kind
+
+
+def _read(
+    path: Path, secrets: tuple[frozenset[str], tuple[bytes, ...]]
+) -> tuple[str, list[tuple[str, str]]]:
+    """How a file was read, and the secrets seen in it (where, the secret): its name, its bytes,
+    and a Parquet file's values or a DuckDB catalog's text."""
+    seen = [(f"file name {path}", s) for s in _held(str(path), *secrets)]
+    seen += [(f"file {path}", s) for s in _held(path.read_bytes(), *secrets)]
+    if path.suffix == ".parquet":
+        seen += [(f"Parquet values of {path}", s) for s in _held(_parquet_strings(path), *secrets)]
+        return "parquet", seen
+    if path.suffix == ".duckdb":
+        seen += [(f"DuckDB catalog {path}", s) for s in _held(_catalog_text(path), *secrets)]
+        return "duckdb", seen
+    return "bytes", seen
 
 
 #: The session's secrets and where they were seen (log records, reports).
