@@ -4,12 +4,13 @@ Normalizing and writing use a core of their own while the walk keeps the HTTP co
 instead of sharing one GIL with it:
 
 - The child is forked from a host process, ``python -m warehouse.writer``, started once per
-  process that loads (and environment it is given): a fresh interpreter per load spent about a
-  second of CPU importing pandas, pyarrow and DuckDB before its first row, more than a small load
-  takes to write. The host is started with an explicit environment, without the exchange's
-  credentials (the caller names them): the writer sees records, never a credential. It is
-  written here because multiprocessing's forkserver would import the parent's main module again
-  in each child (the command line, Dagster with it) and hand it the parent's environment.
+  process that loads: a fresh interpreter per load spent about a second of CPU importing pandas,
+  pyarrow and DuckDB before its first row, more than a small load takes to write. The host and
+  each writer get an explicit environment, without the exchange's credentials (the caller names
+  them; a writer takes its load's from its start message): the writer sees records, never a
+  credential. It is written here because multiprocessing's forkserver would import the parent's
+  main module again in each child (the command line, Dagster with it) and hand it the parent's
+  environment.
 - Parent and child talk over two one-way pipes, each end a `multiprocessing.connection.Connection`:
   chunks go down as JSON (the records as the client parsed them), each answered back in order
   with a `Progress`, or with the error the writer raised (pickled, with its note). A number the
@@ -129,7 +130,12 @@ class HistoryWriter:
         self._reader.start()
         assert self._process is not None
         # A writer whose host is gone (its load's process died) writes nothing more.
-        self._send([_START, {"target": self._target, "parent": self._process.host_pid}])
+        self._send(
+            [
+                _START,
+                {"target": self._target, "parent": self._process.host_pid, "env": self._environ},
+            ]
+        )
         return self
 
     def _spawn(self) -> None:
@@ -295,7 +301,7 @@ class _Host:
     """A host process and the thread that reads its notes."""
 
     def __init__(self, command: list[str], environ: dict[str, str]) -> None:
-        self.command, self.environ, self.owner = command, environ, os.getpid()
+        self.command, self.owner = command, os.getpid()
         ours, theirs = socket.socketpair()
         # Born with SIGTERM blocked, and so is each writer it forks, which takes one sent before
         # its handler is in place once it is (`_write_one`): an abandoned load's writer stops
@@ -400,20 +406,13 @@ _HOST_LOCK: Final = threading.Lock()
 
 
 def _host(environ: dict[str, str]) -> _Host:
-    """This process's host for writers of ``environ``, started when there is none (or the one
-    there was ended, or serves another environment or command: retired)."""
+    """This process's host of writers, started (with ``environ``) when there is none, or the one
+    there was ended or runs another command (then retired). Each writer takes its own load's
+    environment from its start message."""
     global _HOST
     with _HOST_LOCK:
         host = _HOST
-        if (
-            host is not None
-            and host.usable
-            and (host.command, host.environ)
-            == (
-                WRITER_COMMAND,
-                environ,
-            )
-        ):
+        if host is not None and host.usable and host.command == WRITER_COMMAND:
             return host
         if host is not None and host.owner == os.getpid():
             host.retire()
@@ -457,6 +456,9 @@ def serve(down: Connection, up: Connection) -> None:
             raise LoadAbandoned("the load was abandoned: no partition more was written")
         try:
             if kind == _START:
+                # The load's own environment (its host's is the first load's of its process).
+                os.environ.clear()
+                os.environ.update(body["env"])
                 writer = MonthlyLoad(MonthlyTarget.of_json(body["target"]), parent=body["parent"])
                 exact = writer.target.history.exact_numbers
                 continue

@@ -161,3 +161,25 @@ def test_a_writer_that_dies_fails_the_load_naming_the_signal(
     with pytest.raises(funding.WriterDied, match=f"killed by signal {signal.SIGKILL.value}"):
         asyncio.run(load())
     assert markets(root, D4) is None
+
+
+def test_each_load_of_one_process_has_its_own_environment_from_one_host(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host is started once, with the first load's environment; each writer it forks takes
+    its own load's (the variables a store needs, as the caller built them)."""
+    say = (
+        "import os, sys; from warehouse import writer; "
+        "writer.MonthlyLoad.take = lambda self, records: "
+        "(_ for _ in ()).throw(RuntimeError(f\"{os.environ['LOAD_MARK']} {os.getppid()}\")); "
+        "sys.exit(writer.main(sys.argv[1:]))"
+    )
+    monkeypatch.setattr(funding, "WRITER_COMMAND", [sys.executable, "-c", say])
+    said = []
+    for mark in ("first", "second"):
+        with pytest.raises(RuntimeError) as raised:
+            run(root, [[at(D4, 8)]], environ={**os.environ, "LOAD_MARK": mark})
+        said.append(str(raised.value).split())
+    (first, host), (second, same_host) = said
+    assert (first, second) == ("first", "second")
+    assert host == same_host
