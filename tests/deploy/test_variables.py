@@ -181,9 +181,14 @@ def test_a_new_variable_without_a_values_entry_fails() -> None:
 
 # --- (b) the settings module reads the environment, and nothing else does -----------------------
 
-#: The one module that reads the environment, and the one place that passes it on to a child
-#: process of its own making (the spawned simulator: its environment, explicitly).
-READS_THE_ENVIRONMENT = {Path("assets/settings.py"), Path("pipeline/simulator/_server.py")}
+#: The one module that reads the environment, the one place that passes it on to a child
+#: process of its own making (the spawned simulator: its environment, explicitly), and the one
+#: that sets a child's (a forked writer takes its load's, which the caller built).
+READS_THE_ENVIRONMENT = {
+    Path("assets/settings.py"),
+    Path("pipeline/simulator/_server.py"),
+    Path("warehouse/writer.py"),
+}
 #: What the refactor removed for good: a second way to tell a local root, Dagster's private
 #: implicit job, and the adoption of a warehouse written before accounts.
 GONE = ("is_local(", "__ephemeral_asset_job__", "adopt_unaccounted")
@@ -223,6 +228,10 @@ def test_only_the_settings_module_reads_the_environment() -> None:
     for line in readers.get(Path("pipeline/simulator/_server.py"), []):
         text = sources[Path("pipeline/simulator/_server.py")].splitlines()[line - 1]
         assert "env={**os.environ" in text, text
+    # A forked writer's environment is replaced by its load's, never read.
+    for line in readers.get(Path("warehouse/writer.py"), []):
+        text = sources[Path("warehouse/writer.py")].splitlines()[line - 1].strip()
+        assert text in ("os.environ.clear()", 'os.environ.update(body["env"])'), text
 
 
 def test_what_the_refactor_removed_is_nowhere_in_the_product() -> None:
