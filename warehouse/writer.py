@@ -269,7 +269,6 @@ class _Forked:
         self.pid = pid
         self.host_pid = host.pid
         self.returncode: int | None = None
-        self._host = host
         self._ended = threading.Event()
 
     def ended(self, returncode: int | None) -> None:
