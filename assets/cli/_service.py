@@ -89,19 +89,19 @@ def ui(port: int) -> None:
     command = [tool("dagster"), "dev", "-w", "workspace.yaml", "-p", str(port)]
     # A session of its own: a terminal's Ctrl-C reaches this process alone, which asks dagster
     # dev to stop (SIGTERM: it stops its webserver and daemon in turn); killed after the grace,
-    # with whatever it started.
-    # What it prints is relayed, stack traces folded (whole in the log: `relay`).
+    # with whatever it started. What it prints is relayed, stack traces folded (whole in the
+    # log: `relay`), to its last line.
     dev = psutil.Popen(
         command, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    relay(dev.stdout, home / "logs" / "dagster-dev.log")
+    relayed = relay(dev.stdout, home / "logs" / "dagster-dev.log")
 
     def stop(signum: int, _frame: object) -> None:
         raise _Stopped(signum)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        sys.exit(dev.wait())
+        code = dev.wait()
     except _Stopped as stopped:
         for s in previous:
             signal.signal(s, signal.SIG_IGN)
@@ -110,7 +110,9 @@ def ui(port: int) -> None:
         with contextlib.suppress(psutil.TimeoutExpired):
             dev.wait(timeout=STOP_GRACE_S * 1.5)
         kill_left(started)
-        sys.exit(128 + stopped.signum)
+        code = 128 + stopped.signum
+    relayed.join(timeout=2)
+    sys.exit(code)
 
 
 class _Stopped(Exception):
