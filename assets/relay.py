@@ -38,7 +38,7 @@ class Folding:
         bare = _COLOUR.sub("", line).rstrip("\r\n")
         if _RECORD.match(bare):
             self._in_stack = self._noted = False
-        if bare.strip() in _STACK_STARTS or bare.startswith(_STACK_STARTS[1]):
+        if bare.strip() in _STACK_STARTS:
             self._in_stack = True
             if self._noted:
                 return None

@@ -564,7 +564,4 @@ def _tell(caller: socket.socket, kind: bytes, pid: int, code: int) -> None:
 
 
 if __name__ == "__main__":
-    # Imported here once, not in each writer: what a load uses beyond the modules above.
-    import pyarrow.parquet  # noqa: F401
-
     sys.exit(main(sys.argv[1:]))
