@@ -29,7 +29,7 @@ from tests.support.client import client
 from tests.warehouse.simulated_ledger import Extraction, every, every_grouped
 from warehouse import Warehouse, catalog, normalize, partitions
 
-SNAPSHOTS = 500
+SNAPSHOTS = 200
 #: 86,400 fills a day: a fill a second, on average.
 EVERY_SECOND = Scale(markets=4, days=2, investments=10, tickers=4, fills=86_400)
 #: Two days after the epoch, plus a fraction: between two funding rounds.
@@ -39,7 +39,7 @@ FIRST_DAY = date(2030, 1, 1)
 TOGETHER = (spec.MAIN_BALANCES, spec.TRADING_BALANCES, spec.COLLATERAL_BALANCES, spec.PENDING_FLOWS)
 ACCOUNT = "main"
 
-#: 500 snapshots over loopback and 2,000 partitions written: end to end at scale.
+#: 200 snapshots over loopback and 800 partitions written: end to end at scale.
 pytestmark = pytest.mark.slow
 
 
