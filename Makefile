@@ -36,23 +36,27 @@ PYTEST_WORKERS ?= 3
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Each session ends with its slowest tests, so a run's log says where the suite's minutes go.
 DURATIONS := --durations=25
+# pytest rewrites the asserts of every test module it imports and keeps the result as bytecode,
+# unless PYTHONDONTWRITEBYTECODE is set: then each process of a session rewrites them all again
+# (4 s of CPU each), so the suite's sessions let it keep them.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(RUN) pytest
 
 test: bootstrap browser postgres redis lint typecheck
 	@tmp="$$(mktemp -d -t whitebit-tests.XXXXXX)"; \
 	set -x; \
-	$(RUN) pytest $(PARALLEL) $(DURATIONS) -m "not serial and not after_all" \
+	$(PYTEST) $(PARALLEL) $(DURATIONS) -m "not serial and not after_all" \
 		--basetemp="$$tmp/parallel" --secrets-ledgers="$$tmp/ledgers"; parallel=$$?; \
-	$(RUN) pytest $(DURATIONS) -m "serial or after_all" \
+	$(PYTEST) $(DURATIONS) -m "serial or after_all" \
 		--basetemp="$$tmp/serial" --secrets-ledgers="$$tmp/ledgers"; serial=$$?; \
 	{ set +x; } 2>/dev/null; \
 	if [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]; then rm -rf "$$tmp"; \
 	else echo "the sessions' files are kept in $$tmp"; exit 1; fi
 
-# The quick loop: everything but the tests marked slow (end to end at scale) or browser, in the
+# The quick loop: everything but the tests marked slow (many seconds each) or browser, in the
 # same two sessions (no secrets scan: it is slow).
 test-fast: bootstrap lint typecheck
-	$(RUN) pytest $(PARALLEL) -m "not slow and not browser and not serial"; parallel=$$?; \
-	$(RUN) pytest -m "serial and not slow and not browser"; serial=$$?; \
+	$(PYTEST) $(PARALLEL) -m "not slow and not browser and not serial"; parallel=$$?; \
+	$(PYTEST) -m "serial and not slow and not browser"; serial=$$?; \
 	exit $$((parallel || serial))
 
 # The Dagster UI test drives Debian's Chromium; installed here when missing.

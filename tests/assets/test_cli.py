@@ -264,6 +264,7 @@ def _request(request: dg.RunRequest) -> tuple[object, ...]:
     )
 
 
+@pytest.mark.slow  # a whole night of two accounts
 def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of_the_moment(
     tmp_path: Path,
 ) -> None:

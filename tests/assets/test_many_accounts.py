@@ -40,8 +40,8 @@ START = TICK.date().replace(day=1)
 #: The night's accounts, by the simulator key each uses (`NAMES`).
 ROLES = ("partner", "disabled", "sub_1")
 #: The night and the accounts' runs alone are whole nights of every history: minutes on a loaded
-#: machine.
-pytestmark = pytest.mark.timeout(1800)
+#: machine, end to end at scale (``make test-fast`` leaves them out).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 #: Accounts named after the simulator key they use; ``disabled`` is refused (401) on every call.
 NAMES = {"partner": "main", "disabled": "broken"}
 

@@ -177,6 +177,7 @@ def _files_holding(directory: Path, secret: bytes) -> list[Path]:
     return [p for p in directory.rglob("*") if p.is_file() and secret in p.read_bytes()]
 
 
+@pytest.mark.slow  # every asset of the location
 def test_the_whole_location_materializes_with_checks_and_the_secret_stays_out(
     own_sim: Simulator,
     tmp_path: Path,

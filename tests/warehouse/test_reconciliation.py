@@ -198,6 +198,7 @@ def test_a_collateral_fill_is_its_position_events_change(ledger: Ledger) -> None
     assert fills == paired == same
 
 
+@pytest.mark.slow  # the statement twice per history
 def test_each_historys_declared_flows_are_what_the_statement_needs(ledger: Ledger) -> None:
     """Walking the declarations: without one history's flows (flow_records made from the others'),
     the residuals are exactly what that history's kinds placed in each interval, and a history

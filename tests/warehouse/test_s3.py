@@ -71,6 +71,7 @@ def _month_of_days(wh: Warehouse) -> None:
     partitions.write_batch(wh, batch, account=ACCOUNT)
 
 
+@pytest.mark.slow  # a whole warehouse written twice
 def test_a_warehouse_on_s3_equals_the_same_on_local_disk(
     s3_wh: Warehouse, s3_server: S3Server, s3_root: str, tmp_path: Path
 ) -> None:

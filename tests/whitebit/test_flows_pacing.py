@@ -19,7 +19,7 @@ from pipeline.whitebit import OffsetWindowWalk, Pacer
 from tests.support.client import client
 from tests.support.simulated import FROZEN_AT
 
-pytestmark = pytest.mark.serial  # it measures time
+pytestmark = [pytest.mark.serial, pytest.mark.slow]  # it measures time, run by run for seconds
 
 #: Some 25,000 deposits and withdrawals: more pages than a run of 3 s reads at 20 a second.
 FLOWS_SCALE = "markets=1,days=4200,fills=960"

@@ -211,6 +211,7 @@ def _runs_at_once(
     return done
 
 
+@pytest.mark.slow  # seconds of pacing in processes
 def test_runs_in_separate_processes_share_the_budget_and_use_most_of_it(tmp_path: Path) -> None:
     """Two runs of two accounts at once, from one address: together never over the budget, and
     together near it (the rate a run alone gets, shared)."""
@@ -229,6 +230,7 @@ def test_runs_in_separate_processes_share_the_budget_and_use_most_of_it(tmp_path
     assert pages / elapsed >= 0.85 * budget_rate, (pages / elapsed, runs)
 
 
+@pytest.mark.slow  # seconds of pacing in processes
 def test_runs_that_do_not_share_a_pacing_directory_exceed_the_budget(tmp_path: Path) -> None:
     """The check on the test above: apart, each run takes the whole budget, and the exchange
     refuses what is over."""
