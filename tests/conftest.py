@@ -2,7 +2,7 @@
 session, a record of every secret handed out and a watch on where they land (`tests.leaks`),
 which the last test of the session (marked ``after_all``) reads.
 
-``make test`` runs the suite in two sessions: most of it on two processes (pytest-xdist, whole
+``make test`` runs the suite in two sessions: most of it on three processes (pytest-xdist, whole
 modules to a process), then the tests marked ``serial`` and the secrets scan in a session of their
 own. Each process saves its ledger of secrets in the directory ``--secrets-ledgers`` names, and
 the scan takes in the ledgers of the sessions before it (`earlier_sessions`)."""
@@ -32,15 +32,38 @@ TESTS = Path(__file__).parent
 #: Modules that measure time (request pacing): marked ``serial``, they need the machine to
 #: themselves; ``make test`` runs them in a session of their own, after the parallel one.
 SERIAL_MODULES = frozenset({TESTS / "whitebit" / "test_pacing.py"})
-#: The modules that take longest, mostly waiting (on the daemon's per-minute ticks, on runs
-#: launched from the browser). ``make test`` hands out whole modules to its workers
-#: (``--dist loadfile``) in collection order (``--no-loadscope-reorder``): these first, so that
-#: the shorter ones fill the other workers around them rather than leave them idle at the end.
-LONGEST_MODULES = (
-    TESTS / "service" / "test_service.py",
-    TESTS / "ui" / "test_dagster_ui.py",
-    TESTS / "service" / "test_celery.py",
+#: The modules that take longest, longest first (their durations in a whole suite's run): three
+#: mostly waiting (on the daemon's per-minute ticks, on runs launched from the browser), then whole
+#: CLI runs and nights. ``make test`` hands out whole modules to its workers (``--dist loadfile``)
+#: in collection order (``--no-loadscope-reorder``): these first, so that the shorter ones fill
+#: the workers around them at the end rather than a long one started last leaving two idle.
+LONGEST_MODULES = tuple(
+    TESTS / module
+    for module in (
+        "service/test_service.py",
+        "ui/test_dagster_ui.py",
+        "service/test_celery.py",
+        "reliability/test_bad_answers_flows.py",
+        "assets/test_cli.py",
+        "assets/test_many_accounts.py",
+        "reliability/test_s3.py",
+        "reliability/test_concurrency.py",
+        "reliability/test_kills.py",
+        "reliability/test_terminal.py",
+        "ui/test_report_browser.py",
+        "reliability/test_fault_matrix.py",
+        "warehouse/test_s3.py",
+        "service/test_stop_materialize.py",
+        "reliability/test_store_stopped.py",
+        "reliability/test_instance_stopped.py",
+        "assets/test_runs.py",
+        "assets/test_materialize.py",
+        "warehouse/test_reconciliation.py",
+        "warehouse/test_snapshot_placement.py",
+    )
 )
+if missing := [str(path) for path in LONGEST_MODULES if not path.exists()]:
+    raise pytest.UsageError(f"LONGEST_MODULES names modules that are not there: {missing}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
