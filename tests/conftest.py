@@ -32,34 +32,45 @@ TESTS = Path(__file__).parent
 #: Modules that measure time (request pacing): marked ``serial``, they need the machine to
 #: themselves; ``make test`` runs them in a session of their own, after the parallel one.
 SERIAL_MODULES = frozenset({TESTS / "whitebit" / "test_pacing.py"})
-#: The modules that take longest, longest first (their durations in a whole suite's run): three
-#: mostly waiting (on the daemon's per-minute ticks, on runs launched from the browser), then whole
-#: CLI runs and nights. ``make test`` hands out whole modules to its workers (``--dist loadfile``)
-#: in collection order (``--no-loadscope-reorder``): these first, so that the shorter ones fill
-#: the workers around them at the end rather than a long one started last leaving two idle.
+#: The thirty modules that take longest, longest first (their durations in a whole suite's run):
+#: three mostly waiting (on the daemon's per-minute ticks, on runs launched from the browser),
+#: then whole CLI runs and nights. ``make test`` hands out whole modules to its workers (``--dist
+#: loadfile``) in collection order (``--no-loadscope-reorder``): these first, so that the shorter
+#: ones fill the workers around them at the end rather than a long one started last leaving the
+#: others idle.
 LONGEST_MODULES = tuple(
     TESTS / module
     for module in (
-        "service/test_service.py",
         "ui/test_dagster_ui.py",
         "service/test_celery.py",
+        "service/test_service.py",
         "reliability/test_bad_answers_flows.py",
+        "reliability/test_concurrency.py",
+        "reliability/test_s3.py",
         "assets/test_cli.py",
         "assets/test_many_accounts.py",
-        "reliability/test_s3.py",
-        "reliability/test_concurrency.py",
-        "reliability/test_kills.py",
-        "reliability/test_terminal.py",
-        "ui/test_report_browser.py",
         "reliability/test_fault_matrix.py",
+        "ui/test_report_browser.py",
         "warehouse/test_s3.py",
-        "service/test_stop_materialize.py",
+        "reliability/test_terminal.py",
+        "reliability/test_kills.py",
         "reliability/test_store_stopped.py",
         "reliability/test_instance_stopped.py",
-        "assets/test_runs.py",
-        "assets/test_materialize.py",
+        "service/test_stop_materialize.py",
         "warehouse/test_reconciliation.py",
+        "assets/test_runs.py",
+        "reliability/test_bad_input.py",
         "warehouse/test_snapshot_placement.py",
+        "assets/test_materialize.py",
+        "warehouse/test_report.py",
+        "assets/test_alerts.py",
+        "service/test_stop_service.py",
+        "whitebit/test_funding_walk.py",
+        "assets/test_mistakes.py",
+        "assets/test_demo.py",
+        "whitebit/test_flows_walk.py",
+        "assets/test_histories_land.py",
+        "simulator/test_ledger.py",
     )
 )
 if missing := [str(path) for path in LONGEST_MODULES if not path.exists()]:
