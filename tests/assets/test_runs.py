@@ -75,6 +75,7 @@ def test_a_killed_run_is_marked_failed_and_its_pool_slot_freed(
     assert release_dead_runs(instance, service_stopped=False) == []  # once is enough
 
 
+@pytest.mark.slow  # two runs' processes killed
 def test_a_service_run_whose_process_died_is_released_unless_it_ran_on_celery(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

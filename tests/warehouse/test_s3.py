@@ -164,6 +164,7 @@ def test_two_writers_of_one_table_take_turns_under_the_lease(s3_wh: Warehouse) -
     assert sorted(order) == ["w0", "w1", "w2"]
 
 
+@pytest.mark.slow  # seconds for a lease to expire, on the store's clock
 def test_a_lease_left_by_a_killed_writer_expires(s3_root: str, tmp_path: Path) -> None:
     wh = Warehouse.open(s3_root, state_home=str(tmp_path / "state"), lease_seconds=2)
     # A holder that never releases nor renews: what a SIGKILL leaves.
@@ -176,6 +177,7 @@ def test_a_lease_left_by_a_killed_writer_expires(s3_root: str, tmp_path: Path) -
     assert 2 <= waited < 15, waited
 
 
+@pytest.mark.slow  # seconds for a lease to expire, on the store's clock
 def test_a_lease_taken_over_is_lost_and_says_so(s3_root: str) -> None:
     first = lease_of(s3_root, "funding_history", seconds=1.5)
     first.acquire()
@@ -292,6 +294,7 @@ def test_sql_over_a_table_whose_files_are_gone_says_how_to_rebuild(
     assert f"--out {tmp_path / CATALOG_FILE}" in result.output
 
 
+@pytest.mark.slow  # seconds for a lease to expire, on the store's clock
 def test_a_live_lease_is_kept_for_the_time_its_holder_declared_not_the_takers(
     s3_root: str,
 ) -> None:
@@ -307,6 +310,7 @@ def test_a_live_lease_is_kept_for_the_time_its_holder_declared_not_the_takers(
         holder.release()
 
 
+@pytest.mark.slow  # seconds for a lease to expire, on the store's clock
 def test_a_lease_is_not_taken_over_before_its_holder_sees_it_lost(s3_root: str) -> None:
     """The store's times are whole seconds: a lease made late in a second looks up to a second
     older than it is. A writer that took it over on that reading would write while its holder,
