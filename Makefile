@@ -37,8 +37,8 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Each session ends with its slowest tests, so a run's log says where the suite's minutes go.
 DURATIONS := --durations=25
 # pytest rewrites the asserts of every test module it imports and keeps the result as bytecode,
-# unless PYTHONDONTWRITEBYTECODE is set: then each process of a session rewrites them all again
-# (4 s of CPU each), so the suite's sessions let it keep them.
+# unless PYTHONDONTWRITEBYTECODE is set: then each process of a session would rewrite them all
+# again, so the suite's sessions let it keep them.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(RUN) pytest
 
 test: bootstrap browser postgres redis lint typecheck
