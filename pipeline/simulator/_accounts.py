@@ -65,6 +65,7 @@ def account_profile(
         mixed_markets=True,
         site=site,
         pairings=(_pairing(seed, region, account, seen_by_sub=True),),
+        invests=False,
     )
 
 

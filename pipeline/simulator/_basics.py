@@ -50,6 +50,9 @@ class Profile:
     #: Its transfers with other accounts of the same owner (`_flows.Pairing`): a main account's
     #: with each sub-account, a sub-account's with its main account.
     pairings: tuple[Any, ...] = ()
+    #: Whether it holds fixed-term investments. A sub-account does not: its key has no B2B access
+    #: to read them, so their ends would move its main balance with nothing to tell why.
+    invests: bool = True
 
 
 #: The main account of the global region: the profile when none is given.

@@ -14,6 +14,7 @@ its mining accounts' names, whether hedge mode is on, which markets it trades, i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pipeline.spec import SimClock
@@ -38,11 +39,21 @@ class Dataset:
         self.clock = clock
         self.profile = profile
         self.funding = FundingHistory(seed, scale, clock, profile)
-        self.investments = Investments(seed, scale)
+        self.investments = Investments(
+            seed, scale if profile.invests else replace(scale, investments=0), clock
+        )
         self.watcher_links = watcher_links(seed, profile)
         self.holdings = holdings(seed, self.investments.tickers, self.funding.markets)
         #: Made a round at a time the first time a request needs it (`Ledger.current`).
-        self.ledger = Ledger(seed, scale, clock, self.funding.perp, self.holdings, profile)
+        self.ledger = Ledger(
+            seed,
+            scale,
+            clock,
+            self.funding.perp,
+            self.holdings,
+            profile,
+            investments=self.investments,
+        )
 
     @property
     def hedge_mode(self) -> bool:

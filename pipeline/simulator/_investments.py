@@ -1,16 +1,29 @@
-"""What an account holds that the clock does not move: its fixed-term investments and the
-watcher links of its mining accounts, all made before the epoch.
+"""An account's fixed-term investments and the watcher links of its mining accounts.
 
 Investments are served newest first and filtered as the API filters them; their slices are
-cached. Their amounts and interest fall before the epoch, so the ledger's balances at the epoch
-already hold them (`_assets`); nothing about them changes after it.
+cached. Those made before the epoch are drawn from the seed; what they took and paid before it is
+in the balances anchored there (`_assets`). After the epoch they live by the clock:
+
+- an investment ends at its payment time: from then on it is closed, last updated then, its whole
+  term's interest paid, and its principal and the interest it had not paid are back in the main
+  balance;
+- one in a plan open to new money (plan status 1) is renewed as it ends: the same amount in the
+  same plan, made at that instant and paid from the main balance, interest paid at its end. So
+  the account keeps some investments active on any day, and a plan of a week is never active for
+  longer than a week.
+
+The ledger takes these moves of the main balance from `Investments.moves` as the clock passes.
 """
 
 from __future__ import annotations
 
+import heapq
+import threading
 from typing import Any
 
 import orjson
+
+from pipeline.spec import SimClock
 
 from ._assets import CURRENCIES, usdt_amount
 from ._basics import (
@@ -20,6 +33,7 @@ from ._basics import (
     Decimal,
     Profile,
     Scale,
+    atoms,
     decimal_text,
     dumps,
     new_uuid,
@@ -28,30 +42,38 @@ from ._basics import (
 
 #: Tickers an account's investment plans can be in, the first ``scale.tickers`` of them.
 TICKERS = ("USDT", "BTC", "ETH", "USDC", "TRX", "SOL", "TON", "DOGE", "XRP", "LTC", "ADA", "DOT")
+#: The plan status open to new money; an investment in such a plan is renewed at its end.
+OPEN = 1
+#: An investment's status.
+ACTIVE, CLOSED = 1, 2
+#: A move of the main balance: (time in microseconds, ticker, atoms).
+Move = tuple[int, str, int]
 
 
 class Investments:
     """Fixed plans and the investments made in them, newest first, filterable as the API is.
 
     Each is sized as the account's balances are (some 100 to 50,000 USDT worth, at its currency's
-    places), and its status is its term's at the epoch: an active one was made within its plan's
-    duration before the epoch (its payment time after it), a closed one's term ended before the
-    epoch, when it was last updated."""
+    places). Of those made before the epoch, an active one was made within its plan's duration
+    before it (its payment time after it); a closed one's term ended before it, when it was last
+    updated. After the epoch each ends, and is renewed, as the module says."""
 
-    def __init__(self, seed: int, scale: Scale) -> None:
+    def __init__(self, seed: int, scale: Scale, clock: SimClock) -> None:
+        self.seed, self.clock = seed, clock
         draw = rng(seed, "investments")
         self.tickers: tuple[str, ...] = TICKERS[: scale.tickers]
         plans: list[dict[str, Any]] = []
         #: Each plan's yearly percent and interest ratio, by its id.
-        terms: dict[str, tuple[Decimal, Decimal]] = {}
+        self._terms: dict[str, tuple[Decimal, Decimal]] = {}
         for ticker in self.tickers:
             price = CURRENCIES[ticker][1]
             for n in range(4):
-                status = (len(plans) % 4) + 1  # every plan status appears
+                # Every plan status appears; the longest plan of each ticker is the open one.
+                status = 4 - n
                 plan_id = new_uuid(draw)
                 # 1% to 25% a year; interest in USDT is at the ticker's price.
                 percent, ratio = (draw.randint(100, 2500), 2), (1, 0) if n % 2 == 0 else price
-                terms[plan_id] = percent, ratio
+                self._terms[plan_id] = percent, ratio
                 plans.append(
                     {
                         "id": plan_id,
@@ -69,66 +91,133 @@ class Investments:
                     }
                 )
         self.plans: tuple[dict[str, Any], ...] = tuple(plans)
-        records: list[dict[str, Any]] = []
+        made: list[dict[str, Any]] = []
+        #: (payment time, sequence, record, amount, interest paid by then) of those active at
+        #: the epoch and of their renewals, soonest first: the next to end is first.
+        self._ending: list[tuple[int, int, dict[str, Any], Decimal, Decimal]] = []
+        self._sequence = 0
         for _ in range(scale.investments):
             plan = plans[draw.randrange(len(plans))]
             term = plan["duration"] * 60
             active = draw.random() < 0.6
             if active:  # its term runs past the epoch
-                created = EPOCH - draw.randint(60, term)
+                created = EPOCH - draw.randint(60, term - 1)
                 updated = created + draw.randint(0, EPOCH - created)
             else:  # its term ended within the two years before the epoch
                 created = EPOCH - term - draw.randint(60, 720 * DAY_S)
                 updated = created + term
             amount = usdt_amount(plan["ticker"], draw.randint(100, 50_000), draw)
             paid = draw.random() >= 0.1  # some have been paid nothing yet
-            interest = (
-                _interest(plan, terms[plan["id"]], amount, updated - created) if paid else (0, 0)
-            )
-            records.append(
-                {
-                    "id": new_uuid(draw),
-                    "plan": plan,
-                    "status": 1 if active else 2,
-                    "created": created,
-                    "updated": updated,
-                    "paymentTime": created + term,
-                    "amount": decimal_text(*amount),
-                    "interestPaid": decimal_text(*interest),
-                }
-            )
-        records.sort(key=lambda r: (-r["created"], r["id"]))
-        self._records = [(r["id"], r["status"], r["plan"]["ticker"], dumps(r)) for r in records]
-        self.ids: frozenset[str] = frozenset(r[0] for r in self._records)
+            interest = self._interest(plan, amount, updated - created) if paid else (0, 0)
+            record = {
+                "id": new_uuid(draw),
+                "plan": plan,
+                "status": ACTIVE if active else CLOSED,
+                "created": created,
+                "updated": updated,
+                "paymentTime": created + term,
+                "amount": decimal_text(*amount),
+                "interestPaid": decimal_text(*interest),
+            }
+            made.append(record)
+            if active:
+                self._ends(record, amount, interest)
+        #: Every investment's id the clock has seen made (it grows as they are renewed).
+        self.ids: set[str] = {r["id"] for r in made}
+        #: Every investment the clock has seen made, as (id, status, ticker, record), by id.
+        self._shown: dict[str, tuple[str, int, str, bytes]] = {
+            r["id"]: (r["id"], r["status"], r["plan"]["ticker"], dumps(r)) for r in made
+        }
+        self._order = sorted(made, key=_newest_first)
+        #: The main balance's moves after the epoch, in the order of their times, as the clock
+        #: reached them (the ledger reads them from where it stopped).
+        self.moves: list[Move] = []
+        self._lock = threading.Lock()
         self._slices: dict[tuple[int | None, str | None], list[bytes]] = {}
 
+    def _interest(self, plan: dict[str, Any], amount: Decimal, seconds: int) -> Decimal:
+        return _interest(plan, self._terms[plan["id"]], amount, seconds)
+
+    def _ends(self, record: dict[str, Any], amount: Decimal, paid: Decimal) -> None:
+        self._sequence += 1
+        heapq.heappush(self._ending, (record["paymentTime"], self._sequence, record, amount, paid))
+
+    def current(self) -> None:
+        """End (and renew) every investment whose payment time the clock has reached."""
+        now = self.clock.now()
+        with self._lock:
+            if not self._ending or self._ending[0][0] > now:
+                return
+            while self._ending and self._ending[0][0] <= now:
+                end, _, record, amount, paid = heapq.heappop(self._ending)
+                plan, term = record["plan"], record["plan"]["duration"] * 60
+                whole = self._interest(plan, amount, term)
+                closed = record | {
+                    "status": CLOSED,
+                    "updated": end,
+                    "interestPaid": decimal_text(*whole),
+                }
+                self._shown[record["id"]] = (record["id"], CLOSED, plan["ticker"], dumps(closed))
+                at = end * 1_000_000
+                self.moves.append((at, plan["ticker"], atoms(amount)))
+                self.moves.append((at, plan["interestTicker"], atoms(whole) - atoms(paid)))
+                if plan["status"] == OPEN:
+                    renewal = record | {
+                        "id": new_uuid(rng(self.seed, "renewal", record["id"])),
+                        "status": ACTIVE,
+                        "created": end,
+                        "updated": end,
+                        "paymentTime": end + term,
+                        "interestPaid": "0",
+                    }
+                    self.moves.append((at, plan["ticker"], -atoms(amount)))
+                    self._shown[renewal["id"]] = (
+                        renewal["id"],
+                        ACTIVE,
+                        plan["ticker"],
+                        dumps(renewal),
+                    )
+                    self._order.append(renewal)
+                    self.ids.add(renewal["id"])
+                    self._ends(renewal, amount, (0, 0))
+            self._order.sort(key=_newest_first)
+            self._slices = {}
+
     def select(self, *, id: str | None, ticker: str | None, status: int | None) -> list[bytes]:
-        """Every investment matching the filters, newest first (slices are cached)."""
+        """Every investment matching the filters as the clock's present sees them, newest first
+        (slices are cached until the next investment ends)."""
+        self.current()
         if id is not None:
-            return [
-                r[3]
-                for r in self._records
-                if r[0] == id
-                and (ticker is None or r[2] == ticker)
-                and (status is None or r[1] == status)
-            ]
+            found = self._shown.get(id)
+            matches = (
+                found is not None
+                and (ticker is None or found[2] == ticker)
+                and (status is None or found[1] == status)
+            )
+            return [found[3]] if found is not None and matches else []
         key = (status, ticker)
-        found = self._slices.get(key)
-        if found is None:
-            found = [
-                r[3]
-                for r in self._records
-                if (ticker is None or r[2] == ticker) and (status is None or r[1] == status)
-            ]
-            self._slices[key] = found
-        return found
+        with self._lock:
+            hit = self._slices.get(key)
+            if hit is None:
+                shown = (self._shown[r["id"]] for r in self._order)
+                hit = [
+                    r[3]
+                    for r in shown
+                    if (ticker is None or r[2] == ticker) and (status is None or r[1] == status)
+                ]
+                self._slices[key] = hit
+            return hit
 
     def all(self) -> list[dict[str, Any]]:
-        """Every investment, parsed, newest first."""
-        return [orjson.loads(r[3]) for r in self._records]
+        """Every investment as the clock's present sees it, parsed, newest first."""
+        return [orjson.loads(r) for r in self.select(id=None, ticker=None, status=None)]
 
     def count(self, *, status: int | None = None, ticker: str | None = None) -> int:
         return len(self.select(id=None, ticker=ticker, status=status))
+
+
+def _newest_first(record: dict[str, Any]) -> tuple[int, str]:
+    return -record["created"], record["id"]
 
 
 def _interest(

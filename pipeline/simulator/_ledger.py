@@ -11,7 +11,8 @@ answers the same on every later day.
 Balances are anchored at the epoch (`_assets.Holdings`): at the clock's present ``t`` each is its
 anchor plus every move after the epoch up to ``t`` (or less every move between ``t`` and the
 epoch, for a clock before it), summed exactly in integers of 10**-18. At the epoch itself no
-move counts, so a balance there needs no ledger made.
+move counts, so a balance there needs no ledger made. Investments end and are renewed after the
+epoch, moving the main balance (`_investments`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from collections.abc import Callable, Sequence
 
 from pipeline.spec import SimClock
 
-from ._assets import COLLATERAL, SETTLEMENT, Holdings
+from ._assets import COLLATERAL, MAIN, SETTLEMENT, Holdings
 from ._basics import EPOCH, FUNDING_INTERVAL_S, MAIN_PROFILE, Profile, Scale, rng
 from ._flows import Movement, Pairing, conversions, movements, transfers
 from ._funding import PerpMarkets, Round
+from ._investments import Investments
 from ._positions import Held, Positions
 from ._series import Series
 from ._trades import (
@@ -76,8 +78,13 @@ class Ledger:
         perp: PerpMarkets,
         holdings: Holdings,
         profile: Profile = MAIN_PROFILE,
+        investments: Investments | None = None,
     ) -> None:
         self.seed, self.clock, self.perp, self.holdings = seed, clock, perp, holdings
+        #: Its investments, whose ends and renewals move the main balance (`Investments.moves`),
+        #: and how many of their moves the ledger has taken.
+        self.investments = investments
+        self._investment_moves = 0
         self.pairings: tuple[Pairing, ...] = tuple(profile.pairings)
         self.first_round = perp.first_round
         last = EPOCH // FUNDING_INTERVAL_S
@@ -146,12 +153,22 @@ class Ledger:
                 self._from_us = min(now_us, _EPOCH_US)
                 self._keep_from_round = history_floor(self.clock.now()) // FUNDING_INTERVAL_S
             until = max(now_us, _EPOCH_US)
+            self._take_investment_moves()
             self._release(now_us)  # what earlier rounds staged comes first
             while (self._next_round - 1) * _ROUND_US < until:
                 self._make(self._next_round, now_us)
                 self._next_round += 1
                 self._release(now_us)
             self._release(now_us)
+
+    def _take_investment_moves(self) -> None:
+        if self.investments is None:
+            return
+        self.investments.current()
+        moves = self.investments.moves
+        for time_us, asset, amount in moves[self._investment_moves :]:
+            self._move(time_us, MAIN, asset, amount)
+        self._investment_moves = len(moves)
 
     def _move(self, time_us: int, component: str, asset: str, amount: int) -> None:
         assert self._from_us is not None

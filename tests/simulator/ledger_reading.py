@@ -81,6 +81,24 @@ def balances(sim: Simulator, creds: Credentials) -> Flows:
         return dict(total)
 
 
+def investments_state(sim: Simulator, creds: Credentials) -> tuple[Flows, Flows]:
+    """Per asset, the principal of the active investments (they hold it apart from every
+    balance), and the interest they have paid so far (a running total: its change is a flow);
+    none for a key without B2B access, which may not list them."""
+    with localcontext() as context:
+        context.prec = PRECISION
+        invested: Flows = defaultdict(Decimal)
+        interest: Flows = defaultdict(Decimal)
+        answer = post(sim.url, spec.INVESTMENTS_HISTORY.path, {"limit": 100}, creds)
+        if answer.status_code == 403:
+            return {}, {}
+        for row in every(sim, spec.INVESTMENTS_HISTORY, {}, creds):
+            if row["status"] == 1:
+                invested[row["plan"]["ticker"]] += Decimal(row["amount"])
+            interest[row["plan"]["interestTicker"]] += Decimal(row["interestPaid"])
+        return dict(invested), dict(interest)
+
+
 def movements_effect(rows: list[dict[str, Any]]) -> Flows:
     """What deposits and withdrawals, as listed now, have moved: a deposit its amount less its
     fee once successful, a withdrawal its amount and fee unless canceled."""
@@ -141,6 +159,17 @@ def flows_between(
                 sign = 1 if (t["direction"] == "main_to_sub") == to_sub else -1
                 moved[t["currency"]] += sign * Decimal(t["amount"])
         return dict(moved)
+
+
+def sum_of(*flows: Flows) -> Flows:
+    """Per asset, the sum of ``flows``."""
+    with localcontext() as context:
+        context.prec = PRECISION
+        total: Flows = defaultdict(Decimal)
+        for each in flows:
+            for asset, amount in each.items():
+                total[asset] += amount
+        return dict(total)
 
 
 def change(before: Flows, after: Flows) -> Flows:

@@ -3,10 +3,13 @@ the clock, large enough to bite."""
 
 from __future__ import annotations
 
+from decimal import Decimal, localcontext
+
 import pytest
 
 from pipeline import spec
 from pipeline.simulator import EPOCH, Dataset, Scale, SimClock, Simulator
+from pipeline.simulator._assets import CURRENCIES
 from tests.support.signing import post
 from tests.support.simulated import FROZEN_AT
 
@@ -59,8 +62,9 @@ def _day(data: Dataset, day_start: int) -> list[dict[str, str]]:
 
 @pytest.mark.parametrize("later_days", [1, 30, 400])
 def test_a_day_answers_the_same_entries_on_every_later_day(later_days: int) -> None:
-    """What the clock has passed stays as it was: the hedge switch, the investments and the
-    links are fixed at the epoch, so a rerun of any day loads what the first run loaded."""
+    """What the clock has passed stays as it was: the hedge switch and the links are fixed at the
+    epoch, an investment changes once, when it ends, so a rerun of any day loads what the first
+    run loaded."""
     scale = Scale.small()
     days = range(EPOCH // DAY_S - scale.days, EPOCH // DAY_S + 3)  # the hedge switch among them
     then = Dataset(5, scale, SimClock(EPOCH + 3 * DAY_S))
@@ -68,9 +72,86 @@ def test_a_day_answers_the_same_entries_on_every_later_day(later_days: int) -> N
     for day in days:
         assert _day(later, day * DAY_S) == _day(then, day * DAY_S), day
     assert later.funding.hedge_since_round == then.funding.hedge_since_round
-    assert later.investments.all() == then.investments.all()
+    earlier = {r["id"]: r for r in then.investments.all()}
+    ended = 0
+    for after in later.investments.all():
+        before = earlier.pop(after["id"], None)
+        if before is None:  # a renewal made since
+            assert then.clock.now() < after["created"] <= later.clock.now()
+        elif before != after:
+            assert (before["status"], after["status"]) == (1, 2), before["id"]
+            assert then.clock.now() < after["paymentTime"] <= later.clock.now()
+            ended += 1
+    assert earlier == {}
+    assert ended or later_days == 1  # seven-day plans end within 30 days
     assert later.watcher_links == then.watcher_links
     assert len(later.funding) > len(then.funding)  # only the head grew
+
+
+@pytest.mark.parametrize("renewed", [False, True], ids=["ends", "ends-renewed"])
+def test_an_investment_ends_into_the_main_balance_at_its_payment_time(renewed: bool) -> None:
+    """At its payment time an active investment closes, last updated then, its whole term's
+    interest paid, and its principal and the interest it had not paid are in the main balance
+    from that microsecond on, exactly. One in a plan open to new money is renewed at that
+    instant: the same amount taken from the main balance into the same plan, for a term."""
+    scale = Scale.small()
+    at_epoch = Dataset(5, scale, SimClock(EPOCH)).investments.all()
+    first = min(
+        (r for r in at_epoch if r["status"] == 1 and (r["plan"]["status"] == 1) == renewed),
+        key=lambda r: r["paymentTime"],
+    )
+    end, plan = first["paymentTime"], first["plan"]
+    before = Dataset(5, scale, SimClock(end - 0.000_001))
+    after = Dataset(5, scale, SimClock(end))
+    (then,) = [r for r in before.investments.all() if r["id"] == first["id"]]
+    (now,) = [r for r in after.investments.all() if r["id"] == first["id"]]
+    assert then == first
+    assert now == first | {"status": 2, "updated": end, "interestPaid": now["interestPaid"]}
+    paid, whole = Decimal(first["interestPaid"]), Decimal(now["interestPaid"])
+    # The whole term's interest, pro rata at the plan's yearly percent, cut to its places.
+    year = Decimal(100 * 365 * DAY_S)
+    exact = (
+        Decimal(first["amount"]) * Decimal(plan["percent"]) * Decimal(plan["interestRatio"])
+        * plan["duration"] * 60 / year
+    )  # fmt: skip
+    places = CURRENCIES[plan["interestTicker"]][2]
+    assert paid < whole <= exact < whole + Decimal(1).scaleb(-places)
+    made = [r for r in after.investments.all() if r["created"] == end]
+    if renewed:
+        (renewal,) = made
+        term = plan["duration"] * 60
+        assert renewal["id"] != first["id"]
+        assert renewal == first | {
+            "id": renewal["id"], "created": end, "updated": end, "paymentTime": end + term,
+            "interestPaid": "0",
+        }  # fmt: skip
+    else:
+        assert made == []
+    expected = {plan["ticker"]: Decimal(0), plan["interestTicker"]: Decimal(0)}
+    expected[plan["ticker"]] += 0 if renewed else Decimal(first["amount"])
+    expected[plan["interestTicker"]] += whole - paid
+    with localcontext(prec=60):  # a balance has up to 31 digits: no rounding
+        moved = {
+            ticker: Decimal(after.main_balance[ticker]["main_balance"])
+            - Decimal(before.main_balance[ticker]["main_balance"])
+            for ticker in expected
+        }
+    assert moved == expected
+
+
+def test_investments_stay_active_on_any_day_and_none_past_its_term() -> None:
+    """Years after the epoch the account still holds active investments (those of the open
+    plans, renewed), none of them active past its payment time, and every closed one was
+    paid its whole term's interest."""
+    scale = Scale.small()
+    for years in (1, 5):
+        moment = EPOCH + years * 365 * DAY_S
+        records = Dataset(5, scale, SimClock(moment)).investments.all()
+        active = [r for r in records if r["status"] == 1]
+        assert active, years
+        assert all(r["created"] <= moment < r["paymentTime"] for r in active)
+        assert all(r["plan"]["status"] == 1 for r in active)
+        assert len({r["id"] for r in records}) == len(records)
 
 
 def test_a_running_clock_moves_with_time() -> None:

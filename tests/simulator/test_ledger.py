@@ -1,5 +1,6 @@
-"""One consistent ledger behind every answer: between two moments, each account's balances
-(main + trading + collateral, per asset) change by exactly the flows its histories list; the
+"""One consistent ledger behind every answer: between two moments, each account's holdings
+(main + trading + collateral + its active investments, per asset) change by exactly the flows its
+histories list (the interest its investments paid among them); the
 data is the seed's, grows only at its head, and is each account's and region's own."""
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from tests.simulator.ledger_reading import (
     change,
     every,
     flows_between,
+    investments_state,
     movements_effect,
     ok,
+    sum_of,
 )
 from tests.support.signing import post
 
@@ -49,10 +52,12 @@ def _reconcile(sim: Simulator, roles: list[str], steps: list[int]) -> None:
     subs = {s["alias"]: s["id"] for s in ok(sim, spec.SUBACCOUNT_LIST, {}, main)["data"]}
 
     def state(role: str) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+        """The account's holdings (its balances and the principal of its active investments),
+        and what its running totals say moved them (deposits and withdrawals, interest)."""
         creds = sim.credentials_for(role)
-        return balances(sim, creds), movements_effect(
-            every(sim, spec.MAIN_ACCOUNT_HISTORY, {}, creds)
-        )
+        invested, interest = investments_state(sim, creds)
+        moved = movements_effect(every(sim, spec.MAIN_ACCOUNT_HISTORY, {}, creds))
+        return sum_of(balances(sim, creds), invested), sum_of(moved, interest)
 
     t1 = int(sim.clock.now())
     before = {role: state(role) for role in roles}

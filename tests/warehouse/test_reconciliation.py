@@ -119,22 +119,47 @@ def test_the_intervals_hold_every_kind_of_flow(ledger: Ledger) -> None:
             "SELECT DISTINCT s.account, k.kind FROM account_statement AS s, "
             "(VALUES ('deposits'), ('withdrawals'), ('withdrawals_returned'), ('spot_trades'), "
             "('conversions'), ('funding'), ('realized_pnl'), ('position_fees'), "
-            "('transfers_in'), ('transfers_out')) AS k(kind) "
+            "('transfers_in'), ('transfers_out'), ('interest')) AS k(kind) "
             "WHERE CASE k.kind WHEN 'deposits' THEN s.deposits "
             "WHEN 'withdrawals' THEN s.withdrawals "
             "WHEN 'withdrawals_returned' THEN s.withdrawals_returned "
             "WHEN 'spot_trades' THEN s.spot_trades WHEN 'conversions' THEN s.conversions "
             "WHEN 'funding' THEN s.funding WHEN 'realized_pnl' THEN s.realized_pnl "
             "WHEN 'position_fees' THEN s.position_fees WHEN 'transfers_in' THEN s.transfers_in "
-            "ELSE s.transfers_out END <> 0"
+            "WHEN 'interest' THEN s.interest ELSE s.transfers_out END <> 0"
         )
     }
     kinds = {kind for _, kind in moved}
     assert kinds == {
         "deposits", "withdrawals", "withdrawals_returned", "spot_trades", "conversions",
-        "funding", "realized_pnl", "position_fees", "transfers_in", "transfers_out",
+        "funding", "realized_pnl", "position_fees", "transfers_in", "transfers_out", "interest",
     }  # fmt: skip
     assert {account for account, _ in moved} == {MAIN, SUB}
+
+
+def test_an_investment_ends_at_its_payment_time(ledger: Ledger) -> None:
+    """Investments active at T1 end between the snapshots: closed at T3, last updated at their
+    payment time, their principal out of the invested holdings (and back in the main balance, as
+    every interval reconciles), the rest of their interest an interest flow. No snapshot shows an
+    investment active past its payment time."""
+    ended = ledger.query(
+        "SELECT b.updated = b.payment_time, b.interest_paid > a.interest_paid "
+        "FROM investments AS a JOIN investments AS b USING (account, investment_id) "
+        "WHERE a.snapshot_date = ? AND b.snapshot_date = ? AND a.status = 1 AND b.status = 2",
+        day_of(T1),
+        day_of(T3),
+    )
+    assert ended
+    assert all(updated for updated, _ in ended)
+    assert any(more_interest for _, more_interest in ended)
+    for moment in MOMENTS:
+        late = ledger.query(
+            "SELECT investment_id FROM investments "
+            "WHERE snapshot_date = ? AND status = 1 AND payment_time <= ?",
+            day_of(moment),
+            _instant(moment),
+        )
+        assert late == [], moment
 
 
 def test_the_settle_rule_meets_deposits_pending_at_either_end(ledger: Ledger) -> None:
