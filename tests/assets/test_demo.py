@@ -1,5 +1,5 @@
 """The demo's runs through Dagster, on the embedded simulator: the day between its two snapshots
-reconciles to zero for every asset of both accounts."""
+reconciles to zero for every asset of both accounts, plans that ended that day among them."""
 
 from __future__ import annotations
 
@@ -85,7 +85,22 @@ def test_the_demos_day_between_its_two_snapshots_reconciles_to_zero(tmp_path: Pa
             "SELECT DISTINCT account FROM funding_history WHERE funding_time = ? ORDER BY 1",
             [closing],
         ).fetchall()
+        ended = con.execute(
+            "SELECT a.account, a.investment_id, b.updated FROM investments AS a "
+            "JOIN investments AS b USING (account, investment_id) WHERE a.snapshot_date = ? "
+            "AND b.snapshot_date = ? AND a.status = 1 AND b.status = 2",
+            [opening.date(), closing.date()],
+        ).fetchall()
+        active_past_term = con.execute(
+            "SELECT i.investment_id FROM investments AS i JOIN holdings AS h "
+            "USING (account, snapshot_date) WHERE i.status = 1 AND i.payment_time <= h.snapshot_at"
+        ).fetchall()
     assert off == []
+    # Plans ended between the snapshots, at their payment times, their principal given back:
+    # the day reconciles with them.
+    assert ended
+    assert all(opening < updated <= closing for _, _, updated in ended)
+    assert active_past_term == []
     assert intervals == [(account, opening, closing, True, True) for account in ("main", "sub_1")]
     # The closing instant is a funding time: its payments moved the closing balances.
     assert paid_at_close == [("main",), ("sub_1",)]
