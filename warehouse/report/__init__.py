@@ -40,6 +40,7 @@ from warehouse.store import read_again, said_if_refused
 
 from ._data import ALL_TABLES, AccountData, Reader
 from ._exact import exact_sum
+from ._ledger import read_reconciliations
 
 #: The report's file name in this machine's directory of the warehouse (`default_path`), and in
 #: a remote root (`publish`).
@@ -210,7 +211,8 @@ def build(
         )
     data: list[AccountData] = []
     if first is not None and last is not None:
-        data = [Reader(con, name, first, last).read() for name in chosen]
+        reconciled = read_reconciliations(con, chosen, first, last)
+        data = [Reader(con, name, first, last).read(reconciled[name]) for name in chosen]
     headline = Headline(
         accounts=chosen,
         first_day=first,

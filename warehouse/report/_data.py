@@ -20,7 +20,7 @@ import pandas as pd
 from warehouse import schemas
 
 from ._exact import ZERO, Table
-from ._ledger import Ledger, read_ledger
+from ._ledger import Ledger, Reconciliation, read_ledger
 
 #: Markets drawn one by one in the funding charts, the largest net first; the others are summed
 #: into one line, so that a page of hundreds of markets stays readable and small.
@@ -97,7 +97,8 @@ class Reader:
         # DuckDB refuses a parameter the query does not use.
         return self._con.execute(sql, {k: v for k, v in given.items() if f"${k}" in sql})
 
-    def read(self) -> AccountData:
+    def read(self, reconciliation: Reconciliation) -> AccountData:
+        """The account's data, its reconciliation read before (`read_reconciliations`)."""
         return AccountData(
             self._account,
             self._rows(),
@@ -105,7 +106,7 @@ class Reader:
             self._funding(),
             self._balances(),
             self._investments(),
-            read_ledger(self._run),
+            read_ledger(self._run, reconciliation),
         )
 
     def _rows(self) -> dict[str, int]:

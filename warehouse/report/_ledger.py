@@ -1,14 +1,15 @@
 """What the report shows of an account's trading, collateral P&L, flows and reconciliation, read
 from the curated views, exact (``Decimal`` as stored), over the report's range: fills and P&L
 by their UTC day, flows by theirs, the reconciliation's intervals by the day that closes them.
-Each table is one query over one view (`QUERIES`), so that a reader can run it again and get
-the page's figures digit for digit.
+Each table is one query over one view (`QUERIES`, and `RECONCILIATION` for every account at
+once), so that a reader can run it again and get the page's figures digit for digit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
 from typing import Final
 
@@ -60,15 +61,24 @@ QUERIES: Final = {
         FROM net_flows WHERE {_ACCOUNT_DAYS.format(day="flow_date")}
         GROUP BY ticker ORDER BY ticker
     """,
+}
+
+_ACCOUNTS_DAYS: Final = (
+    "list_contains($accounts, account) AND closing_date BETWEEN $first AND $last"
+)
+
+#: The reconciliation's tables, each one query for every account of the page: the statement
+#: under them is made whole whichever account a query names.
+RECONCILIATION: Final = {
     "intervals": f"""
-        SELECT opening_date, closing_date, assets_checked, assets_off, reconciled
-        FROM reconciliation_intervals WHERE {_ACCOUNT_DAYS.format(day="closing_date")}
-        ORDER BY closing_date
+        SELECT account, opening_date, closing_date, assets_checked, assets_off, reconciled
+        FROM reconciliation_intervals WHERE {_ACCOUNTS_DAYS}
+        ORDER BY account, closing_date
     """,
     "residuals": f"""
-        SELECT ticker, opening_date, closing_date, opening, flows, closing, residual
-        FROM reconciliation WHERE {_ACCOUNT_DAYS.format(day="closing_date")}
-        ORDER BY closing_date, ticker
+        SELECT account, ticker, opening_date, closing_date, opening, flows, closing, residual
+        FROM reconciliation WHERE {_ACCOUNTS_DAYS}
+        ORDER BY account, closing_date, ticker
     """,
 }
 
@@ -126,12 +136,30 @@ class Ledger:
         )
 
 
-def read_ledger(run: Run) -> Ledger:
-    """The four sections' tables, each from its query."""
+def read_ledger(run: Run, reconciliation: Reconciliation) -> Ledger:
+    """The four sections' tables, each from its query (the reconciliation's read before)."""
     table = {name: Table.of(run(sql)) for name, sql in QUERIES.items()}
     return Ledger(
         Trading(table["fees"], table["roles"], table["volume"]),
         Pnl(table["pnl"]),
         table["flows"],
-        Reconciliation(table["intervals"], table["residuals"]),
+        reconciliation,
     )
+
+
+def read_reconciliations(
+    con: duckdb.DuckDBPyConnection, accounts: Sequence[str], first: date, last: date
+) -> dict[str, Reconciliation]:
+    """Each account's reconciliation over ``first .. last``, both tables read once for all."""
+    params = {"accounts": list(accounts), "first": first, "last": last}
+    split: dict[str, dict[str, Table]] = {account: {} for account in accounts}
+    for name, sql in RECONCILIATION.items():
+        result = con.execute(sql, params)
+        columns = tuple(d[0] for d in result.description or ())[1:]
+        rows = result.fetchall()
+        for account in accounts:
+            split[account][name] = Table(columns, [row[1:] for row in rows if row[0] == account])
+    return {
+        account: Reconciliation(tables["intervals"], tables["residuals"])
+        for account, tables in split.items()
+    }
