@@ -158,7 +158,9 @@ class Field:
 #: How a service family words its validation messages: ``laravel`` ("The limit must be an
 #: integer."), ``engine`` (the trade engine's "Limit field should be an integer."), ``keys``
 #: (the convert service's translation keys, "validation.numeric_integer").
-Wording = Literal["laravel", "engine", "keys"]
+#: ``v1`` is the public v1 API's (the kline: "Market is not available.", "End field must be
+#: greater then start.", as its documentation writes them).
+Wording = Literal["laravel", "engine", "keys", "v1"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,9 @@ class ValidationAnswer:
     code: int
     message: str = "Validation failed"
     wording: Wording = "laravel"
+    #: Answered as the public v1 API answers: HTTP 200 with ``{"success": false, "message":
+    #: {field: [messages]}, "result": null}`` (``code`` and ``message`` then unused).
+    wrapped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +259,14 @@ class Array:
 
 
 @dataclass(frozen=True, slots=True)
+class Wrapped:
+    """The public v1 API's envelope: ``{"success": true, "message": null, "result": [row,
+    ...]}``, each row a JSON array holding ``fields`` in their order (a candle)."""
+
+    fields: tuple[Field, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class KeyedNumbers:
     """An object keyed by ticker whose values are JSON numbers: ``{"USDT": 1000.5}``."""
 
@@ -269,7 +282,17 @@ class Empty:
 
 
 Answer = (
-    Page | Keyed | Single | Listed | Pong | Empty | PageEnvelope | Grouped | Array | KeyedNumbers
+    Page
+    | Keyed
+    | Single
+    | Listed
+    | Pong
+    | Empty
+    | PageEnvelope
+    | Grouped
+    | Array
+    | KeyedNumbers
+    | Wrapped
 )
 
 
@@ -279,6 +302,8 @@ def record_fields(answer: Answer) -> tuple[Field, ...]:
         return answer.records
     if isinstance(answer, Keyed | Single):
         return answer.record
+    if isinstance(answer, Wrapped):
+        return answer.fields
     return ()
 
 

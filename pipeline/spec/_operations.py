@@ -31,6 +31,7 @@ from ._contract import (
     Single,
     ValidationAnswer,
 )
+from ._public_operations import PUBLIC_OPERATIONS
 from ._trade_operations import TRADE_OPERATIONS
 
 #: Base addresses of the real service (docs/api.md, "Base addresses").
@@ -225,6 +226,7 @@ OPERATIONS: Final = (
     WATCHER_LINKS,
     *TRADE_OPERATIONS,
     *ACCOUNT_OPERATIONS,
+    *PUBLIC_OPERATIONS,
 )
 BY_PATH: Final[Mapping[str, Operation]] = {op.path: op for op in OPERATIONS}
 BY_NAME: Final[Mapping[str, Operation]] = {op.name: op for op in OPERATIONS}
