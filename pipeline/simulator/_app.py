@@ -35,14 +35,18 @@ from pipeline import spec
 from pipeline.spec import SimClock
 
 from . import _answers as answers
+from . import _prices
 from ._accounts import Account, Accounts
 from ._answers import Answer, Spelling, respelled
+from ._basics import DAY_S
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
 from ._keys import ApiKey, KeyStore, NonceRejected
 from ._ledger_answers import HANDLERS as LEDGER_HANDLERS
 from ._limits import RateLimiter
-from ._validation import SIGNING_FIELDS, Invalid, validate
+from ._prices import Prices
+from ._validation import SIGNING_FIELDS, Invalid, refused, validate
+from ._windows import month_before
 
 log = logging.getLogger("pipeline.simulator")
 
@@ -74,6 +78,8 @@ class SimulatorState:
     def __init__(self, accounts: Accounts, keys: KeyStore) -> None:
         self.accounts = accounts
         self.keys = keys
+        #: The exchange's public prices: its markets and their candles, from the seed.
+        self.prices = Prices(accounts.seed)
         self.limits = RateLimiter()
         self.faults = FaultInjector()
         #: Most records a paged answer holds, whatever was asked: an exchange that caps its
@@ -373,21 +379,64 @@ def _private_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Re
     return endpoint
 
 
-def _ping_endpoint(state: SimulatorState) -> Callable[[Request], Any]:
-    pong = Answer(200, b'["pong"]')
+def _ping(state: SimulatorState, query: dict[str, Any]) -> Answer:
+    return Answer(200, b'["pong"]')
+
+
+def _markets(state: SimulatorState, query: dict[str, Any]) -> Answer:
+    return Answer(200, state.prices.markets_body)
+
+
+#: A documented interval the simulator makes no candles of (`_prices`): refused in this one way.
+INTERVAL_NOT_MADE = "The simulator makes 1d candles only."
+
+
+def _kline(state: SimulatorState, query: dict[str, Any]) -> Answer:
+    """Candles of one market as `spec.KLINE` and `_prices` say: refused as the exchange refuses
+    a parameter, a documented interval but ``1d`` refused in one way of the simulator's own."""
+    prices, now = state.prices, state.accounts.clock.now()
+    try:
+        p = validate(spec.KLINE, query, lambda _, name: name in prices.markets, now)
+        if p["interval"] != _prices.DAILY:
+            raise refused(spec.KLINE.validation, {"interval": [INTERVAL_NOT_MADE]})
+    except Invalid as invalid:
+        return invalid.answer
+    end, limit = p["end"], p["limit"]
+    # With a limit, the exchange takes the start as end - limit * interval; without a start,
+    # a day's candles reach a month back.
+    if "limit" in query:
+        start = end - limit * DAY_S
+    else:
+        start = p["start"] if p["start"] is not None else month_before(end)
+    candles = [prices.candle(p["market"], day, now) for day in prices.days(start, end, limit, now)]
+    return Answer(200, orjson.dumps({"success": True, "message": None, "result": candles}))
+
+
+PublicHandler = Callable[[SimulatorState, dict[str, Any]], Answer]
+
+PUBLIC_HANDLERS: dict[str, PublicHandler] = {
+    spec.PING.path: _ping,
+    spec.MARKETS.path: _markets,
+    spec.KLINE.path: _kline,
+}
+
+
+def _public_endpoint(state: SimulatorState, op: spec.Operation) -> Callable[[Request], Any]:
+    handler = PUBLIC_HANDLERS[op.path]
 
     async def endpoint(request: Request) -> Response:
         if request.method != "GET":
             return _respond(answers.public_error(405, "Method not allowed"))
         host = request.client.host if request.client else "?"
-        if not state.limits.admit(spec.PING, host, None):
-            state.count(spec.PING.path, 429)
+        if not state.limits.admit(op, host, None):
+            state.count(op.path, 429)
             return _respond(answers.GATEWAY_RATE_LIMITED)
+        query = dict(request.query_params)
 
         async def run() -> Answer:
-            return pong
+            return handler(state, query)
 
-        return await _faulted(state, spec.PING.path, run)
+        return await _faulted(state, op.path, run, query)
 
     return endpoint
 
@@ -419,7 +468,11 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 def build_app(state: SimulatorState, control: list[Route] | None = None) -> Starlette:
     """The exchange's routes (plus the simulator's own control routes, if given)."""
-    routes = [Route(spec.PING.path, _ping_endpoint(state), methods=["GET", "POST"])]
+    routes = [
+        Route(op.path, _public_endpoint(state, op), methods=["GET", "POST"])
+        for op in spec.OPERATIONS
+        if not op.private
+    ]
     routes += [
         Route(op.path, _private_endpoint(state, op), methods=["POST"])
         for op in spec.OPERATIONS

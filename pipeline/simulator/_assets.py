@@ -59,6 +59,15 @@ class SpotMarket:
     #: its fee, and the second leg's amount (less a fee of 4 places), stay within 18 places.
     amount_places: int
 
+    @property
+    def band(self) -> tuple[int, int]:
+        """The lowest and highest price it ever trades at (at its price places): a twentieth of
+        its price either side, and a unit more. Every fill's price is drawn inside it
+        (`_trades.near`), and every day's candle spans it (`_prices`)."""
+        price = self.price[0]
+        reach = price // 20 + 1
+        return max(1, price - reach), price + reach
+
 
 def usdt_amount(ticker: str, value: int, draw: random.Random) -> Decimal:
     """About ``value`` USDT worth of ``ticker``, at its decimal places (never zero)."""
@@ -132,6 +141,19 @@ def _spot_markets(assets: Sequence[str], untraded: frozenset[str]) -> tuple[Spot
         crosses = [_market(base, "BTC") for base in bases if base != "BTC"]
         markets += [m for m in crosses if m.price[0] >= 10_000]
     return tuple(sorted(markets, key=lambda m: m.name))
+
+
+#: The held asset no market prices: held at zero, never traded or moved.
+UNPRICED = "XLM"
+
+
+def listed_markets() -> tuple[SpotMarket, ...]:
+    """The spot markets the exchange lists, whichever account trades them: each currency but the
+    reference and `UNPRICED` against USDT, and the crosses to BTC an account would trade; so
+    every account's `Holdings.spot_markets` are among them, alike."""
+    bases = [t for t in CURRENCIES if t not in ("USDT", UNPRICED)]
+    stable = [_market(base, "USDT") for base in bases if base in _STABLE]
+    return tuple(sorted((*_spot_markets(bases, frozenset()), *stable), key=lambda m: m.name))
 
 
 def _market(base: str, quote: str) -> SpotMarket:

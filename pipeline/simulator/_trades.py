@@ -129,7 +129,11 @@ def spot_plans(
 
 
 def _near(market: SpotMarket, draw: random.Random, spread: float) -> int:
-    return max(1, market.price[0] + int(market.price[0] * (draw.random() - 0.5) * spread))
+    """A price about ``spread`` around the market's (at most 0.1: a twentieth either side),
+    kept inside its `SpotMarket.band`, which its candles span."""
+    low, high = market.band
+    price = market.price[0] + int(market.price[0] * (draw.random() - 0.5) * spread)
+    return min(high, max(low, price))
 
 
 def _amount(market: SpotMarket, price: int, draw: random.Random) -> int:

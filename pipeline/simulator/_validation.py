@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.spec import Operation, Param
+from pipeline.spec import Operation, Param, ValidationAnswer
 
-from ._answers import Answer, private_error
+from ._answers import Answer, json_answer, private_error
 from ._windows import check_window
 
 #: Body fields that are part of signing, not parameters.
@@ -29,6 +29,15 @@ class Invalid(Exception):
     def __init__(self, answer: Answer) -> None:
         super().__init__(answer.body.decode())
         self.answer = answer
+
+
+def refused(how: ValidationAnswer, errors: Mapping[str, list[str]]) -> Invalid:
+    """The refusal of parameters, each failing field to its messages, as ``how`` answers it."""
+    if how.wrapped:
+        return Invalid(
+            json_answer(how.status, {"success": False, "message": errors, "result": None})
+        )
+    return Invalid(private_error(how.status, how.code, how.message, errors))
 
 
 def _words(name: str) -> str:
@@ -84,6 +93,21 @@ _MESSAGES: dict[str, Callable[[str, Param, Any], str]] = {
         "format": f"{p.name} is invalid.",
         "choice": f"{p.name} is invalid.",
         "unknown": f"{p.name} is invalid.",
+    }[what],
+    # The public v1 API (the kline): the documented "Market is not available." for a market
+    # that names none, malformed or unknown; the other messages in the same form.
+    "v1": lambda what, p, n: {
+        "required": f"{_title(p.name)} field is required.",
+        "integer": f"{_title(p.name)} field must be an integer.",
+        "string": f"{_title(p.name)} field must be a string.",
+        "array": f"{_title(p.name)} field must be an array.",
+        "min": f"{_title(p.name)} field must be at least {n}.",
+        "max": f"{_title(p.name)} field must not be greater than {n}.",
+        "length": f"{_title(p.name)} field must not be longer than {n} characters.",
+        "items": f"{_title(p.name)} field must not have more than {n} items.",
+        "format": f"{_title(p.name)} is not available.",
+        "choice": f"{_title(p.name)} field is invalid.",
+        "unknown": f"{_title(p.name)} is not available.",
     }[what],
 }
 
@@ -172,18 +196,13 @@ def validate(
         else:
             params[p.name] = taken
     if errors:
-        raise Invalid(
-            private_error(op.validation.status, op.validation.code, "Validation failed", errors)
-        )
+        raise refused(op.validation, errors)
     if unknown and op.unknown_value is not None:
-        answer = op.unknown_value
-        raise Invalid(private_error(answer.status, answer.code, answer.message, unknown))
+        raise refused(op.unknown_value, unknown)
     if op.max_reach is not None and params["offset"] + params["limit"] > op.max_reach:
         errors["offset"] = [REACH.format(reach=op.max_reach)]
     elif op.window is not None:
         errors.update(check_window(op.window, op.validation.wording, params, now))
     if errors:
-        raise Invalid(
-            private_error(op.validation.status, op.validation.code, "Validation failed", errors)
-        )
+        raise refused(op.validation, errors)
     return params

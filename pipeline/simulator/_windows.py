@@ -41,7 +41,12 @@ def _refusal(what: str, window: TimeWindow, wording: Wording) -> dict[str, list[
             }
         return {start if what != "future" else end: ["validation.numeric_field_length"]}
     days = (window.max_span_s or 0) // 86_400
-    if wording == "engine":
+    if wording == "v1":  # the kline's; "greater then" is its documentation's own
+        messages = {
+            "future": (end, f"{_title(end)} field must not be greater than the current time."),
+            "order": (end, f"{_title(end)} field must be greater then {start}."),
+        }
+    elif wording == "engine":
         messages = {
             "span": (start, f"{_title(start)} should not be more than {days} days before {end}."),
             "floor": (start, f"{_title(start)} should not be older than {HISTORY_MONTHS} months."),
