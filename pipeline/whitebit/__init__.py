@@ -2,13 +2,15 @@
 
 `AsyncWhiteBIT` has one typed method per operation of `spec`, a walk of any history the spec
 declares that fetches everything there is or says why it could not (`walk`: a `Walk`, newest
-first, by offset window, or by time window), and a snapshot's fetch (`snapshot`). Numbers with a
-fraction arrive as exact `Decimal`s; each walk's `WalkStats` says when the exchange answered
-(``observed_at``) and where the exchange's six-month floor cut its range (``cut_before``).
-Failures are the tree in `_errors`.
+first, by offset window, or by time window), a snapshot's fetch (`snapshot`), and the exchange's
+public prices (`markets`, `kline`, and a market's daily candles over any range, `candles`: a
+`CandlesWalk`). Numbers with a fraction arrive as exact `Decimal`s; each walk's `WalkStats`
+says when the exchange answered (``observed_at``) and where the exchange's six-month floor cut
+its range (``cut_before``). Failures are the tree in `_errors`.
 """
 
 from ._auth import Credentials
+from ._candles import Candle, CandlesWalk
 from ._client import RETRY_WAIT_FIELD, AsyncWhiteBIT, Together
 from ._errors import (
     APIError,
@@ -59,6 +61,8 @@ __all__ = [
     "APIStatusError",
     "AsyncWhiteBIT",
     "AuthenticationError",
+    "Candle",
+    "CandlesWalk",
     "ConnectionRefused",
     "ContractError",
     "Credentials",

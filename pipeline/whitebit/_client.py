@@ -34,6 +34,7 @@ from pipeline import spec
 from pipeline.spec import WALL_CLOCK
 
 from ._auth import Credentials, Signer, nonce_source, redacted
+from ._candles import Candle, CandlesWalk
 from ._clock import ExchangeClock
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
 from ._errors import APIError, ContractError, error_for_answer, is_error_body, transport_error
@@ -253,6 +254,36 @@ class AsyncWhiteBIT:
         answer = await self.call(spec.WATCHER_LINKS, {"account": account}, stats=stats)
         return cast("list[WatcherLink]", answer["data"])
 
+    # --- the exchange's public prices (sections 4.21, 4.22): no key needed --------------------
+
+    async def markets(self, *, stats: WalkStats | None = None) -> list[dict[str, Any]]:
+        """Every market enabled for trading (`spec.MARKETS`), spot and futures, as listed."""
+        return cast("list[dict[str, Any]]", await self.call(spec.MARKETS, {}, stats=stats))
+
+    async def kline(
+        self,
+        market: str,
+        *,
+        interval: str = "1d",
+        start: int | None = None,
+        end: int | None = None,
+        limit: int | None = None,
+        stats: WalkStats | None = None,
+    ) -> list[Candle]:
+        """One answer of candles (`spec.KLINE`), oldest first, each ``[time, open, close, high,
+        low, volume stock, volume money]``; ``start`` and ``end`` in Unix seconds. A refusal
+        (``success: false``) is a `ValidationError` naming the parameters sent and the
+        exchange's messages. A range of more than one answer: `candles`."""
+        params = _present(market=market, interval=interval, start=start, end=end, limit=limit)
+        answer = await self.call(spec.KLINE, params, stats=stats)
+        return cast("list[Candle]", answer["result"])
+
+    def candles(self, market: str, *, since: datetime, until: datetime) -> CandlesWalk:
+        """Every daily candle of ``market`` with ``since <= time < until`` (cut at the
+        exchange's present), in windows of at most 1,440 days (`CandlesWalk`), oldest first."""
+        first, end = _seconds(since, "since"), _seconds(until, "until")
+        return CandlesWalk(self, market, since=cast(int, first), until=cast(int, end))
+
     # --- the histories (`spec.History`): walks, snapshots, the exchange's present ------------
 
     def walk(
@@ -449,7 +480,8 @@ class AsyncWhiteBIT:
                 stats.asked_at = self._local.moment()
                 stats.observed_from = self._clock.latest
             if not operation.private:
-                request = self._http.build_request("GET", self._urls[operation.name])
+                query = dict(params) or None
+                request = self._http.build_request("GET", self._urls[operation.name], params=query)
                 response = await self._send(operation, request)
             elif self._in_order is None:
                 response = await self._send_signed(operation, params)

@@ -287,14 +287,20 @@ def error_for_answer(
     message = raw_message if isinstance(raw_message, str) else None
     raw_errors = fields.get("errors")
     errors = raw_errors if isinstance(raw_errors, dict) else None
+    wrapped = fields.get("success") is False and isinstance(raw_message, dict)
+    if wrapped:  # the public v1 API's refusal (the kline): HTTP 200, its messages by field
+        errors = raw_message
     kind = _classify(status, is_json=is_json, code=code, message=message, errors=errors)
     quoted = excerpt(content)
-    said = message or quoted or "(empty body)"
+    said = message or ("success false" if wrapped else quoted) or "(empty body)"
     detail = f"HTTP {status}" + (f" code {code}" if code is not None else "") + f": {said}"
     if kind is ValidationError and errors:
         detail += f" {dict(errors)}"
         asked = params or {}
-        sent = [f"{field}={asked[field]!r}" for field in errors if field in asked]
+        # A public request's parameters are all named (nothing in them is secret, and a refused
+        # window names one end for both); a private one's, those refused.
+        named = asked if not operation.private else [f for f in errors if f in asked]
+        sent = [f"{field}={asked[field]!r}" for field in named]
         detail += f" (sent {', '.join(sent)})" if sent else ""
     return kind(
         detail,

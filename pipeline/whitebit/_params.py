@@ -58,6 +58,10 @@ def _broken_rule(rule: spec.Param, value: Any) -> str | None:
         return f"must be at most {rule.maximum}"
     if rule.choices is not None and value not in rule.choices:
         return f"must be one of {list(rule.choices)}"
+    if rule.text_choices is not None and (value.upper() if rule.fold_case else value) not in (
+        rule.text_choices
+    ):
+        return f"must be one of {', '.join(rule.text_choices)}"
     if rule.max_length is not None and len(value) > rule.max_length:
         return f"must be at most {rule.max_length} characters"
     if rule.pattern is not None and not rule.pattern.match(value):

@@ -158,6 +158,51 @@ def _keyed_numbers() -> Shape:
     return Shape(ok, survey)
 
 
+def _wrapped(fields: tuple[spec.Field, ...]) -> Shape:
+    """The public v1 envelope (the kline, section 4.22): ``success`` true and ``result`` an
+    array of rows, each an array of ``fields`` in order. Rows are data; a value past the last
+    field is unknown (``result[][7]``)."""
+    kinds = tuple(_SCALAR_KINDS[f.type] for f in fields)
+    width = len(kinds)
+
+    def row_ok(row: Any) -> bool:
+        return (
+            type(row) is list
+            and len(row) == width
+            and all(type(v) is k for v, k in zip(row, kinds, strict=True))
+        )
+
+    def ok(value: Any) -> bool:
+        return (
+            type(value) is dict
+            and value.get("success") is True
+            and type(value.get("result")) is list
+            and all(map(row_ok, value["result"]))
+        )
+
+    def survey(value: Any, path: str, unknown: Unknown) -> None:
+        if type(value) is not dict:
+            raise _Mismatch(path, f"expected an object, got {_json_type(value)}", value)
+        if value.get("success") is not True:
+            raise _Mismatch(_join(path, "success"), "expected true", value.get("success"))
+        rows = value.get("result")
+        if type(rows) is not list:
+            raise _Mismatch(
+                _join(path, "result"), f"expected an array, got {_json_type(rows)}", rows
+            )
+        for row in rows:
+            if type(row) is list and len(row) > width:
+                _note(unknown, _join(path, f"result[][{width}]"), row[width])
+        for name in sorted(value.keys() - {"success", "message", "result"}):
+            _note(unknown, _join(path, name), value[name])
+
+    return Shape(ok, survey)
+
+
+_SCALAR_KINDS: Final[Mapping[spec.FieldType, type]] = {
+    spec.FieldType.TIMESTAMP: int,
+    spec.FieldType.DECIMAL: str,
+}
 _OFFSET_OR_LIMIT = _scalar(int, survey=True)
 
 
@@ -194,6 +239,8 @@ def _shape(answer: spec.Answer) -> Shape:
         return _grouped(_record(answer.records))
     if isinstance(answer, spec.KeyedNumbers):
         return _keyed_numbers()
+    if isinstance(answer, spec.Wrapped):
+        return _wrapped(answer.fields)
     return _envelope({})
 
 
