@@ -31,7 +31,9 @@ class WarehouseError(Exception):
         ├── WriterDied             writer      the writer process ended without saying why
         │  reading
         ├── CatalogError           catalog     a catalog that cannot answer
-        └── ReportError            report      a report that cannot be built as asked
+        ├── ReportError            report      a report that cannot be built as asked
+        └── ExportError            exports     an export for a tax tool that cannot be made
+                                               as asked (a format, an account, a year)
 
     A mistake of the caller's own code (an unknown table name, a load given no day) stays a
     `ValueError`: it is no condition of the warehouse.

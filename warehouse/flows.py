@@ -62,7 +62,7 @@ def _select(history: spec.History, flow: spec.Flow) -> str:
         f"'{history.name}' AS source,\n"
         f"    {record_id(history)} AS record_id,\n"
         f"    {time} AS moved_at, {day} AS day, '{flow.timing}' AS timing,\n"
-        f"    {_as(flow.amount, 'amount')}\n"
+        f"    {_as(flow.amount, 'amount')}, CAST({flow.fee} AS DECIMAL(38, 18)) AS fee\n"
         f"FROM {source}" + (f"\nWHERE {flow.where}" if flow.where else "")
     )
 
@@ -91,12 +91,13 @@ def _changes(history: spec.History, change: spec.Change) -> str:
 
 
 def _change_select(history: spec.History, change: spec.Change) -> str:
+    """A `spec.Change`'s flows, each a record of its snapshot day and ticker."""
     return (
         f"SELECT account, ticker, '{change.kind}' AS kind, '{history.name}' AS source,\n"
-        "    strftime(snapshot_date, '%Y-%m-%d') AS record_id,\n"
+        "    strftime(snapshot_date, '%Y-%m-%d') || ' ' || ticker AS record_id,\n"
         "    snapshot_date::TIMESTAMP AT TIME ZONE 'UTC' AS moved_at, snapshot_date AS day, "
         "'snapshot' AS timing,\n"
-        "    change AS amount\n"
+        "    change AS amount, CAST(0 AS DECIMAL(38, 18)) AS fee\n"
         f"FROM {change.kind}_changes\nWHERE change IS NOT NULL"
     )
 

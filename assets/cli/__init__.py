@@ -3,11 +3,12 @@
 ``demo`` fills a warehouse from the embedded simulator's two accounts; ``materialize`` runs an
 account's assets (or every account's) as the schedule would, or for a day or a range; ``ping``
 checks an account's exchange; ``sql`` and ``tables`` query and describe the warehouse; ``report``
-draws it on one page; ``serve`` runs the nightly service, ``worker`` a Celery worker of its runs
-and ``ui`` the Dagster UI; ``simulator`` serves the stand-in exchange; ``reset-key`` is the API's
-one write, done only here; ``move-account`` records another address for an account whose
-exchange moved. The settings are read once, when a command starts. Heavy imports
-(Dagster) happen inside the commands that need them, so ``--help`` is instant.
+draws it on one page; ``export`` writes a year of an account's records for a tax tool; ``serve``
+runs the nightly service, ``worker`` a Celery worker of its runs and ``ui`` the Dagster UI;
+``simulator`` serves the stand-in exchange; ``reset-key`` is the API's one write, done only here;
+``move-account`` records another address for an account whose exchange moved. The settings are
+read once, when a command starts. Heavy imports (Dagster) happen inside the commands that need
+them, so ``--help`` is instant.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pipeline.simulator import simulator_command
 from ._common import said_in_one_line
 from ._exchange import ping, reset_key
 from ._materialize import demo, materialize, report_command
-from ._query import catalog_command, sql_command, tables_command
+from ._query import catalog_command, export_command, sql_command, tables_command
 from ._service import serve, ui, worker
 from ._sources import move_account
 
@@ -53,6 +54,7 @@ for command in (
     sql_command,
     tables_command,
     catalog_command,
+    export_command,
     serve,
     worker,
     ui,

@@ -1,5 +1,6 @@
 """The analysts' commands: ``sql`` (query the catalog), ``catalog`` (write a catalog over a root,
-wherever it is) and ``tables`` (the data dictionary).
+wherever it is), ``tables`` (the data dictionary) and ``export`` (a year of an account's
+movements as a tax tool imports them).
 
 Query results are drawn by DuckDB's own renderer (its CLI's boxes: numbers right-aligned, each
 column's type under its name, the columns that do not fit the terminal left out and counted);
@@ -20,7 +21,7 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
-from warehouse import catalog, display, schemas
+from warehouse import catalog, display, exports, schemas
 from warehouse.layout import PARQUET_DIR
 
 from ._common import said_in_one_line, this_command, warehouse
@@ -202,3 +203,30 @@ def tables_command(names: Sequence[str]) -> None:
         for view in views.values():
             listed.add_row(view.name, view.comment)
         console.print(listed)
+
+
+@click.command("export")
+@click.option(
+    "--format",
+    "name",
+    required=True,
+    metavar="FORMAT",
+    help=f"The tool's import format: {', '.join(exports.FORMATS)} (docs/exports.md).",
+)
+@click.option("--account", required=True, metavar="NAME", help="The account whose records go in.")
+@click.option("--year", required=True, type=int, help="The UTC year of the records.")
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False), help="The CSV file to write."
+)
+def export_command(name: str, account: str, year: int, out: str) -> None:
+    """Write ACCOUNT's movements of YEAR (every record the account statement counts: fills,
+    conversions, deposits, withdrawals, transfers, funding, realized P&L, position fees,
+    interest) as a tax tool's documented import file, a row per record, amounts exact."""
+    wh = warehouse()
+    with said_in_one_line():
+        written = exports.write(wh, name, account, year, out)
+    fmt = exports.FORMATS[name]
+    click.echo(
+        f"{written.path}: {written.records:,} records of {account} in {year}, {written.rows:,} "
+        f"rows for {fmt.tool}"
+    )

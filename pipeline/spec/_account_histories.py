@@ -145,13 +145,14 @@ DEPOSITS_WITHDRAWALS: Final = History(
         # Credited less its fee once successful.
         Flow("deposits", "ticker", "amount - fee", "settled", _SUCCESSFUL_DEPOSIT),
         # Taken when it is made; given back, fee and all, when it ends canceled.
-        Flow("withdrawals", "ticker", "-(amount + fee)", "stamped", _WITHDRAWAL),
+        Flow("withdrawals", "ticker", "-(amount + fee)", "stamped", _WITHDRAWAL, fee="-fee"),
         Flow(
             "withdrawals_returned",
             "ticker",
             "amount + fee",
             "settled",
             f"{_WITHDRAWAL} AND status = {_code(WITHDRAWAL_STATUSES, 'canceled')}",
+            fee="fee",
         ),
     ),
     partition=Monthly(time="created_at", day="created_date", month_path="created_month"),
@@ -305,7 +306,7 @@ POSITION_EVENTS: Final = History(
     # A collateral fill's change of the settlement ticker: its P&L (of a part closed) and fee.
     flows=(
         Flow("realized_pnl", SETTLED_IN, "realized_pnl", "exact", "realized_pnl IS NOT NULL"),
-        Flow("position_fees", SETTLED_IN, "-trade_fee", "exact"),
+        Flow("position_fees", SETTLED_IN, "-trade_fee", "exact", fee="-trade_fee"),
     ),
     partition=Monthly(time="event_time", day="event_date", month_path="event_month"),
     paging=TimeWindows(identity=("positionId", "modifyDate")),

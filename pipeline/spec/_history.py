@@ -202,8 +202,10 @@ class Flow:
     asset: ``amount`` of ``ticker``, signed as it moves them, placed by ``timing`` at the
     record's time (its `Monthly` time).
 
-    ``ticker``, ``amount`` and ``where`` are SQL over the history's table's columns. The holdings
-    are those of the record's account, or of the sub-account it names (``account``).
+    ``ticker``, ``amount``, ``where`` and ``fee`` are SQL over the history's table's columns. The
+    holdings are those of the record's account, or of the sub-account it names (``account``).
+    ``fee`` is the part of ``amount`` that is a fee the record charged (or gives back), signed as
+    ``amount``: a tax tool's export puts it in its fee column.
     """
 
     kind: str
@@ -212,6 +214,7 @@ class Flow:
     timing: Timing
     where: str = ""
     account: Subaccount | None = None
+    fee: str = "0"
 
 
 @dataclass(frozen=True, slots=True)

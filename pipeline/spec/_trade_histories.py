@@ -80,7 +80,7 @@ TRADES: Final = History(
     flows=(
         Flow("spot_trades", "split_part(market, '_', 1)", f"{_SIDE_SIGN} * amount", "exact", _SPOT),
         Flow("spot_trades", "split_part(market, '_', 2)", f"-{_SIDE_SIGN} * deal", "exact", _SPOT),
-        Flow("spot_trades", "fee_asset", "-fee", "exact", _SPOT),
+        Flow("spot_trades", "fee_asset", "-fee", "exact", _SPOT, fee="-fee"),
     ),
     partition=Monthly(time="trade_time", day="trade_date", month_path="trade_month"),
     paging=TimeWindows(identity=("id",)),

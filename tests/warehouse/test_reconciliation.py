@@ -2,16 +2,21 @@
 snapshots at three moments of the simulator's clock and every history between them read over
 loopback HTTP into a warehouse. Every interval reconciles to the last of 18 decimals, and a
 record dropped from an answer is named by the reconciliation: its account, asset, interval and
-amount."""
+amount. The exports for tax tools hold what the statement counts, as each tool documents its
+file."""
 
 from __future__ import annotations
 
+import csv
 import itertools
+import os
+import re
 import shutil
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from decimal import localcontext
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ import pytest
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
 from tests.simulator.ledger_reading import PRECISION, balances
+from tests.support.cli_runs import invoke
 from tests.warehouse.simulated_ledger import DAY_S, Edit, Extraction
 from warehouse import Warehouse, catalog, flows
 
@@ -347,3 +353,135 @@ def test_a_record_dropped_from_an_answer_is_named_with_its_amount(
     )
     assert named == expected
     assert all(row[-1] != 0 for row in named)
+
+
+# --- Exports for tax tools: what the statement counts, as each tool documents its file ----------
+
+#: Each format's header, in order, as the tool's page gives it (docs/exports.md cites them).
+KOINLY = ("Date", "Sent Amount", "Sent Currency", "Received Amount", "Received Currency",
+          "Fee Amount", "Fee Currency", "Net Worth Amount", "Net Worth Currency", "Label",
+          "Description", "TxHash")  # fmt: skip
+ROTKI_TRADES = ("Location", "Spend Currency", "Spend Amount", "Receive Currency",
+                "Receive Amount", "Fee", "Fee Currency", "Description", "Timestamp")  # fmt: skip
+ROTKI_EVENTS = ("Type", "Location", "Currency", "Amount", "Fee", "Fee Currency", "Description",
+                "Timestamp")  # fmt: skip
+
+
+def _export(ledger: Ledger, out: Path, *args: str) -> Any:
+    env = {"WAREHOUSE_ROOT": str(ledger.root), "PATH": os.environ.get("PATH", "")}
+    return invoke(["export", *args, "--out", str(out)], env)
+
+
+def _read(file: Path) -> list[dict[str, str]]:
+    with file.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_each_export_is_the_tools_file_of_what_the_statement_counts(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """Koinly's universal template and rotki's two generic imports, for each account: the header
+    as documented, the date as documented, a row per record that moved anything, and per asset
+    the year's received - sent - fee exactly its net_flows."""
+    year = day_of(T1).year
+    for account in (MAIN, SUB):
+        expected = {
+            f"{source} {record_id}"
+            for source, record_id in ledger.query(
+                "SELECT DISTINCT source, record_id FROM (SELECT source, record_id, "
+                "sum(amount) AS a, sum(fee) AS f FROM flow_records WHERE account = ? AND "
+                "year(day) = ? GROUP BY source, record_id, ticker) WHERE a <> 0 OR f <> 0",
+                account,
+                year,
+            )
+        }
+        net = dict(
+            ledger.query(
+                "SELECT ticker, sum(net) FROM net_flows WHERE account = ? AND year(flow_date) = ? "
+                "GROUP BY ticker HAVING sum(net) <> 0",
+                account,
+                year,
+            )
+        )
+        files = {}
+        for name, header in (
+            ("koinly", KOINLY), ("rotki-trades", ROTKI_TRADES), ("rotki-events", ROTKI_EVENTS)
+        ):  # fmt: skip
+            out = tmp_path / f"{account}-{name}.csv"
+            ran = _export(ledger, out, "--format", name, "--account", account, "--year", str(year))
+            assert ran.exit_code == 0, ran.output
+            assert out.read_bytes().decode().split("\r\n")[0] == ",".join(header)
+            files[name] = _read(out)
+        koinly, trades, events = files["koinly"], files["rotki-trades"], files["rotki-events"]
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", r["Date"]) for r in koinly)
+        assert {r["Date"][:4] for r in koinly} == {str(year)}
+        stamps = [int(r["Timestamp"]) for r in (*trades, *events)]
+        first, last = (datetime(y, 1, 1, tzinfo=UTC).timestamp() * 1000 for y in (year, year + 1))
+        assert all(first <= s < last for s in stamps)
+        rotki = [*trades, *events]
+        for rows in (koinly, rotki):
+            records = [r["Description"].partition(": ")[2] for r in rows]
+            assert len(records) == len(set(records)), account  # one row per record
+            assert set(records) == expected, account
+        assert {r["Type"] for r in events} <= {"Deposit", "Withdrawal", "Income", "Loss", "Spend"}
+        assert {r["Location"] for r in rotki} == {"external"}
+        # Every kind of record the account has is in: the interest of the main account's
+        # investments too (a sub-account holds none).
+        kinds = {r["Description"].partition(":")[0].removeprefix("WhiteBIT ") for r in koinly}
+        assert set("/".join(kinds).split("/")) == {*spec.FLOW_KINDS} - {
+            "withdrawals_returned",
+            *(["interest"] if account == SUB else []),
+        }
+        assert _nets(koinly) == net, account
+        assert _nets(trades, events) == net, account
+
+
+#: Where a row of each file says an amount, its ticker, and which way it moves the holdings.
+_SIDES = (
+    ("Received Amount", "Received Currency", 1), ("Sent Amount", "Sent Currency", -1),
+    ("Fee Amount", "Fee Currency", -1),  # Koinly
+    ("Receive Amount", "Receive Currency", 1), ("Spend Amount", "Spend Currency", -1),
+    ("Fee", "Fee Currency", -1),  # rotki's both files
+)  # fmt: skip
+
+
+def _nets(*files: list[dict[str, str]]) -> dict[str, Decimal]:
+    """Per asset, the files' received - sent - fee, exact (not zero)."""
+    found: dict[str, Decimal] = defaultdict(Decimal)
+    with localcontext() as context:
+        context.prec = PRECISION
+        for row in itertools.chain(*files):
+            sides = [*_SIDES]
+            if "Type" in row:  # rotki's events: the type says which way
+                sides.append(
+                    ("Amount", "Currency", 1 if row["Type"] in ("Deposit", "Income") else -1)
+                )
+            for amount, ticker, sign in sides:
+                if row.get(amount):
+                    found[row[ticker]] += sign * Decimal(row[amount])
+    return {ticker: total for ticker, total in found.items() if total}
+
+
+def test_export_mistakes_each_say_one_line(ledger: Ledger, tmp_path: Path) -> None:
+    """An unknown format, an unknown account, a year without movements, an --out that cannot be
+    written: each one line naming it, and no file left."""
+    year = str(day_of(T1).year)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cases = {
+        "'tax-o-matic'": ("--format", "tax-o-matic", "--account", MAIN, "--year", year),
+        "'nobody'": ("--format", "koinly", "--account", "nobody", "--year", year),
+        "no movement in 1999": ("--format", "koinly", "--account", MAIN, "--year", "1999"),
+    }
+    for named, args in cases.items():
+        ran = _export(ledger, tmp_path / "out.csv", *args)
+        assert ran.exit_code == 1, ran.output
+        assert ran.output.count("\n") == 1, ran.output
+        assert named in ran.output
+    ran = _export(
+        ledger, blocker / "out.csv", "--format", "koinly", "--account", MAIN, "--year", year
+    )
+    assert ran.exit_code == 1, ran.output
+    assert ran.output.count("\n") == 1, ran.output
+    assert str(blocker) in ran.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]

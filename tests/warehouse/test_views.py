@@ -372,7 +372,7 @@ def test_a_flow_names_its_record_by_its_key_as_text(wh: Warehouse) -> None:
     assert named == [
         ("funding_history", f"BTC_PERP {T1:%Y-%m-%dT%H:%M:%S}Z long"),
         ("funding_history", f"BTC_PERP {T2:%Y-%m-%dT%H:%M:%S}Z long"),
-        ("investments", f"{T2:%Y-%m-%d}"),
+        ("investments", f"{T2:%Y-%m-%d} USDT"),  # interest: its snapshot day and ticker
         ("position_events", f"7001 {T1:%Y-%m-%dT%H:%M:%S}.000001Z"),
         ("trades", "11"),
         ("trades", "12"),
