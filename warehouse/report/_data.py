@@ -1,10 +1,11 @@
 """What the report shows, read from the catalog's views: exact figures (``Decimal``, as stored)
 for its tables, and series for its charts (floats: a chart only draws them).
 
-Every query is limited to one account and the report's range: a history by the UTC day of its
-records (``funding_date``, ``trade_date``, ...), snapshots by ``snapshot_date`` (the latest
-snapshot in the range stands for "now"), rejects by the day of their partition. The trading, P&L,
-flows and reconciliation sections are read by `_ledger`.
+Every query is limited to one account (the reconciliation's to the page's accounts, read once
+for all: `_ledger`) and the report's range: a history by the UTC day of its records
+(``funding_date``, ``trade_date``, ...), snapshots by ``snapshot_date`` (the latest snapshot in
+the range stands for "now"), rejects by the day of their partition. The trading, P&L, flows and
+reconciliation sections are read by `_ledger`.
 """
 
 from __future__ import annotations
