@@ -15,7 +15,6 @@ import csv
 import io
 import itertools
 import os
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from typing import Any, Final
 from warehouse import catalog, display
 from warehouse.errors import WarehouseError
 from warehouse.root import Warehouse
-from warehouse.store import read_again, said_if_refused
+from warehouse.store import read_again, replace_text
 
 
 class ExportError(WarehouseError):
@@ -365,14 +364,6 @@ def write(
     if fmt is None:
         raise ExportError(f"unknown export format {name!r}; formats: {', '.join(FORMATS)}")
     found = rows(wh, account, year, takes=fmt.takes, two_sided=fmt.two_sided)
-    target = Path(os.path.abspath(out))
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    with said_if_refused(str(target)):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            temp.write_text(text(fmt, found), encoding="utf-8", newline="")
-            os.replace(temp, target)
-        finally:
-            temp.unlink(missing_ok=True)
+    target = Path(replace_text(out, text(fmt, found), newline=""))
     records = len({(row.source, row.record_id) for row in found})
     return Written(target, len(found), records)

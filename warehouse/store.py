@@ -62,6 +62,25 @@ def said_if_refused(path: str, what: str = "write") -> Iterator[None]:
         raise StoreError(f"cannot {what} {path}: {reason[:1].lower()}{reason[1:]}{at}") from exc
 
 
+def replace_text(target: str | os.PathLike[str], text: str, *, newline: str | None = None) -> str:
+    """Write ``text`` to ``target``, a file of this machine outside any root (a page, an export),
+    beside it and then renamed over it: a reader sees the old file or the new one whole, and a
+    write refused says why (`said_if_refused`). The file's absolute path."""
+    path = os.path.abspath(target)
+    directory, name = os.path.split(path)
+    temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    with said_if_refused(path):
+        os.makedirs(directory, exist_ok=True)
+        try:
+            with open(temp, "w", encoding="utf-8", newline=newline) as sink:
+                sink.write(text)
+            os.replace(temp, path)
+        finally:
+            with suppress(FileNotFoundError):
+                os.unlink(temp)
+    return path
+
+
 class Store(ABC):
     """The files of one warehouse root."""
 

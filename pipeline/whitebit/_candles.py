@@ -19,8 +19,8 @@ from pipeline import spec
 
 from ._errors import ContractError, excerpt
 from ._stats import WalkStats
+from ._timewindows import DAY_S
 
-DAY_S = 86_400
 #: A candle's row, as the kline answers it: time, open, close, high, low, volumes.
 Candle = list[Any]
 

@@ -23,7 +23,6 @@ draws interactive charts (hover, zoom, legend toggles) with one small dependency
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -36,7 +35,7 @@ import duckdb
 from warehouse import catalog, display
 from warehouse.errors import WarehouseError
 from warehouse.root import Warehouse
-from warehouse.store import read_again, said_if_refused
+from warehouse.store import read_again, replace_text
 
 from ._data import ALL_TABLES, AccountData, Reader
 from ._exact import exact_sum
@@ -153,15 +152,7 @@ def write(
             )
 
     report = built()
-    target = Path(os.path.abspath(out)) if out is not None else default_path(wh)
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    with said_if_refused(str(target)):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            temp.write_text(report.html, encoding="utf-8")
-            os.replace(temp, target)
-        finally:
-            temp.unlink(missing_ok=True)
+    target = Path(replace_text(out if out is not None else default_path(wh), report.html))
     return Report(report.html, report.headline, target)
 
 
