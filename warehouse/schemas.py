@@ -313,3 +313,5 @@ TABLES: Final[Mapping[str, TableSchema]] = {
 }
 #: The tables of the declared histories, each with its declaration.
 DATA_TABLES: Final = tuple(t for t in TABLES.values() if t.history is not None)
+#: The tables of the accounts' histories: the exchange's (`EXCHANGE`) are no account's.
+ACCOUNT_TABLES: Final = tuple(t for t in DATA_TABLES if t.name in spec.HISTORIES)
