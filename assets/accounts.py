@@ -40,7 +40,7 @@ import yaml
 
 from pipeline import spec
 from pipeline.whitebit import checked_base_url
-from warehouse.schemas import ACCOUNT_NAME
+from warehouse.schemas import ACCOUNT_NAME, EXCHANGE
 
 from .settings import KEY_ENV, SECRET_ENV, Settings, SettingsError
 
@@ -148,6 +148,13 @@ class _Entry(pydantic.BaseModel):
     investments: bool = True
     subaccounts: bool = True
     histories: list[str] | None = pydantic.Field(default=None, min_length=1)
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _not_the_exchange(cls, value: str) -> str:
+        if value == EXCHANGE:
+            raise ValueError(f"{EXCHANGE!r} is the name the exchange's prices are kept under")
+        return value
 
     @pydantic.field_validator("base_url")
     @classmethod

@@ -27,6 +27,7 @@ from . import alerts, report
 from .accounts import Account, load
 from .jobs import AccountAssets, Jobs, Rereads, jobs
 from .partitions import monthly
+from .prices import prices_asset
 from .resources import WarehouseResource, WhiteBITResource
 from .settings import Settings
 
@@ -76,6 +77,8 @@ class Location:
     built: tuple[AccountAssets, ...]
     jobs: Jobs
     definitions: dg.Definitions
+    #: The exchange's prices (`assets.prices`); None without an account.
+    prices: dg.AssetsDefinition | None
     #: The clock its runs, checks and schedules go by.
     clock: spec.Clock
 
@@ -99,7 +102,10 @@ def location(
         AccountAssets.of(account, partitions, writer_env, clock, settings.start_date)
         for account in chosen
     )
-    scheduled = jobs(built, settings.nightly_cron, clock, rereads_of(settings))
+    # The exchange's prices, read through the first account's exchange (no key used).
+    held = [key for assets in built for key in assets.keys]
+    prices = prices_asset(chosen[0], writer_env, clock, held) if chosen else None
+    scheduled = jobs(built, settings.nightly_cron, clock, rereads_of(settings), prices)
     page = report.report_asset(built)
     report_job = dg.define_asset_job(
         "report",
@@ -111,7 +117,11 @@ def location(
     }
     resources["warehouse"] = WarehouseResource.of(settings.warehouse_config())
     definitions = dg.Definitions(
-        assets=[*(asset for assets in built for asset in assets.assets), page],
+        assets=[
+            *(asset for assets in built for asset in assets.assets),
+            *([prices] if prices else []),
+            page,
+        ],
         asset_checks=list(scheduled.watch_checks),
         jobs=[*scheduled.jobs, report_job],
         schedules=scheduled.schedules,
@@ -121,7 +131,7 @@ def location(
         # would only add its start-up to each.
         executor=dg.in_process_executor,
     )
-    return Location(settings, chosen, built, scheduled, definitions, clock)
+    return Location(settings, chosen, built, scheduled, definitions, prices, clock)
 
 
 @dg.definitions

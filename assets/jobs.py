@@ -32,12 +32,13 @@ from typing import Final
 import dagster as dg
 
 from pipeline import spec
-from warehouse.schemas import month_of
+from warehouse.schemas import EXCHANGE, month_of
 
 from . import checks
 from .accounts import Account
 from .histories import account_assets
 from .horizon import HORIZON, horizon_check
+from .prices import PRICES_KEY
 from .steps import ACCOUNT_TAG
 from .view_checks import views_check
 
@@ -218,6 +219,16 @@ def nightly_requests(
             )
 
 
+def prices_request(prices: dg.AssetsDefinition, day: date) -> dg.RunRequest:
+    """The run of the exchange's prices on ``day``: a run of its own, after the accounts'."""
+    return dg.RunRequest(
+        run_key=f"{EXCHANGE}:prices:{day.isoformat()}",
+        asset_selection=[PRICES_KEY],
+        asset_check_keys=list(prices.check_keys),
+        tags={ACCOUNT_TAG: EXCHANGE, MAX_RUNTIME_TAG: str(NIGHTLY_MAX_RUNTIME_S)},
+    )
+
+
 def requests_for(
     assets: AccountAssets, tables: Sequence[str], first: date, last: date
 ) -> Iterator[dg.RunRequest]:
@@ -280,13 +291,18 @@ def jobs(
     nightly_cron: str,
     clock: spec.Clock,
     rereads: Rereads | None = None,
+    prices: dg.AssetsDefinition | None = None,
 ) -> Jobs:
+    """The jobs and schedules of the accounts' assets, and of the exchange's ``prices``."""
     names = ", ".join(assets.account.name for assets in built)
     nightly = dg.define_asset_job(
         "nightly",
-        selection=dg.AssetSelection.assets(*(a for assets in built for a in assets.assets)),
+        selection=dg.AssetSelection.assets(
+            *(a for assets in built for a in assets.assets), *([prices] if prices else [])
+        ),
         description="The month so far of every history, and today's snapshots, of every "
-        f"account ({names}); run by the nightly schedule, a run per account and kind.",
+        f"account ({names}), then the exchange's prices; run by the nightly schedule, a run "
+        "per account and kind, and one of the prices.",
     )
     histories = tuple(
         dg.define_asset_job(
@@ -312,12 +328,14 @@ def jobs(
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=f"{nightly_cron} (UTC): for each account, the month that holds yesterday of "
-        "its histories, and today's snapshots.",
+        "its histories, and today's snapshots; then the exchange's prices.",
     )
     def nightly_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
         # A tick evaluated by hand (the UI's test, a test's context) may have no time: now's.
         tick = context.scheduled_execution_time or clock.moment()
         yield from nightly_requests(built, tick, rereads)
+        if prices is not None:
+            yield prices_request(prices, tick.astimezone(UTC).date())
 
     watch_checks = tuple(check for assets in built for check in assets.watch_checks())
     freshness = dg.define_asset_job(

@@ -173,6 +173,8 @@ class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     state_home: str | None = None
     lease_seconds: float = locks.DEFAULT_LEASE_SECONDS
     lease_wait_seconds: float = locks.DEFAULT_WAIT_SECONDS
+    #: The currency prices are told in (`WarehouseConfig.reference`).
+    reference: str = spec.REFERENCE_CURRENCY
 
     @classmethod
     def of(cls, config: WarehouseConfig) -> WarehouseResource:
@@ -187,5 +189,6 @@ class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 state_home=self.state_home,
                 lease_seconds=self.lease_seconds,
                 lease_wait_seconds=self.lease_wait_seconds,
+                reference=self.reference,
             )
         )

@@ -23,6 +23,7 @@ from typing import Any, Final, get_args
 
 import pydantic
 
+from pipeline import spec
 from warehouse import Warehouse, WarehouseConfig
 
 #: The single-account variables: a one-entry accounts file, account ``default``.
@@ -54,6 +55,10 @@ AWS_VARIABLES: Final = {
     "AWS_ENDPOINT_URL": "an S3-compatible store's address",
     "AWS_ENDPOINT_URL_S3": "an S3-compatible store's address (S3 only)",
 }
+
+
+#: A reference currency: a ticker of the markets list (capitals and digits).
+REFERENCE: Final = re.compile(r"[A-Z0-9]{1,20}")
 
 
 class SettingsError(ValueError):
@@ -98,6 +103,11 @@ class Settings(pydantic.BaseModel):
     )
     nightly_cron: str = pydantic.Field(
         "30 0 * * *", alias="WHITEBIT_NIGHTLY_CRON", description="when the nightly runs start"
+    )
+    reference_currency: str = pydantic.Field(
+        spec.REFERENCE_CURRENCY,
+        alias="WHITEBIT_REFERENCE_CURRENCY",
+        description="the currency prices are told in (a ticker, as the markets list writes it)",
     )
     pacing_dir: Path | None = pydantic.Field(
         None,
@@ -163,6 +173,16 @@ class Settings(pydantic.BaseModel):
                 f"{value!r} is not a cron schedule: give five fields, minute hour day month "
                 "weekday (UTC), like '30 0 * * *'"
             ) from None
+        return value
+
+    @pydantic.field_validator("reference_currency")
+    @classmethod
+    def _reference(cls, value: str) -> str:
+        if not REFERENCE.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a ticker as the markets list writes one: give capitals and "
+                "digits, like USDT"
+            )
         return value
 
     @pydantic.field_validator("postgres_url")
@@ -252,6 +272,7 @@ class Settings(pydantic.BaseModel):
             state_home=str(self.state_home) if self.state_home else None,
             lease_seconds=self.lease_seconds,
             lease_wait_seconds=self.lease_wait_seconds,
+            reference=self.reference_currency,
         )
 
     def warehouse(self, root: str | None = None) -> Warehouse:

@@ -101,16 +101,18 @@ _FILLED: Final = {**SPEC_FACTS, **flows.PARTS}
 _FACT: Final = re.compile(r"\{\{\s*([A-Z_]+)\s*\}\}")
 
 
-def with_facts(name: str, text: str) -> str:
+def with_facts(name: str, text: str, reference: str = spec.REFERENCE_CURRENCY) -> str:
     """A curated view's SQL with each ``{{NAME}}`` replaced by its `SPEC_FACTS` or `flows.PARTS`
-    value, each line of it indented as the line it stands on."""
+    value, or ``{{REFERENCE}}`` by the warehouse's reference currency (``reference``), each line
+    of it indented as the line it stands on."""
+    filled = {**_FILLED, "REFERENCE": _literal(reference)}
 
     def fact(found: re.Match[str]) -> str:
-        if found.group(1) not in _FILLED:
+        if found.group(1) not in filled:
             raise ValueError(f"curated view {name}: no fact {found.group(1)!r} (SPEC_FACTS)")
         line = text[text.rfind("\n", 0, found.start()) + 1 : found.start()]
         indent = line if line.isspace() else ""
-        return _FILLED[found.group(1)].replace("\n", "\n" + indent)
+        return filled[found.group(1)].replace("\n", "\n" + indent)
 
     return _FACT.sub(fact, text)
 
@@ -179,7 +181,7 @@ def _current(wh: Warehouse) -> bool:
     if built is None:
         return False
     root, built_design, empty = built
-    if root != wh.location or built_design != design():
+    if root != wh.location or built_design != design(wh.config.reference):
         return False
     # Both ways: a view over files fails once its table has none left (a clean rerun
     # removes a day's rejects).
@@ -187,11 +189,12 @@ def _current(wh: Warehouse) -> bool:
 
 
 @functools.cache
-def design() -> str:
+def design(reference: str = spec.REFERENCE_CURRENCY) -> str:
     """A digest of what this version builds the views from: the tables' schemas and the
-    curated views' SQL (a catalog built from another is rebuilt, never patched)."""
+    curated views' SQL, of the reference currency (a catalog built from another is rebuilt,
+    never patched)."""
     digest = hashlib.sha256(repr(list(schemas.TABLES.values())).encode())
-    for name, text in sorted(_curated_sql().items()):
+    for name, text in sorted(_curated_sql(reference).items()):
         digest.update(f"{name}\0{text}\0".encode())
     return digest.hexdigest()
 
@@ -201,7 +204,7 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
     """The catalog's views in the new file ``temp`` (made again from nothing if a write replaced
     a file while its views were bound): the curated views and the tables without files."""
     _remove(temp)
-    temp.write_bytes(_without_files())
+    temp.write_bytes(_without_files(wh.config.reference))
     with duckdb.connect(str(temp)) as con:
         wh.store.reach(con)
         # What can fail (a view over files) is made on its own; the rest in one transaction, as
@@ -214,7 +217,7 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
             con.execute(
                 f"CREATE VIEW {ROOT_VIEW} AS SELECT {_literal(wh.location)} AS root, "
                 f"{bool(filled)} AS had_files, {empty_list} AS empty_tables, "
-                f"{_literal(design())} AS design"
+                f"{_literal(design(wh.config.reference))} AS design"
             )
             con.execute(
                 f"COMMENT ON VIEW {ROOT_VIEW} IS "
@@ -222,11 +225,11 @@ def _build(temp: Path, wh: Warehouse) -> tuple[tuple[str, ...], tuple[str, ...]]
                 "when the catalog was built, the tables that had none, and a digest of the "
                 "schemas and curated views it was built from.'"
             )
-    return tuple(sorted(_curated_sql())), empty
+    return tuple(sorted(_curated_sql(wh.config.reference))), empty
 
 
 @functools.cache
-def _without_files() -> bytes:
+def _without_files(reference: str) -> bytes:
     """A catalog file's bytes with every table's view typed and empty and the curated views bound
     over them, made once per process: every catalog starts from it, and binding the curated
     views is most of a rebuild's cost (docs/benchmarks.md). Binding a view over files reads
@@ -236,7 +239,7 @@ def _without_files() -> bytes:
         with duckdb.connect(str(path)) as con, _transaction(con):
             for schema in schemas.TABLES.values():
                 con.execute(f"CREATE VIEW {_quoted(schema.name)} AS {_typed_empty(schema)}")
-            _create_curated_views(con)
+            _create_curated_views(con, reference)
             _comment_table_views(con, schemas.TABLES)
         return path.read_bytes()
 
@@ -463,9 +466,12 @@ def _path_type(schema: TableSchema, name: str) -> str:
     return duckdb_type(schema.column(name).type)
 
 
-def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
-    """The views of ``warehouse/sql``; one that names another is created after it."""
-    texts = _curated_sql()
+def _create_curated_views(
+    con: duckdb.DuckDBPyConnection, reference: str = spec.REFERENCE_CURRENCY
+) -> tuple[str, ...]:
+    """The views of ``warehouse/sql`` (prices in ``reference``); one that names another is
+    created after it."""
+    texts = _curated_sql(reference)
     named = {name: re.compile(rf"\b{re.escape(name)}\b") for name in texts}
     after = {
         name: [other for other in texts if other != name and named[other].search(text)]
@@ -487,11 +493,11 @@ def _create_curated_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     return tuple(sorted(texts))
 
 
-def _curated_sql() -> dict[str, str]:
-    """Each curated view's SQL, facts filled in, by name."""
+def _curated_sql(reference: str = spec.REFERENCE_CURRENCY) -> dict[str, str]:
+    """Each curated view's SQL, facts filled in (prices in ``reference``), by name."""
     return {
         sql_file.name.removesuffix(".sql"): with_facts(
-            sql_file.name.removesuffix(".sql"), sql_file.read_text(encoding="utf-8")
+            sql_file.name.removesuffix(".sql"), sql_file.read_text(encoding="utf-8"), reference
         )
         for sql_file in resources.files("warehouse").joinpath(CURATED_SQL).iterdir()
         if sql_file.name.endswith(".sql")

@@ -94,7 +94,7 @@ class MonthlyTarget:
     def of_json(cls, values: Mapping[str, Any]) -> MonthlyTarget:
         return cls(
             Warehouse.of(WarehouseConfig(**values["warehouse"])),
-            spec.HISTORIES[values["history"]],
+            spec.DECLARED[values["history"]],
             account=values["account"],
             days=[date.fromisoformat(day) for day in values["days"]],
             extracted_at=datetime.fromisoformat(values["extracted_at"]),

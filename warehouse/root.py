@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from pipeline import spec
 from warehouse import locks
 from warehouse.errors import WarehouseError
 from warehouse.store import LocalStore, Store
@@ -40,6 +41,8 @@ class WarehouseConfig:
     state_home: str | None = None
     lease_seconds: float = locks.DEFAULT_LEASE_SECONDS
     lease_wait_seconds: float = locks.DEFAULT_WAIT_SECONDS
+    #: The currency the curated views tell prices in (`asset_prices`).
+    reference: str = spec.REFERENCE_CURRENCY
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

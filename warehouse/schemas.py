@@ -41,6 +41,9 @@ REJECTS: Final = "_rejects"
 #: application's): letters, digits and ``_``, starting with a letter.
 ACCOUNT: Final = "account"
 ACCOUNT_NAME: Final = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+#: The name the exchange's own rows (`spec.EXCHANGE_HISTORIES`: its prices) are kept under in
+#: place of an account's, one for the whole warehouse: no account of the accounts file takes it.
+EXCHANGE: Final = "exchange"
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,10 +306,12 @@ def month_days(month: str) -> tuple[date, date]:
     return first, following
 
 
-#: Every table: one per declared history, then ``_rejects``.
+#: Every table: one per declared history (the accounts', then the exchange's), then ``_rejects``.
 TABLES: Final[Mapping[str, TableSchema]] = {
-    **{name: table_schema(history) for name, history in spec.HISTORIES.items()},
+    **{name: table_schema(history) for name, history in spec.DECLARED.items()},
     REJECTS: REJECTS_TABLE,
 }
 #: The tables of the declared histories, each with its declaration.
 DATA_TABLES: Final = tuple(t for t in TABLES.values() if t.history is not None)
+#: The tables of the accounts' histories: the exchange's (`EXCHANGE`) are no account's.
+ACCOUNT_TABLES: Final = tuple(t for t in DATA_TABLES if t.name in spec.HISTORIES)

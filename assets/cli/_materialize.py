@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from assets.accounts import Account
 from assets.settings import REAL_ROOT
+from warehouse.schemas import EXCHANGE
 
 from ._common import (
     ACCOUNT_OPTION,
@@ -447,8 +448,18 @@ def demo() -> None:
         f"{asked - timedelta(days=1)} and {asked}, into the demo's own warehouse at "
         f"{warehouse().location} (WAREHOUSE_ROOT moves it; real accounts' is {REAL_ROOT})"
     )
+    requests = demo_requests(location.built, asked)
+    if location.prices is not None:
+        # Last: the prices of what the accounts' runs wrote.
+        from assets.jobs import prices_request
+        from assets.steps import CATALOG_AFTER_TAG
+
+        priced = prices_request(location.prices, asked)
+        requests.append(
+            (EXCHANGE, priced.with_replaced_attrs(tags={**priced.tags, CATALOG_AFTER_TAG: "demo"}))
+        )
     try:
-        _launch(location, demo_requests(location.built, asked), out)
+        _launch(location, requests, out)
     finally:
         # Once, whole or interrupted: the runs leave the catalog to the demo.
         catalog.refresh_if_stale(warehouse())

@@ -81,6 +81,7 @@ from ._contract import (
     months_back,
     record_fields,
 )
+from ._exchange_histories import DAILY_CANDLES, EXCHANGE_HISTORIES, REFERENCE_CURRENCY
 from ._histories import (
     FIXED_PLANS,
     FUNDING,
@@ -100,6 +101,7 @@ from ._history import (
     SNAPSHOT,
     Change,
     Column,
+    DailyCandles,
     Fanout,
     Flow,
     History,
@@ -193,6 +195,9 @@ HISTORIES: Final[Mapping[str, History]] = {
     )
 }
 
+#: Every table's declaration: the accounts' histories, then the exchange's (its prices).
+DECLARED: Final[Mapping[str, History]] = {**HISTORIES, **EXCHANGE_HISTORIES}
+
 #: The snapshots the account statement reads at one instant: the balances, and the deposits and
 #: withdrawals pending (which the balances do not show yet, or still hold). Taken together, as
 #: one asset: asked at once, twice, until two collects agree.
@@ -216,10 +221,13 @@ __all__ = [
     "CONVERSION_FIELDS",
     "CONVERSION_PATH_FIELDS",
     "CONVERT_HISTORY",
+    "DAILY_CANDLES",
+    "DECLARED",
     "DEPOSITS_WITHDRAWALS",
     "DEPOSIT_FINAL",
     "DEPOSIT_STATUSES",
     "EU_BASE_URL",
+    "EXCHANGE_HISTORIES",
     "EXECUTED_DEAL_FIELDS",
     "EXECUTED_HISTORY",
     "FIXED_PLANS",
@@ -277,6 +285,7 @@ __all__ = [
     "POSITION_EVENT_FIELDS",
     "POSITION_SIDES",
     "PUBLIC_OPERATIONS",
+    "REFERENCE_CURRENCY",
     "RESET_SUBACCOUNT_KEY",
     "ROLES",
     "SETTLEMENT_TICKER",
@@ -311,6 +320,7 @@ __all__ = [
     "Change",
     "Clock",
     "Column",
+    "DailyCandles",
     "Empty",
     "Fanout",
     "Field",

@@ -161,7 +161,17 @@ class Fanout:
     setting: str
 
 
-Paging = NewestFirst | OffsetWindow | TimeWindows | Fanout
+@dataclass(frozen=True, slots=True)
+class DailyCandles:
+    """A market's daily candles, for each value of ``setting`` (the markets a price needs), sent
+    as ``param``: whole days in windows of at most the operation's most candles a request, each
+    window proved by its bound. The records come under their market, newest month first."""
+
+    param: str
+    setting: str
+
+
+Paging = NewestFirst | OffsetWindow | TimeWindows | Fanout | DailyCandles
 
 
 #: The kinds of flow, in the order the views of the account's money show them as columns: each

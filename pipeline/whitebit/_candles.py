@@ -1,6 +1,10 @@
 """A walk of one market's daily candles (`spec.KLINE`): a range of any length, asked in windows
 of at most `spec.KLINE_MAX_CANDLES` days, oldest first.
 
+`PricesWalk` is the walk of a declared history of candles (`spec.DailyCandles`): a
+`CandlesWalk` per market, every candle a record named by `spec.CANDLE_FIELDS` under its market,
+pages of a month each, newest month first (as the warehouse takes a history's months).
+
 A window ends at its own bound: it holds no more days than one answer may, so its answer is the
 whole of it, and nothing is asked past it. What the walk vouches for, window by window: every
 candle's time is the 00:00 of a day inside the window, and the times rise, each day once; an
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pipeline import spec
@@ -20,6 +24,7 @@ from pipeline import spec
 from ._errors import ContractError, excerpt
 from ._stats import WalkStats
 from ._timewindows import DAY_S
+from ._walks import Walk
 
 #: A candle's row, as the kline answers it: time, open, close, high, low, volumes.
 Candle = list[Any]
@@ -105,4 +110,59 @@ class CandlesWalk:
                     body_excerpt=excerpt(repr(candle)),
                 )
             before = at
+        return candles
+
+
+#: A month's candles: records (a candle's values named by `spec.CANDLE_FIELDS`) by market.
+MonthOfCandles = dict[str, list[dict[str, Any]]]
+_NAMES = tuple(f.name for f in spec.CANDLE_FIELDS)
+
+
+class PricesWalk(Walk[MonthOfCandles]):
+    """The daily candles of every market of ``markets`` with ``since <= time < until``: a page
+    per UTC month, newest first, each holding every market's candles of that month as records
+    under the market. The markets are walked at once (the client's concurrency bounds them);
+    the first that fails fails the walk, naming it. A market's candles are proved as
+    `CandlesWalk` proves them; the stats are the sum of the markets'."""
+
+    def __init__(
+        self,
+        caller: Caller,
+        history: spec.History,
+        markets: Sequence[str],
+        *,
+        since: int,
+        until: int,
+    ) -> None:
+        super().__init__(history, since=since, until=until)
+        self._caller = caller
+        self._walks = [CandlesWalk(caller, m, since=since, until=until) for m in markets]
+
+    async def _run(self) -> AsyncGenerator[MonthOfCandles, None]:
+        months: dict[str, MonthOfCandles] = {}
+        # The exchange's present, once before the markets' walks ask it at once.
+        await self._caller.exchange_time()
+        every = await asyncio.gather(*(self._collect(walk) for walk in self._walks))
+        for walk, candles in zip(self._walks, every, strict=True):
+            for candle in candles:
+                record = dict(zip(_NAMES, candle, strict=False))
+                month = time.strftime("%Y-%m", time.gmtime(candle[0]))
+                months.setdefault(month, {}).setdefault(walk.market, []).append(record)
+        for month in sorted(months, reverse=True):
+            yield months[month]
+
+    async def _collect(self, walk: CandlesWalk) -> list[Candle]:
+        candles: list[Candle] = []
+        try:
+            async for page in walk:
+                candles += page
+        finally:
+            stats, theirs = self.stats, walk.stats
+            stats.pages += theirs.pages
+            stats.rows += theirs.rows
+            stats.retries += theirs.retries
+            stats.rate_limited += theirs.rate_limited
+            stats.slices += theirs.slices
+            stats.notes += theirs.notes
+            stats.unknown_fields.update(theirs.unknown_fields)
         return candles

@@ -34,7 +34,7 @@ from pipeline import spec
 from pipeline.spec import WALL_CLOCK
 
 from ._auth import Credentials, Signer, nonce_source, redacted
-from ._candles import Candle, CandlesWalk
+from ._candles import Candle, CandlesWalk, PricesWalk
 from ._clock import ExchangeClock
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
 from ._errors import APIError, ContractError, error_for_answer, is_error_body, transport_error
@@ -324,6 +324,11 @@ class AsyncWhiteBIT:
             return TimeWindowsWalk(
                 self, history, since=first, until=end, on_window_exceeded=on_window_exceeded
             )
+        if isinstance(paging, spec.DailyCandles):
+            if first is None or end is None:
+                raise ValueError(f"{history.name}: a walk of candles needs since and until")
+            markets = settings.get(paging.setting, ())
+            return PricesWalk(self, history, markets, since=first, until=end)
         raise TypeError(f"{history.name} is not walked: it is a snapshot (see `snapshot`)")
 
     async def snapshot(

@@ -223,7 +223,7 @@ def test_each_account_is_an_asset_set_under_its_prefix_group_and_pool(tmp_path: 
     assert defs.resolve_job_def("funding_history_job") is not None
     # And one report of them all.
     assert {key.to_user_string() for key in defs.resolve_all_asset_keys()} == {
-        *main, *eu, "account_report"
+        *main, *eu, "account_report", "exchange/daily_candles"
     }  # fmt: skip
     assert found.jobs.watch_checks
 

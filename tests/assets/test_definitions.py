@@ -13,6 +13,7 @@ import pytest
 from assets.checks import reached
 from assets.definitions import Location, location
 from assets.histories import DaysOutsideRun, HistoryConfig, run_days
+from assets.prices import PRICES_KEY
 from assets.settings import Settings
 from assets.view_checks import view_specs
 from pipeline import spec
@@ -49,6 +50,8 @@ SNAPSHOT_OPS = {
 #: The checks over the catalog's views, one op per account, in every job of a table they check.
 VIEWED = {h.name for h in spec.HISTORIES.values() if view_specs(dg.AssetKey("t"), h)}
 VIEWS_OPS = {"default_views"}
+#: The exchange's prices, one asset of the location.
+PRICES_OP = "exchange__daily_candles"
 
 
 def test_every_job_resolves_to_the_assets_it_runs() -> None:
@@ -62,7 +65,7 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
     assert "default_fixed_plans" not in SNAPSHOT_OPS
     assert {"trades", "orders", "conversions"} <= set(FORGOTTEN) < set(MONTHLY)
     assert runs == {
-        "nightly": MONTHLY_OPS | HORIZON_OPS | SNAPSHOT_OPS | VIEWS_OPS,
+        "nightly": MONTHLY_OPS | HORIZON_OPS | SNAPSHOT_OPS | VIEWS_OPS | {PRICES_OP},
         **{
             f"{name}_job": {f"default__{name}"}
             | ({f"default__{name}_horizon"} & HORIZON_OPS)
@@ -76,7 +79,11 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
         "report": {"account_report"},
     }
     keys = {key.to_user_string() for key in defs.resolve_all_asset_keys()}
-    assert keys == {"account_report", *(f"default/{name}" for name in spec.HISTORIES)}
+    assert keys == {
+        "account_report",
+        "exchange/daily_candles",
+        *(f"default/{name}" for name in spec.HISTORIES),
+    }
     # The investments and their plans are one multi-asset: one walk writes both.
     assert DEFAULT.tables["investments"] is DEFAULT.tables["fixed_plans"]
 
@@ -119,7 +126,11 @@ def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots(tmp_pat
             repository_def=found.definitions.get_repository_def(),
         )
         asked = schedule.evaluate_tick(context).run_requests or []
-        return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in asked}
+        # The exchange's prices: a run of their own, last, every night.
+        *accounts, prices = asked
+        assert prices.run_key == f"exchange:prices:{tick.date()}"
+        assert prices.asset_selection == [PRICES_KEY]
+        return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in accounts}
 
     snapshots = set(DEFAULT.snapshot_keys)
     histories = {dg.AssetKey(["default", name]) for name in MONTHLY}

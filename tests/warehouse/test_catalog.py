@@ -6,7 +6,7 @@ import json
 import re
 import subprocess
 import sys
-from datetime import date
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 
@@ -94,8 +94,16 @@ def write_histories(wh: Warehouse) -> None:
             (spec.SUBACCOUNT_TRANSFERS_HISTORY, {SUBACCOUNT_ID: [transfer()]}),
             (spec.POSITION_EVENTS, [position_event()]),
             (spec.CLOSED_POSITIONS, [closed_position()]),
+            (spec.DAILY_CANDLES, {"BTC_USDT": [candle()]}),
         ],
     )
+
+
+def candle() -> dict[str, object]:
+    """A daily candle of DAY, as the walk names its values."""
+    day = int(datetime.combine(DAY, time.min, UTC).timestamp())
+    return {"time": day, "open": "1.5", "close": "2", "high": "2.5", "low": "1",
+            "volume_stock": "3", "volume_money": "4.5"}  # fmt: skip
 
 
 def query(wh: Warehouse, sql: str, *parameters: object) -> list[tuple[object, ...]]:
@@ -196,7 +204,7 @@ def test_the_catalog_is_rebuilt_only_when_a_view_would_not_show_a_tables_files(
     assert catalog.refresh_if_stale(wh) is not None
     assert row_count(wh, "trades") == 0
     # A catalog built from other schemas or curated SQL (an older version) is rebuilt.
-    monkeypatch.setattr(catalog, "design", lambda: "another version")
+    monkeypatch.setattr(catalog, "design", lambda *_: "another version")
     assert catalog.refresh_if_stale(wh) is not None
     assert catalog.refresh_if_stale(wh) is None
 

@@ -32,7 +32,7 @@ from typing import Final
 
 import duckdb
 
-from warehouse import catalog, display
+from warehouse import catalog, display, schemas
 from warehouse.errors import WarehouseError
 from warehouse.root import Warehouse
 from warehouse.store import read_again, replace_text
@@ -228,8 +228,13 @@ def build(
 
 def _accounts(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     union = " UNION ".join(f"SELECT DISTINCT account FROM {t}" for t in (*ALL_TABLES, "_rejects"))
+    # The exchange's rejected candles are no account's.
     return tuple(
-        row[0] for row in con.execute(f"SELECT account FROM ({union}) ORDER BY 1").fetchall()
+        row[0]
+        for row in con.execute(
+            f"SELECT account FROM ({union}) WHERE account <> $exchange ORDER BY 1",
+            {"exchange": schemas.EXCHANGE},
+        ).fetchall()
     )
 
 

@@ -33,9 +33,9 @@ TOP_TICKERS: Final = 12
 DAILY_POINTS: Final = 400
 #: A range longer than this lists funding per month in the table beside the per-day chart.
 DAILY_ROWS: Final = 92
-#: Every table the page counts, in the schema's order (the header's), with the day column that
-#: places a row in the range: its partition's.
-ALL_TABLES: Final = {table.name: table.partition_column for table in schemas.DATA_TABLES}
+#: Every account's table the page counts, in the schema's order (the header's), with the day
+#: column that places a row in the range: its partition's.
+ALL_TABLES: Final = {table.name: table.partition_column for table in schemas.ACCOUNT_TABLES}
 
 
 @dataclass(frozen=True, slots=True)
