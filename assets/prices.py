@@ -6,11 +6,11 @@ Which markets (`price_paths`): for each asset the warehouse holds (a ticker of `
 ``flow_records``, every account's) other than the reference currency, its spot market against
 the reference when the markets list has one, else its market to the first intermediate (by
 name) that has a market to the reference, and that one. From the first day the warehouse holds
-(of either view) to the run's today: every night replaces the whole range (a past candle stands
-still; the range's every day is a few requests per market), written as every history is, under
-the name `warehouse.schemas.EXCHANGE`. The rows are the exchange's, not an account's: the
-prices are read from the first account's exchange, with no key, and recorded as that name's
-source.
+(of either view), and the day before it (whose close values its first snapshot), to the run's
+today: every night replaces the whole range (a past candle stands still; the range's every day
+is a few requests per market), written as every history is, under the name
+`warehouse.schemas.EXCHANGE`. The rows are the exchange's, not an account's: the prices are
+read from the first account's exchange, with no key, and recorded as that name's source.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -118,7 +118,8 @@ async def load_prices(
     if not needed or found.first_day is None:
         return Priced(None, paths, unpriced, reference)
     sources.check(wh, EXCHANGE, source)
-    days = day_range(found.first_day, today + timedelta(days=1))
+    # A snapshot is valued at the close of the day before its own (holdings_value).
+    days = day_range(found.first_day - timedelta(days=1), today + timedelta(days=1))
     target = MonthlyTarget(wh, HISTORY, account=EXCHANGE, days=days, extracted_at=extracted_at)
     load = await load_monthly(
         client,

@@ -98,6 +98,17 @@ SPEC_FACTS: Final = {
     "DEPOSIT": _code_of(spec.TRANSACTION_METHODS, "deposit"),
 }
 _FILLED: Final = {**SPEC_FACTS, **flows.PARTS}
+#: The macros the curated views call, and an analyst may: ``exact_product(x, y)``, the product
+#: of two DECIMAL(38,18) cut toward zero at 18 places, and ``product_cut(x, y)``, whether that
+#: cut dropped a digit. By parts, x * int(y) + int(x) * frac(y) + frac(x) * frac(y), the last
+#: exact at 36 places: DuckDB types the plain product DECIMAL(38,36), which fails past 99.
+MACROS: Final = {
+    "frac18": "(x) AS CAST(x - trunc(x) AS DECIMAL(18, 18))",
+    "exact_product": "(x, y) AS CAST(\n"
+    "    x * trunc(y) + trunc(x) * frac18(y) + trunc(frac18(x) * frac18(y), 18)\n"
+    "    AS DECIMAL(38, 18))",
+    "product_cut": "(x, y) AS trunc(frac18(x) * frac18(y), 18) <> frac18(x) * frac18(y)",
+}
 _FACT: Final = re.compile(r"\{\{\s*([A-Z_]+)\s*\}\}")
 
 
@@ -193,7 +204,7 @@ def design(reference: str = spec.REFERENCE_CURRENCY) -> str:
     """A digest of what this version builds the views from: the tables' schemas and the
     curated views' SQL, of the reference currency (a catalog built from another is rebuilt,
     never patched)."""
-    digest = hashlib.sha256(repr(list(schemas.TABLES.values())).encode())
+    digest = hashlib.sha256(repr([list(schemas.TABLES.values()), MACROS]).encode())
     for name, text in sorted(_curated_sql(reference).items()):
         digest.update(f"{name}\0{text}\0".encode())
     return digest.hexdigest()
@@ -469,8 +480,10 @@ def _path_type(schema: TableSchema, name: str) -> str:
 def _create_curated_views(
     con: duckdb.DuckDBPyConnection, reference: str = spec.REFERENCE_CURRENCY
 ) -> tuple[str, ...]:
-    """The views of ``warehouse/sql`` (prices in ``reference``); one that names another is
-    created after it."""
+    """The views of ``warehouse/sql`` (prices in ``reference``), after the `MACROS` they call;
+    one that names another is created after it."""
+    for macro, text in MACROS.items():
+        con.execute(f"CREATE MACRO {macro}{text}")
     texts = _curated_sql(reference)
     named = {name: re.compile(rf"\b{re.escape(name)}\b") for name in texts}
     after = {

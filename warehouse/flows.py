@@ -122,6 +122,7 @@ def records_sql(histories: Iterable[spec.History]) -> str:
 PARTS: Final = {
     "FLOW_RECORDS": records_sql(spec.HISTORIES.values()),
     "FLOW_KINDS": ", ".join(spec.FLOW_KINDS),
+    "CONTRIBUTION_KINDS": ", ".join(f"'{kind}'" for kind in spec.CONTRIBUTION_KINDS),
     # Each kind's sum, a column of its name (net_flows, the statement's placed flows).
     "FLOW_SUMS": "\n".join(
         f"coalesce(sum(amount) FILTER (WHERE kind = '{kind}'), 0) AS {kind},"

@@ -96,6 +96,7 @@ from ._histories import (
     TRADING_BALANCES,
 )
 from ._history import (
+    CONTRIBUTION_KINDS,
     FLOW_KINDS,
     OWNER,
     SNAPSHOT,
@@ -217,6 +218,7 @@ __all__ = [
     "COLLATERAL_BALANCE",
     "COLLATERAL_BALANCES",
     "COLLATERAL_BALANCE_SUMMARY",
+    "CONTRIBUTION_KINDS",
     "CONVERSIONS",
     "CONVERSION_FIELDS",
     "CONVERSION_PATH_FIELDS",

@@ -189,6 +189,15 @@ FLOW_KINDS: Final = (
     "transfers_out",
     "interest",
 )
+#: The kinds that are money paid in or taken out (a contribution), not earned: what a return is
+#: net of. A transfer between two accounts of the warehouse is both accounts' and nets across them.
+CONTRIBUTION_KINDS: Final = (
+    "deposits",
+    "withdrawals",
+    "withdrawals_returned",
+    "transfers_in",
+    "transfers_out",
+)
 
 #: How the account statement places a record's flow between snapshots T1 and T2: ``exact``, a
 #: time to the microsecond, T1 < time <= T2; ``stamped``, a time in whole seconds (the second it

@@ -7,6 +7,7 @@ file."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import itertools
 import os
@@ -15,19 +16,31 @@ import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from decimal import Decimal, localcontext
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_DOWN, Decimal, localcontext
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from assets.prices import load_prices, price_paths
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
-from tests.simulator.ledger_reading import PRECISION, balances
+from pipeline.whitebit import AsyncWhiteBIT
+from tests.simulator.ledger_reading import (
+    PRECISION,
+    Flows,
+    balances,
+    every,
+    investments_state,
+    sum_of,
+)
 from tests.support.cli_runs import invoke
+from tests.support.client import FAST_RETRIES
 from tests.warehouse.simulated_ledger import DAY_S, Edit, Extraction
-from warehouse import Warehouse, catalog, flows
+from warehouse import Warehouse, catalog, flows, sources
 
 #: 2026-09-23 14:33:54: two days after the epoch, inside a funding round.
 T1 = EPOCH + 2 * DAY_S + 1_234
@@ -54,6 +67,9 @@ class Ledger:
     sim: Simulator
     root: Path
     accounts: dict[str, Extraction]
+    #: What the simulator's ledger says each account holds at each moment, per asset: its
+    #: balances and the principal of its active investments.
+    held: dict[tuple[str, int], Flows]
 
     def query(self, sql: str, *params: object, root: Path | None = None) -> list[tuple[Any, ...]]:
         with catalog.connect(Warehouse.open(root or self.root)) as con:
@@ -71,14 +87,36 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ledger]:
             MAIN: Extraction(sim, wh, MAIN, sim.credentials),
             SUB: Extraction(sim, wh, SUB, sim.credentials_for(SUB)),
         }
+        held = {}
         for moment in MOMENTS:
             sim.clock.advance(moment - sim.clock.now())
             for name, account in accounts.items():
                 account.snapshot(main=name == MAIN)
+                held[name, moment] = sum_of(
+                    balances(sim, account.creds), investments_state(sim, account.creds)[0]
+                )
         for name, account in accounts.items():
             account.histories(SINCE, main=name == MAIN)
         catalog.refresh(wh)
-        yield Ledger(sim, root, accounts)
+        asyncio.run(_prices(sim, wh))
+        catalog.refresh(wh)
+        yield Ledger(sim, root, accounts, held)
+
+
+async def _prices(sim: Simulator, wh: Warehouse) -> None:
+    """The exchange's candles of what the accounts hold or moved, as the prices asset loads
+    them: over loopback HTTP, with no key."""
+    async with AsyncWhiteBIT(base_url=sim.url, pacing=False, retry=FAST_RETRIES) as client:
+        priced = await load_prices(
+            client,
+            wh,
+            today=day_of(T3),
+            extracted_at=_instant(T3),
+            source=sources.Source.address(sim.url),
+            environ={},
+        )
+    assert priced.load is not None
+    assert priced.load.written.rows > 0
 
 
 def test_every_interval_of_a_main_account_and_a_sub_account_reconciles(ledger: Ledger) -> None:
@@ -196,6 +234,125 @@ def test_a_funding_payment_at_the_closing_instant_is_in_the_interval(ledger: Led
         _instant(T2),
     )
     assert at_close[0][0] > 0
+
+
+_CUT = Decimal(10) ** -18
+
+
+def _times(amount: Decimal, price: Decimal) -> Decimal:
+    """``amount * price`` cut toward zero at 18 places, as the views value."""
+    with localcontext() as context:
+        context.prec = PRECISION
+        return (amount * price).quantize(_CUT, rounding=ROUND_DOWN)
+
+
+class _Closes:
+    """Each asset's price in USDT on a day, from the simulator's own candles as its clock (T3)
+    makes them: its market's close, else the product of two closes through an intermediate."""
+
+    def __init__(self, sim: Simulator, assets: set[str]) -> None:
+        self.candles = sim.state.prices
+        self.paths, self.unpriced = price_paths(
+            orjson.loads(self.candles.markets_body), assets, "USDT"
+        )
+
+    def __call__(self, asset: str, day: date) -> Decimal | None:
+        if asset == "USDT":
+            return Decimal(1)
+        if asset in self.unpriced:
+            return None
+        number = int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) // DAY_S
+        closes = [Decimal(str(self.candles.candle(m, number, T3)[2])) for m in self.paths[asset]]
+        return closes[0] if len(closes) == 1 else _times(*closes)
+
+
+def test_the_value_and_earnings_by_source_are_the_ledgers_at_the_exchanges_closes(
+    ledger: Ledger,
+) -> None:
+    """Each snapshot's value is the simulator's holdings at that moment, each at the close of
+    the day before it; the month's earnings are the flows the statement places (which reconcile
+    to the ledger), each valued at its day's close, summed by source, with the market effect
+    the remainder: all to the last of 18 decimals. Funding is the simulator's funding history.
+    The return is Modified Dietz, to double precision; a transfer between the two accounts is
+    worth as much on both sides, so it nets to zero across them."""
+    assets = {t for held in ledger.held.values() for t in held}
+    flows_placed = ledger.query(
+        "SELECT account, kind, ticker, day, moved_at, amount, fee, record_id "
+        "FROM flow_placement WHERE closing_date IN (?, ?)",
+        day_of(T2),
+        day_of(T3),
+    )
+    price = _Closes(ledger.sim, assets | {row[2] for row in flows_placed})
+    assert price.unpriced == ["XLM"]  # held at zero: a zero is worth zero, named nowhere
+    values = {}
+    for (account, moment), held in ledger.held.items():
+        on = day_of(moment) - timedelta(days=1)
+        values[account, moment] = sum(
+            (_times(h, p) for t, h in held.items() if h and (p := price(t, on)) is not None),
+            Decimal(0),
+        )
+    got = ledger.query("SELECT account, snapshot_at, value, unpriced_assets FROM account_value")
+    assert {(a, t): (v, u) for a, t, v, u in got} == {
+        (a, _instant(m)): (v, []) for (a, m), v in values.items()
+    }
+    rows = {
+        r[0]: r[1:]
+        for r in ledger.query(
+            "SELECT account, month, opening_value, net_contributions, funding, interest, "
+            "realized_pnl, fees, market_effect, closing_value, unpriced_assets, monthly_return "
+            "FROM monthly_earnings"
+        )
+    }
+    assert set(rows) == {MAIN, SUB}
+    funding_paid = {
+        name: sum(
+            (
+                Decimal(e["fundingAmount"])
+                for e in every(ledger.sim, spec.FUNDING_HISTORY, {}, account.creds)
+                if T1 < int(e["fundingTime"]) <= T3
+            ),
+            Decimal(0),
+        )
+        for name, account in ledger.accounts.items()
+    }
+    # A transfer's value on each side it has in the warehouse (sub_2 is not extracted).
+    transfers: dict[str, list[Decimal]] = defaultdict(list)
+    for account, (month, *figures, unpriced, monthly_return) in rows.items():
+        by: dict[str, Decimal] = defaultdict(Decimal)
+        weighted = Fraction(0)
+        for _, kind, ticker, day, moved_at, amount, fee, record in (
+            r for r in flows_placed if r[0] == account
+        ):
+            p = price(ticker, day)
+            assert p is not None, ticker
+            net, fee_value = _times(amount, p) - _times(fee, p), _times(fee, p)
+            source = "contributions" if kind in spec.CONTRIBUTION_KINDS else kind
+            by[source] += net
+            by["fees"] += fee_value
+            if kind.startswith("transfers"):
+                transfers[record].append(net)
+            if source == "contributions":
+                left = (_instant(T3) - moved_at) / (_instant(T3) - _instant(T1))
+                weighted += Fraction(net) * Fraction(min(1.0, max(0.0, left)))
+        opening, closing = values[account, T1], values[account, T3]
+        sources_ = [by[k] for k in ("contributions", "funding", "interest", "realized_pnl")]
+        market = closing - opening - sum(sources_) - by["fees"]
+        assert month == day_of(T3).strftime("%Y-%m")
+        assert figures == [opening, *sources_, by["fees"], market, closing], account
+        assert unpriced == []
+        assert sum(figures[:-1]) == closing  # to the last digit, by its construction
+        assert by["funding"] == funding_paid[account] != 0, account
+        dietz = Fraction(closing - opening - by["contributions"]) / (Fraction(opening) + weighted)
+        assert monthly_return == pytest.approx(float(dietz), rel=1e-12, abs=1e-15)
+    between = [sides for sides in transfers.values() if len(sides) == 2]
+    assert between
+    assert all(sum(sides) == 0 for sides in between)
+    ((accounts, total, contributions),) = ledger.query(
+        "SELECT accounts, closing_value, net_contributions FROM monthly_earnings_across_accounts"
+    )
+    assert accounts == 2
+    assert total == values[MAIN, T3] + values[SUB, T3]
+    assert contributions == rows[MAIN][2] + rows[SUB][2]
 
 
 def test_each_order_is_the_sum_of_its_fills_and_each_fill_has_its_order(ledger: Ledger) -> None:

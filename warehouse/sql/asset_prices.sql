@@ -3,9 +3,8 @@
 -- against the reference (path 'BTC_USDT'), else the product of the closes of its market to one
 -- intermediate and of the intermediate's to the reference (path 'ETH_BTC*BTC_USDT'; of the
 -- intermediates with both candles that day, the first by name); the reference itself is 1 (path
--- its ticker). Exact: DuckDB types the product of two DECIMAL(38,18) as DECIMAL(38,36), which
--- fails past 99, so the view multiplies by parts (integer and fraction of each close) exactly to
--- 36 places and keeps 18, cut toward zero; price_exact is false where that cut dropped a digit.
+-- its ticker). Exact: the product is kept to 18 places, cut toward zero (exact_product);
+-- price_exact is false where that cut dropped a digit.
 -- A day without the candles a path needs has no row; an asset no market prices has none at all
 -- (the unpriced_assets check names it).
 WITH candles AS (
@@ -28,23 +27,14 @@ legs AS (
         AND NOT EXISTS (
             SELECT 1 FROM direct AS d WHERE d.asset = a.stock AND d.price_date = a.price_date
         )
-),
-parts AS (
-    -- x * y = x * int(y) + int(x) * frac(y) + frac(x) * frac(y): the first two exact at 18
-    -- places (an error, never a rounding, past 20 integer digits), the last exact at 36.
-    SELECT asset, price_date, path,
-        x * trunc(y) + trunc(x) * (y - trunc(y))::DECIMAL(18, 18) AS whole,
-        (x - trunc(x))::DECIMAL(18, 18) * (y - trunc(y))::DECIMAL(18, 18) AS tail
-    FROM legs
-    WHERE n = 1
 )
 SELECT asset, price_date, price::DECIMAL(38, 18) AS price, path, true AS price_exact,
     {{REFERENCE}} AS reference
 FROM direct
 UNION ALL
-SELECT asset, price_date, (whole + trunc(tail, 18))::DECIMAL(38, 18), path,
-    trunc(tail, 18)::DECIMAL(36, 36) = tail, {{REFERENCE}}
-FROM parts
+SELECT asset, price_date, exact_product(x, y), path, NOT product_cut(x, y), {{REFERENCE}}
+FROM legs
+WHERE n = 1
 UNION ALL
 SELECT DISTINCT {{REFERENCE}}, candle_date, 1::DECIMAL(38, 18), {{REFERENCE}}, true,
     {{REFERENCE}}
