@@ -15,6 +15,8 @@ the partitions a run wrote):
 - ``balances_reconcile`` (blocking): between consecutive snapshots, each asset's holdings moved
   by exactly the flows its records tell (``reconciliation``); a residual names the account, the
   asset, the days and the amount.
+- ``holdings_valued`` (warns): every asset held at a snapshot or moved in an interval has a
+  price on its day (``account_value``, ``flow_values``); one without is named with its days.
 
 Which table's asset carries which (`view_specs`) follows the declarations: the fills and the
 orders (`spec.TRADES`, `spec.ORDERS`), the snapshot whose instant opens and closes an interval
@@ -43,6 +45,7 @@ FILLS_HAVE_ORDERS: Final = "fills_have_orders"
 ORDERS_MATCH_FILLS: Final = "orders_match_fills"
 UNLISTED_VALUES: Final = "unlisted_values"
 BALANCES_RECONCILE: Final = "balances_reconcile"
+HOLDINGS_VALUED: Final = "holdings_valued"
 #: How many a failed check's description names; its metadata counts them all.
 FIRST: Final = 5
 OPEN_RULE: Final = "filled after the newest close the account's orders hold"
@@ -86,6 +89,14 @@ def view_specs(asset: dg.AssetKey, history: spec.History) -> list[dg.AssetCheckS
                 "tell (reconciliation)",
             )
         )
+        out.append(
+            dg.AssetCheckSpec(
+                HOLDINGS_VALUED,
+                asset=asset,
+                description="Every asset held at a snapshot or moved has a price on its day "
+                "(account_value, flow_values); warns",
+            )
+        )
     return out
 
 
@@ -111,6 +122,8 @@ def for_views(
             results.append(orders_match_fills(wh, account, key=key))
         elif check.name == UNLISTED_VALUES:
             results.append(unlisted_values(wh, history.name, account, key=key))
+        elif check.name == HOLDINGS_VALUED:
+            results.append(holdings_valued(wh, account, before, key=key))
         else:
             results.append(balances_reconcile(wh, account, before, key=key))
     return results
@@ -419,6 +432,41 @@ def balances_reconcile(
                 ]
             ),
         },
+    )
+
+
+def holdings_valued(
+    wh: Warehouse, account: str, before: date | None = None, *, key: dg.AssetKey
+) -> dg.AssetCheckResult:
+    """Warns naming each asset the account held at a snapshot, or moved in an interval, that
+    has no price on its day (of the snapshots and intervals before the day ``before``, else
+    all): the value views leave it out, never count it at zero."""
+    within = "" if before is None else " AND snapshot_date < $before"
+    placed = "" if before is None else " AND closing_date < $before"
+    missing = _rows(
+        wh,
+        "SELECT ticker, min(day) AS first, max(day) AS last, count(DISTINCT day) AS days "  # noqa: S608
+        "FROM (SELECT unnest(unpriced_assets) AS ticker, value_date AS day FROM account_value "
+        f"WHERE account = $account{within} UNION ALL SELECT ticker, day FROM flow_values "
+        f"WHERE account = $account AND value IS NULL AND amount <> 0{placed}) "
+        "GROUP BY ticker ORDER BY ticker",
+        {"account": account, "before": before},
+    )
+    shown = "; ".join(
+        f"{r['ticker']} on {r['days']} day(s), {_text(r['first'])} .. {_text(r['last'])}"
+        for r in missing[:FIRST]
+    )
+    more = f" and {len(missing) - FIRST} more" if len(missing) > FIRST else ""
+    return dg.AssetCheckResult(
+        check_name=HOLDINGS_VALUED,
+        asset_key=key,
+        passed=not missing,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None
+        if not missing
+        else f"{len(missing)} asset(s) of {account} have no price on a day it held or moved "
+        f"them, and are in no value (exchange/daily_candles, asset_prices): {shown}{more}",
+        metadata={"unvalued": [r["ticker"] for r in missing]},
     )
 
 

@@ -16,6 +16,8 @@ from assets.resources import WarehouseResource
 from pipeline import spec
 from tests.support.records import DAY_START, movement, order, position_event, trade
 from warehouse import Warehouse, catalog, normalize, partitions
+from warehouse.monthly import MonthlyLoad, MonthlyTarget
+from warehouse.schemas import EXCHANGE
 
 ACCOUNT = "main"
 KEY = dg.AssetKey([ACCOUNT, "table"])
@@ -176,6 +178,42 @@ def test_balances_reconcile_names_account_asset_days_and_amount(wh: Warehouse) -
     assert view_checks.balances_reconcile(wh, ACCOUNT, T2.date(), key=KEY).passed
 
 
+def test_holdings_valued_names_an_asset_held_with_no_price_on_its_day(wh: Warehouse) -> None:
+    """BTC held at a snapshot, and moved by a withdrawal, with no candle of its day: named,
+    with its days; USDT, the reference, needs none. With the candle of the day before the
+    snapshot (its value_date) and the withdrawal's day, it passes."""
+    at = int(T1.timestamp()) + 60
+    write(wh, spec.DEPOSITS_WITHDRAWALS, [movement(createdAt=at, ticker="BTC", method=2)])
+    write(wh, spec.MAIN_BALANCES, {"USDT": {"main_balance": "5"}, "BTC": {"main_balance": "1"}})
+    write(wh, spec.MAIN_BALANCES, {"USDT": {"main_balance": "5"}, "BTC": {"main_balance": "2"}},
+          at=T1)  # fmt: skip
+    result = view_checks.holdings_valued(wh, ACCOUNT, key=KEY)
+    assert not result.passed
+    assert result.severity == dg.AssetCheckSeverity.WARN
+    assert result.description == (
+        f"1 asset(s) of {ACCOUNT} have no price on a day it held or moved them, and are in no "
+        "value (exchange/daily_candles, asset_prices): BTC on 2 day(s), 2024-02-29 .. 2024-03-01"
+    )
+    load = MonthlyLoad(
+        MonthlyTarget(wh, spec.DAILY_CANDLES, account=EXCHANGE, days=[T1.date() - timedelta(1),
+                      T1.date()], extracted_at=T2)
+    )  # fmt: skip
+    load.take({"BTC_USDT": [_candle(day, "60000.5") for day in (T1.date() - timedelta(1),
+                                                                 T1.date())]})  # fmt: skip
+    load.finish()
+    catalog.refresh(wh)
+    assert view_checks.holdings_valued(wh, ACCOUNT, key=KEY).passed
+    with catalog.connect(wh) as con:
+        values = con.execute("SELECT value FROM account_value ORDER BY snapshot_date").fetchall()
+    assert values == [(Decimal("120006"),), (Decimal("60005.5"),)]
+
+
+def _candle(day: date, close: str) -> dict[str, object]:
+    t = int(datetime.combine(day, datetime.min.time(), UTC).timestamp())
+    return {"time": t, "open": close, "close": close, "high": close, "low": close,
+            "volume_stock": "1", "volume_money": close}  # fmt: skip
+
+
 def test_the_specs_a_table_declares_are_the_results_it_gets(wh: Warehouse) -> None:
     declared = {
         h.name: [(c.name, c.blocking) for c in view_checks.view_specs(KEY, h)]
@@ -183,7 +221,7 @@ def test_the_specs_a_table_declares_are_the_results_it_gets(wh: Warehouse) -> No
     }
     assert declared["trades"] == [("fills_have_orders", False), ("unlisted_values", False)]
     assert declared["orders"] == [("orders_match_fills", False), ("unlisted_values", False)]
-    assert declared["main_balances"] == [("balances_reconcile", True)]
+    assert declared["main_balances"] == [("balances_reconcile", True), ("holdings_valued", False)]
     assert declared["funding_history"] == declared["trading_balances"] == []
     assert {
         name for name, checked in declared.items() if ("unlisted_values", False) in checked
@@ -214,8 +252,10 @@ def test_a_failed_reconciliation_stops_what_depends_on_the_balances(wh: Warehous
         return None
 
     result = dg.materialize([balances, report], raise_on_error=False)
-    (evaluation,) = result.get_asset_check_evaluations()
-    assert (evaluation.check_name, evaluation.passed) == ("balances_reconcile", False)
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    evaluation = evaluations[view_checks.BALANCES_RECONCILE]
+    assert not evaluation.passed
+    assert evaluations[view_checks.HOLDINGS_VALUED].passed  # USDT, the reference, is 1
     assert "USDT 2024-03-01 .. 2024-03-02: -1" in (evaluation.description or "")
     materialized = {e.asset_key for e in result.get_asset_materialization_events()}
     assert dg.AssetKey("report") not in materialized
