@@ -5,6 +5,11 @@ two). With the spec's budgets on, a walk's rate is shown against its budget, wit
 simulator answered. With budgets off, the funding walk is set against a plain sequential
 `httpx.Client` loop that signs its own requests and fetches the same pages, and the simulator's
 own CPU time during those walks tells how many pages one core of it serves a second.
+
+The prices walk (`spec.DAILY_CANDLES`, as the prices asset walks it): the daily candles of every
+spot market the simulator lists, a year of them and seven years, under the spec's budgets; its
+requests a second against the public v1 budget, and what bounds it where the budget does not
+(the pacer's opening burst, each side's CPU while it walked).
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 
+from assets.prices import PAGING
 from bench import Figure
 from pipeline import spec
 from pipeline.simulator import EPOCH, SpawnedSimulator, spawn
@@ -39,6 +45,9 @@ FUNDING_PAGES = 1_000
 REPEATS = 3
 FUNDING = spec.FUNDING_HISTORY
 INVESTMENTS = spec.INVESTMENTS_HISTORY
+PRICES = spec.DAILY_CANDLES
+#: The prices walks' ranges, in years of 365 days ending with the simulator's day.
+PRICES_YEARS = (1, 7)
 
 
 @contextmanager
@@ -142,6 +151,68 @@ async def _investments_walk(
         async for _ in walk:
             pass
     return walk.stats
+
+
+#: A prices walk: its stats, its markets, the client's requests in flight at once, and the CPU
+#: seconds each side spent while it walked (ours, then the simulator's).
+PricesWalked = tuple[WalkStats, int, int, float, float]
+
+
+async def _prices_walk(sim: SpawnedSimulator, years: int) -> PricesWalked:
+    """Every spot market's daily candles of ``years`` years to the simulator's day, walked as the
+    prices asset walks them (the markets listed first), a fresh pacer with the spec's budgets."""
+    async with AsyncWhiteBIT(base_url=sim.url, pacing=Pacer()) as client:
+        markets = [m["name"] for m in await client.markets() if m["type"] == "spot"]
+        until = datetime.fromtimestamp(FROZEN_AT, UTC).date() + timedelta(days=1)
+        since = until - timedelta(days=365 * years)
+        walk = client.walk(
+            PRICES,
+            since=datetime.combine(since, datetime.min.time(), UTC),
+            until=datetime.combine(until, datetime.min.time(), UTC),
+            values={PAGING.setting: markets},
+        )
+        ours_before, served_before = time.process_time(), _cpu_seconds(sim)
+        async for _ in walk:
+            pass
+        ours_s, served_s = time.process_time() - ours_before, _cpu_seconds(sim) - served_before
+        return walk.stats, len(markets), client.max_concurrency, ours_s, served_s
+
+
+def _prices_figure(years: int, walked: PricesWalked, limited: int) -> Figure:
+    """The walk's requests a second against the public v1 budget. The budget bounds a walk that
+    takes no longer than the pacer makes it (its opening burst at once, then its rate); of a
+    walk that takes longer, what bounds it is said: its few requests, and each side's CPU."""
+    stats, markets, slots, ours_s, served_s = walked
+    op, pacer = PRICES.operation, Pacer()
+    budget, burst = op.budget, pacer.burst_of(op)
+    floor_s = max(stats.pages - burst, 0) / pacer.rate(op)
+    share = stats.pages_per_s / budget.per_second
+    if floor_s >= 0.95 * stats.elapsed_s:
+        bound = "the budget bounds it"
+    else:
+        ours_busy, theirs_busy = ours_s / stats.elapsed_s, served_s / stats.elapsed_s
+        side = "the simulator's CPU, making" if theirs_busy >= ours_busy else "our CPU, reading"
+        # Every market and window is asked at once, as many in flight as the client has slots.
+        trips = -(-stats.pages // slots)
+        bound = (
+            f"not the budget: the walk is {stats.pages / budget.requests:.1%} of one "
+            f"{budget.period_s:g} s span's {budget.requests:,} requests, bounded by their number "
+            f"(an answer holds {spec.KLINE_MAX_CANDLES:,} days) and their round trips ({trips}, "
+            f"{slots} in flight at once), here by {side} the candles: CPU busy "
+            f"{theirs_busy:.0%} of the walk in the simulator, {ours_busy:.0%} in ours"
+        )
+    return Figure(
+        SECTION,
+        f"prices walk, {markets} markets' daily candles, {years} year(s): requests/s",
+        stats.pages_per_s,
+        "requests/s",
+        budget.per_second,
+        f"budget {budget.requests:,} requests / {budget.period_s:g} s",
+        f"{share:.1%} of the budget's rate while walking; {stats.pages} requests, "
+        f"{stats.rows:,} candles in {stats.elapsed_s:.2f} s against the pacer's floor of "
+        f"{floor_s:.2f} s (a burst of {burst}, then {pacer.rate(op):.0f} a second); {limited} "
+        f"answers 429; {bound}",
+    )
 
 
 def _budget_figures(
@@ -253,4 +324,11 @@ def run() -> list[Figure]:
                 note=f"{free.rows} investments in {len(free.slices)} slices",
             ),
         ]
+
+        # (d) the prices walk, the spec's budgets on.
+        sim.control("limits", enabled=True)
+        for years in PRICES_YEARS:
+            before = _rate_limited(sim)
+            walked = asyncio.run(_prices_walk(sim, years))
+            figures.append(_prices_figure(years, walked, _rate_limited(sim) - before))
     return figures
