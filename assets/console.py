@@ -64,7 +64,7 @@ class _Ending:
 
 
 @contextmanager
-def progress_bar(console: Console, total: int, title: str) -> Iterator[_Ending]:
+def progress_bar(console: Console, total: int | None, title: str) -> Iterator[_Ending]:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

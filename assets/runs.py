@@ -105,7 +105,13 @@ def materialize(
     # A progress step per day written: every day of each history by month, one per snapshot.
     days = len(days_of(request, location.clock.today()))
     monthly = {key for assets in location.built for key in assets.monthly_keys}
-    total = sum(days if key in monthly else 1 for key in selection)
+    snapshots = {key for assets in location.built for key in assets.snapshot_keys}
+    # The prices' days are the warehouse's, known once the run has read it: no total.
+    total = (
+        None
+        if set(selection) - monthly - snapshots
+        else sum(days if key in monthly else 1 for key in selection)
+    )
     # The run's id is chosen here so that its events can be watched from the first one on.
     run_id = str(uuid.uuid4())
     INTERRUPTS.clear()

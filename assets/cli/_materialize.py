@@ -48,7 +48,12 @@ if TYPE_CHECKING:  # Dagster loads in the commands that run something: --help st
 #: its first day is its start date.
 DEMO_DAYS: Final = 30
 #: A query across the accounts: each asset's balances summed over them, exactly.
-DEMO_QUERY: Final = "SELECT * FROM balances_across_accounts ORDER BY ticker"
+#: What the demo prints last: the assets summed over the accounts, and what each is worth.
+DEMO_QUERIES: Final = (
+    "SELECT * FROM balances_across_accounts ORDER BY ticker",
+    "SELECT account, snapshot_date, value, assets_valued, unpriced_assets FROM account_value "
+    "ORDER BY ALL",
+)
 
 
 def _location(names: Sequence[Account]) -> Location:
@@ -465,17 +470,23 @@ def demo() -> None:
         catalog.refresh_if_stale(warehouse())
 
     names = [account.name for account in location.accounts]
+    tables = [*(t.name for t in schemas.ACCOUNT_TABLES), schemas.REJECTS]
     counts = " UNION ALL ".join(
         f"SELECT '{table}' AS \"table\", "  # noqa: S608 - the schema's own names
         + ", ".join(f"count(*) FILTER (account = '{n}') AS \"{n}\"" for n in names)
         + f' FROM "{table}"'
-        for table in schemas.TABLES
+        for table in tables
     )
     with catalog.connect(warehouse()) as con:
         out.print("\n[bold]Rows per table and account[/bold]")
-        con.sql(counts).show(max_width=120, max_rows=len(schemas.TABLES))
-        out.print(f"\n[bold]{DEMO_QUERY}[/bold]")
-        con.sql(DEMO_QUERY).show(max_width=120)
+        con.sql(counts).show(max_width=120, max_rows=len(tables))
+        ((rows, markets),) = con.execute(
+            "SELECT count(*), count(DISTINCT market) FROM daily_candles"
+        ).fetchall()
+        out.print(f"daily_candles, the exchange's: {rows} rows of {markets} markets")
+        for query in DEMO_QUERIES:
+            out.print(f"\n[bold]{query}[/bold]")
+            con.sql(query).show(max_width=120)
     write_report(out)
     command = this_command()
     hints = [

@@ -330,6 +330,8 @@ def test_demos_a_day_apart_across_midnight_rerun_the_first_range_unchanged(
     assert clock.asked == midnight.timestamp() - 1
     assert "Rows per table and account" in said
     assert "balances_across_accounts" in said  # the query across the two accounts
+    assert "FROM account_value" in said  # and what each is worth, the exchange's prices read
+    assert re.search(r"daily_candles, the exchange's: [1-9]\d* rows of [1-9]\d* markets", said)
     assert "make ui" in said
     # The demo ends by writing the report of both accounts, and says where.
     assert "Report of main, sub_1" in said

@@ -1,5 +1,6 @@
 """The demo's runs through Dagster, on the embedded simulator: the day between its two snapshots
-reconciles to zero for every asset of both accounts, plans that ended that day among them."""
+reconciles to zero for every asset of both accounts, plans that ended that day among them; then
+the exchange's prices value both accounts and their day's earnings."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rich.console import Console
 from assets.cli._materialize import demo_requests
 from assets.definitions import Location, location
 from assets.instance import instance
+from assets.jobs import prices_request
 from assets.runs import materialize
 from assets.settings import Settings
 from warehouse import Warehouse, catalog
@@ -73,6 +75,11 @@ def test_the_demos_day_between_its_two_snapshots_reconciles_to_zero(tmp_path: Pa
             narrowed = _narrowed(demo, account, request, first)
             outcome = materialize(demo, narrowed, runs, console=quiet, title=account)
             assert outcome.success, (account, outcome.said)
+        assert demo.prices is not None
+        priced = materialize(
+            demo, prices_request(demo.prices, ASKED), runs, console=quiet, title="exchange"
+        )
+        assert priced.success, priced.said
     wh = Warehouse.open(tmp_path / "warehouse")
     catalog.refresh(wh)
     with catalog.connect(wh) as con:
@@ -95,7 +102,28 @@ def test_the_demos_day_between_its_two_snapshots_reconciles_to_zero(tmp_path: Pa
             "SELECT i.investment_id FROM investments AS i JOIN holdings AS h "
             "USING (account, snapshot_date) WHERE i.status = 1 AND i.payment_time <= h.snapshot_at"
         ).fetchall()
+        valued = con.execute(
+            "SELECT account, count(*), bool_and(value > 0), flatten(list(unpriced_assets)) "
+            "FROM account_value GROUP BY account ORDER BY account"
+        ).fetchall()
+        earned = con.execute(
+            "SELECT account, opening_date, closing_date, opening_value + net_contributions "
+            "+ funding + interest + realized_pnl + fees + market_effect = closing_value, "
+            "funding <> 0, monthly_return IS NOT NULL FROM monthly_earnings ORDER BY account"
+        ).fetchall()
+        team = con.execute(
+            "SELECT e.accounts, e.closing_value = v.value FROM monthly_earnings_across_accounts "
+            "AS e JOIN value_across_accounts AS v ON v.value_date = ?",
+            [ASKED - timedelta(days=1)],
+        ).fetchall()
     assert off == []
+    # Both accounts worth something at both snapshots, every asset held priced; the day's
+    # earnings sum to the closing value, funding among them, and the team's is both accounts'.
+    assert valued == [(account, 2, True, []) for account in ("main", "sub_1")]
+    assert earned == [
+        (account, opening.date(), closing.date(), True, True, True) for account in ("main", "sub_1")
+    ]
+    assert team == [(2, True)]
     # Plans ended between the snapshots, at their payment times, their principal given back:
     # the day reconciles with them.
     assert ended
