@@ -233,9 +233,12 @@ def test_the_demos_page_draws_every_chart_offline_with_the_headline_of_sql(
         "(scripts) => scripts.map((s) => s.dataset.chart)"
     )
     assert sorted(charts) == sorted(data)
-    # The summary across the two accounts, then each account's own charts.
+    # The summary across the two accounts, then each account's own charts; the value, the
+    # earnings and the returns of both and of their total, and the fees valued.
+    worth = [f"{whose}-{name}" for whose in ("summary", MAIN, SUB)
+             for name in ("value", "earnings", "returns")]  # fmt: skip
     for expected in ("summary-funding", f"{MAIN}-cumulative", f"{MAIN}-investments",
-                     f"{SUB}-daily", f"{SUB}-balances"):  # fmt: skip
+                     f"{SUB}-daily", f"{SUB}-balances", *worth, f"{MAIN}-fee-value"):  # fmt: skip
         assert expected in charts
     for chart in charts:
         plotted = page.evaluate(PLOTTED, chart)
@@ -303,8 +306,9 @@ def test_a_part_read_from_a_table_whose_run_failed_is_marked_partial_naming_it(
     page: Page, partial: tuple[Path, datetime]
 ) -> None:
     """The main account's funding run failed: its funding, P&L (net without that funding),
-    flows and reconciliation are marked, naming funding_history and the run's end; its balances,
-    investments and trading are not, nor is any part of the sub-account."""
+    flows, earnings, returns and reconciliation are marked, naming funding_history and the run's
+    end; its value, balances, investments and trading are not, nor is any part of the
+    sub-account."""
     path, ended = partial
     _open(page, path)
     marks = """(section) => [...section.querySelectorAll("h3")].map((h) => [h.textContent,
@@ -313,15 +317,17 @@ def test_a_part_read_from_a_table_whose_run_failed_is_marked_partial_naming_it(
     when = f"{ended:%Y-%m-%d %H:%M} UTC"
     marked = {title for title, said in main.items() if said}
     assert marked == {title for title in main if title.startswith(
-        ("Funding", "P&L", "Flows", "Reconciliation"))}, main  # fmt: skip
-    assert len(marked) == 6, main  # funding: three parts; P&L, flows, reconciliation
+        ("Funding", "P&L", "Flows", "Reconciliation", "Earnings", "Returns"))}, main  # fmt: skip
+    # funding: three parts; P&L, flows, reconciliation, earnings and returns
+    assert len(marked) == 8, main
     for title in marked:
         assert f"{MAIN}'s funding_history (ended {when}) failed" in main[title], main[title]
     assert not any(dict(page.locator(f"section#account-{SUB}").evaluate(marks)).values())
     summary = dict(page.locator("section#summary").evaluate(marks))
     assert [t for t, said in summary.items() if said] == [
-        "Funding across accounts: received, paid, net"
-    ]
+        "Earnings by source per month, in USDT", "Returns per month, and chained",
+        "Funding across accounts: received, paid, net",
+    ]  # fmt: skip
     expect(page.locator("#partial")).to_contain_text(
         f"{MAIN}: the latest run of funding_history failed"
     )

@@ -20,6 +20,7 @@ from pipeline import spec
 from tests.support.records import D1, D2, D3, D4, EXTRACTED_AT, at, investment, plan
 from warehouse import Warehouse, catalog, normalize, partitions, report, schemas
 from warehouse.display import decimal_text
+from warehouse.report import _value
 
 ALPHA, BETA = "alpha", "beta"
 #: A chart's data on the page (the page's script names the attribute too, in a selector).
@@ -396,9 +397,15 @@ def test_one_account_of_two(filled: Path, tmp_path: Path) -> None:
 
 
 def test_several_accounts_have_a_summary_then_a_section_each(filled: Path, tmp_path: Path) -> None:
-    _, page = _write(filled, tmp_path / "report.html", accounts=(BETA, ALPHA))
+    """... and, the warehouse holding no prices, the summary's and each account's value,
+    earnings and returns are one line saying so, with no chart and no zero."""
+    written, page = _write(filled, tmp_path / "report.html", accounts=(BETA, ALPHA))
     sections = list(page.sections)
     assert sections == ["summary", "account-beta", "account-alpha"]
+    assert written.html.count(f'<p class="note">{_value.NO_PRICES}</p>') == 3
+    assert not [c for c in page.charts if c.endswith(("-value", "-earnings", "-returns"))]
+    assert all(table[0][0] not in ("value_date", "snapshot_date", "month")
+               for tables in page.sections.values() for table in tables)  # fmt: skip
     summary = page.table("summary", "account", "rows", "funding_payments")
     with catalog.connect(Warehouse.open(filled)) as con:
         for row in summary:

@@ -1,14 +1,15 @@
 """The report page is exact where the warehouse is: amounts of 20 integer and 18 decimal digits
-in funding, balances, fills, positions and flows, and every table of the page equal, cell for
-cell and digit for digit, to its view's rows summed here in Python (80 digits, never rounded);
-the headline equal to SQL over the catalog. No table of the page is left unchecked."""
+in funding, balances, fills, positions and flows, valued at closes of 18 decimal places, and
+every table of the page equal, cell for cell and digit for digit, to its view's rows summed here
+in Python (80 digits, never rounded); the headline equal to SQL over the catalog. No table of
+the page is left unchecked."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, date, datetime, time
-from decimal import Decimal, localcontext
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_DOWN, Decimal, localcontext
 from typing import Any
 
 import duckdb
@@ -30,6 +31,8 @@ from tests.support.records import (
 from tests.warehouse.test_report import Page, sql_headline
 from warehouse import Warehouse, catalog, normalize, partitions, report
 from warehouse.display import text
+from warehouse.monthly import MonthlyLoad, MonthlyTarget
+from warehouse.schemas import EXCHANGE
 
 BIG, SMALL = "big", "small"
 #: 20 integer and 18 decimal digits; any sum the page shows stays below 10^20.
@@ -45,6 +48,9 @@ TINY = "0.000000000000000001"
 #: The two snapshots of the big account: D1 at 06:00 and D2 at noon.
 T1 = datetime.combine(D1, time(6), UTC)
 T2 = datetime.combine(D2, time(12), UTC)
+#: BTC's close on the day before each snapshot (the day that values it) and on D2: 18 places,
+#: so that a value is a product cut at 18. No market prices ETH, which the small account holds.
+BTC_CLOSES = {D1 - timedelta(days=1): "2.000000000000000001", D1: "1.5", D2: "1.999999999999999999"}
 
 
 def exact(values: Iterable[Decimal | str | int]) -> Decimal:
@@ -115,7 +121,20 @@ def fill(wh: Warehouse) -> None:
         _write(wh, BIG, spec.INVESTMENTS, invested, at)
         _write(wh, BIG, spec.FIXED_PLANS, invested, at)
     _write(wh, SMALL, spec.FUNDING, [funding_record(fundingAmount="-" + TINY)], T2)
-    _write(wh, SMALL, spec.MAIN_BALANCES, {"USDT": {"main_balance": A}}, T2)
+    held = {"USDT": {"main_balance": A}, "ETH": {"main_balance": "1"}}
+    _write(wh, SMALL, spec.MAIN_BALANCES, held, T2)
+    days = sorted(BTC_CLOSES)
+    candles = MonthlyLoad(
+        MonthlyTarget(
+            wh, spec.DAILY_CANDLES, account=EXCHANGE, days=days, extracted_at=EXTRACTED_AT
+        )
+    )
+    candles.take({"BTC_USDT": [
+        {"time": int(_at(day, 0).timestamp()), "open": close, "close": close, "high": close,
+         "low": close, "volume_stock": "1", "volume_money": close}
+        for day, close in BTC_CLOSES.items()
+    ]})  # fmt: skip
+    candles.finish()
     catalog.refresh(wh)
 
 
@@ -280,12 +299,57 @@ def _expected_tables(
         )
     if flows := _rows(con, "net_flows", account):
         out[("ticker", *KINDS)] = _summed(flows, ("ticker",), (), KINDS)
+    out.update(_worth(con, account))
     if residuals := _rows(con, "reconciliation", account):
         out[RESIDUALS] = _texts(tuple(r[c] for c in RESIDUALS) for r in residuals)
     else:
         intervals = _rows(con, "reconciliation_intervals", account)
         out[INTERVALS] = _texts(tuple(r[c] for c in INTERVALS) for r in intervals)
     return out
+
+
+VALUE = ("snapshot_date", "value_date", "value", "assets_valued", "unpriced_assets")
+EARNINGS = ("month", "opening_value", "net_contributions", "funding", "interest", "realized_pnl",
+            "fees", "market_effect", "closing_value", "unpriced_assets")  # fmt: skip
+RETURNS = ("month", "gain", "monthly_return_pct", "chained_return_pct")
+FEE_VALUE = ("role", "fee_asset", "fees", "fee_value", "unpriced_days")
+
+
+def _percent(ratio: float | None) -> str:
+    return "" if ratio is None else text(Decimal(f"{ratio * 100:.4f}"))
+
+
+def _returns(rows: Rows) -> Expected:
+    return _texts(
+        (r["month"], r["gain"], _percent(r["monthly_return"]), _percent(r["chained_return"]))
+        for r in rows
+    )
+
+
+def _worth(con: duckdb.DuckDBPyConnection, account: str) -> dict[tuple[str, ...], Expected]:
+    """The value, earnings, returns and valued fees of the account: the views' rows, and each
+    day's fees of an asset times that day's close, cut toward zero at 18 places, here."""
+    out = {VALUE: _texts(tuple(r[c] for c in VALUE) for r in _rows(con, "account_value", account))}
+    if months := _rows(con, "monthly_earnings", account):
+        out[EARNINGS] = _texts(tuple(r[c] for c in EARNINGS) for r in months)
+        out[RETURNS] = _returns(months)
+    prices = {(r["asset"], r["price_date"]): r["price"] for r in _rows(con, "asset_prices")}
+    if fees := _rows(con, "trading_fees", account):
+        valued = []
+        for (role, asset), group in _grouped(fees, "role_label", "fee_asset").items():
+            days = _grouped(group, "trade_date")
+            values = []
+            for (day,), paid in days.items():
+                amount = exact(r["fees"] for r in paid)
+                with localcontext() as context:
+                    context.prec = 80
+                    values.append((amount * prices[asset, day]).quantize(TINY_, ROUND_DOWN))
+            valued.append((role, asset, exact(r["fees"] for r in group), exact(values), 0))
+        out[FEE_VALUE] = _texts(valued)
+    return out
+
+
+TINY_ = Decimal(TINY)
 
 
 def _total(column: str, values: list[Any]) -> int | Decimal:
@@ -340,7 +404,15 @@ def test_the_summary_tables_are_the_accounts_figures(
     for balances in held.values():
         for ticker, values in balances.items():
             across[ticker].append(values)
+    with catalog.connect(wh) as con:
+        team = _rows(con, "value_across_accounts")
+        months = _rows(con, "monthly_earnings_across_accounts")
     assert _shown(shown, "summary") == {
+        ("value_date", "accounts", "value", "unpriced_assets"): _texts(
+            (r["value_date"], r["accounts"], r["value"], r["unpriced_assets"]) for r in team
+        ),
+        EARNINGS: _texts(tuple(r[c] for c in EARNINGS) for r in months),
+        RETURNS: _returns(months),
         per_account: sorted(
             tuple(headline[named.get(column, column)] for column in per_account)
             for headline in headlines.values()

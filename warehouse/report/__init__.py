@@ -2,10 +2,12 @@
 would rather look than query.
 
 For each account (one, several, or every account in the warehouse) over a range of days: its
-funding (cumulative and per day, paid and received, per market; the funding rate per market), its
-balances per ticker across the snapshot history (main and trading side by side), its investments
-(principal and interest paid per ticker, active against closed), its trading (fees per asset,
-volume per market, maker against taker), its collateral P&L per market, its flows per asset,
+value per snapshot, its earnings by source and its returns per month, in the reference currency
+(and the team's, the page's accounts as one); its funding (cumulative and per day, paid and
+received, per market; the funding rate per market), its balances per ticker across the snapshot
+history (main and trading side by side), its investments (principal and interest paid per
+ticker, active against closed), its trading (fees per asset, volume per market, maker against
+taker, the fees per role valued), its collateral P&L per market, its flows per asset,
 and the reconciliation of its holdings between snapshots (zero, or the residuals); with several
 accounts, a summary across them first. A header names the accounts, the range, the rows, the
 rejected records, and what only the Dagster instance knows (`RunFacts`: the last successful
@@ -40,6 +42,7 @@ from warehouse.store import read_again, replace_text
 from ._data import ALL_TABLES, AccountData, Reader
 from ._exact import exact_sum
 from ._ledger import read_reconciliations
+from ._value import read_worth
 
 #: The report's file name in this machine's directory of the warehouse (`default_path`), and in
 #: a remote root (`publish`).
@@ -203,7 +206,10 @@ def build(
     data: list[AccountData] = []
     if first is not None and last is not None:
         reconciled = read_reconciliations(con, chosen, first, last)
-        data = [Reader(con, name, first, last).read(reconciled[name]) for name in chosen]
+        worth = read_worth(con, chosen, first, last)
+        data = [
+            Reader(con, name, first, last).read(reconciled[name], worth[name]) for name in chosen
+        ]
     headline = Headline(
         accounts=chosen,
         first_day=first,

@@ -1,11 +1,11 @@
 """What the report shows, read from the catalog's views: exact figures (``Decimal``, as stored)
 for its tables, and series for its charts (floats: a chart only draws them).
 
-Every query is limited to one account (the reconciliation's to the page's accounts, read once
-for all: `_ledger`) and the report's range: a history by the UTC day of its records
-(``funding_date``, ``trade_date``, ...), snapshots by ``snapshot_date`` (the latest snapshot in
-the range stands for "now"), rejects by the day of their partition. The trading, P&L, flows and
-reconciliation sections are read by `_ledger`.
+Every query is limited to one account (the reconciliation's and the value's to the page's
+accounts, read once for all: `_ledger`, `_value`) and the report's range: a history by the UTC
+day of its records (``funding_date``, ``trade_date``, ...), snapshots by ``snapshot_date`` (the
+latest snapshot in the range stands for "now"), rejects by the day of their partition. The
+trading, P&L, flows and reconciliation sections are read by `_ledger`, the value's by `_value`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from warehouse import schemas
 
 from ._exact import ZERO, Table
 from ._ledger import Ledger, Reconciliation, read_ledger
+from ._value import Worth
 
 #: Markets drawn one by one in the funding charts, the largest net first; the others are summed
 #: into one line, so that a page of hundreds of markets stays readable and small.
@@ -79,6 +80,8 @@ class AccountData:
     balances: Balances
     investments: Investments
     ledger: Ledger
+    #: Value, earnings and returns in the reference currency (`_value`).
+    worth: Worth
 
     @property
     def empty(self) -> bool:
@@ -98,8 +101,9 @@ class Reader:
         # DuckDB refuses a parameter the query does not use.
         return self._con.execute(sql, {k: v for k, v in given.items() if f"${k}" in sql})
 
-    def read(self, reconciliation: Reconciliation) -> AccountData:
-        """The account's data, its reconciliation read before (`read_reconciliations`)."""
+    def read(self, reconciliation: Reconciliation, worth: Worth) -> AccountData:
+        """The account's data, its reconciliation and worth read before for every account of
+        the page (`read_reconciliations`, `read_worth`)."""
         return AccountData(
             self._account,
             self._rows(),
@@ -108,6 +112,7 @@ class Reader:
             self._balances(),
             self._investments(),
             read_ledger(self._run, reconciliation),
+            worth,
         )
 
     def _rows(self) -> dict[str, int]:

@@ -15,7 +15,7 @@ from markupsafe import Markup
 from pipeline import spec
 from warehouse import display
 
-from . import _charts, _sections
+from . import _charts, _sections, _value, _value_charts
 from ._data import ALL_TABLES, AccountData
 from ._exact import ZERO, Table, exact_sum
 
@@ -145,7 +145,16 @@ def _summary(data: Sequence[AccountData], facts: RunFacts | None) -> dict[str, o
         ("ticker", "main_balance", "trading_available", "trading_frozen", "accounts"),
         [(ticker, *sums) for ticker, sums in sorted(totals.items())],
     )
+    worths = [d.worth for d in data]
+    team = _value.team(worths)
     charts = [
+        _Chart(part.title, _html(part.figure, "summary", part.name) if part.figure else Markup(""),
+               part.table, part.note, *_partial(data, reads, facts))
+        for parts, reads in ((_value_charts.across(names, worths, team), _sections.HELD),
+                             (_value_charts.earnings(team), tuple(ALL_TABLES)))
+        for part in parts
+    ]  # fmt: skip
+    charts += [
         _Chart("Funding across accounts: received, paid, net", _html(_charts.across(
             names, [d.funding.net for d in data], [d.funding.paid for d in data],
             [d.funding.received for d in data]), "summary", "funding"), funding,

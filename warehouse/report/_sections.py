@@ -15,7 +15,7 @@ from typing import Final
 from pipeline import spec
 from warehouse import display
 
-from . import _charts, _ledger_charts
+from . import _charts, _ledger_charts, _value_charts
 from ._charts import Part
 from ._data import ALL_TABLES, AccountData
 from ._exact import Table
@@ -87,11 +87,18 @@ class Drawn:
 #: The histories that move the holdings (their flows declared), which the flows are read from.
 _FLOWING: Final = tuple(name for name, history in spec.HISTORIES.items() if history.flows)
 
+#: The snapshots of the holdings, which the value is read from.
+HELD: Final = ("main_balances", "trading_balances", "collateral_balances", "investments")
+
 PARTS: Final = (
+    Drawn(lambda d: _value_charts.value(d.worth), HELD),
+    # Earnings and returns per month: the snapshots and every flow between them.
+    Drawn(lambda d: _value_charts.earnings(d.worth), tuple(ALL_TABLES)),
     Drawn(funding, ("funding_history",)),
     Drawn(balances, ("main_balances", "trading_balances")),
     Drawn(investments, ("investments",)),
     Drawn(lambda d: _ledger_charts.trading(d.ledger), ("trades",)),
+    Drawn(lambda d: _value_charts.fees(d.worth), ("trades",)),
     Drawn(lambda d: _ledger_charts.pnl(d.ledger), ("position_events", "funding_history")),
     Drawn(lambda d: _ledger_charts.flows(d.ledger), _FLOWING),
     # The statement: every snapshot of the holdings against every flow.
