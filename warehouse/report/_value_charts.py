@@ -68,9 +68,9 @@ def across(names: Sequence[str], worths: Sequence[Worth], team: Worth) -> list[P
         return value(team)
     return [
         Part(f"Value across accounts in {team.prices.reference}, per value date", "value",
-             _stacked(names, worths), team.value, "the accounts' snapshots valued at the close "
-             "of the same day, summed; a day some account has no snapshot valued at counts "
-             f"fewer accounts; {_left(team)}"),
+             _stacked(names, worths), team.value, "the accounts' snapshots valued at one day's "
+             "close (value_date, the day before a snapshot's), summed; a day some account has "
+             f"no snapshot valued at counts fewer accounts; {_left(team)}"),
     ]  # fmt: skip
 
 
