@@ -11,6 +11,9 @@ account (the simulator's large scale), side by side in one run.
 - Six months of fills, orders and conversions, each walk paced to the spec's budgets: its pages
   per second against the budget that bounds it, and what bounds it where the budget does not
   (each side's CPU while it walked, measured).
+- The same three walks with every answer a round trip of 100 ms away (give or take 10 ms, the
+  simulator's latency switch), against themselves on loopback: the real exchange's distance, where
+  a walk waits a round trip for every page it has not asked ahead.
 - Deposits and withdrawals of an account with more than 10,000 of them (no date filter, split by
   method and ticker where a slice fills the 10,000 reach) under their endpoint's own budget of
   200 requests per 10 s, the same way.
@@ -30,7 +33,7 @@ from bench import Figure
 from bench.backfill import _ours
 from bench.client import _cpu_seconds
 from pipeline import spec
-from pipeline.simulator import EPOCH, Scale, SpawnedSimulator, spawn
+from pipeline.simulator import EPOCH, Latency, Scale, SpawnedSimulator, spawn
 
 SECTION: Final = "histories"
 #: The six-month histories whose walks are paced and compared with their budgets.
@@ -38,6 +41,8 @@ PACED: Final = ("trades", "orders", "conversions")
 #: Fills backfills, the pipeline alone and through Dagster, one after the other: the figure is
 #: each side's median (the machine's noise is about the gap the goal allows).
 PAIRS: Final = 3
+#: The exchange's distance the paced walks are measured at besides loopback's.
+DISTANCE: Final = Latency(0.1, 0.01)
 #: Deposits and withdrawals: no date filter, every day of the account.
 FLOWS: Final = "deposits_withdrawals"
 #: A tenth of the large scale's fills a day, everything else alike.
@@ -70,6 +75,41 @@ def _paced(
     cpu_before = _cpu_seconds(sim)
     walked, walked_s, _ = _ours(sim, first, last, root, dagster=False, paced=True, history=history)
     return walked, walked_s, _cpu_seconds(sim) - cpu_before
+
+
+def _distant(
+    sim: SpawnedSimulator, first: date, last: date, root: Path, history: str
+) -> tuple[dict[str, Any], float, float]:
+    """`_paced`, every answer a round trip away (`DISTANCE`); loopback's again after."""
+    sim.control("latency", round_trip_s=DISTANCE.round_trip_s, jitter_s=DISTANCE.jitter_s)
+    try:
+        return _paced(sim, first, last, root, history)
+    finally:
+        sim.control("latency")
+
+
+def _distant_figure(
+    history: str,
+    span: str,
+    near: tuple[dict[str, Any], float, float],
+    far: tuple[dict[str, Any], float, float],
+) -> Figure:
+    """The paced walk at `DISTANCE` against itself on loopback, in one run: pages a second, each
+    one's share of the budget, wall time, and how many requests were in flight on average."""
+    (walked, walked_s, _), (distant, distant_s, _) = near, far
+    rate = _budget(spec.HISTORIES[history].operation).per_second
+    trip, jitter = DISTANCE.round_trip_s, DISTANCE.jitter_s
+    return Figure(
+        SECTION, f"  {history}, {span} paced, {trip * 1000:g} ms a round trip: walk pages/s",
+        distant["pages_per_s"], "pages/s", walked["pages_per_s"], "the same walk on loopback",
+        f"{distant['pages_per_s'] / rate:.1%} of the budget while walking against "
+        f"{walked['pages_per_s'] / rate:.1%} on loopback; {distant_s:.1f} s end to end against "
+        f"{walked_s:.1f} s (walk {distant['walk_s']:.1f} s against {walked['walk_s']:.1f} s); "
+        f"{distant['pages']:,} pages, {distant['rows']:,} rows; {distant['rate_limited']} answers "
+        f"429; a round trip {trip * 1000:g} ms, give or take {jitter * 1000:g} ms: "
+        f"{distant['pages_per_s'] * trip:.1f} requests in flight on average (pages/s x round "
+        f"trip), where one at a time would read {1 / trip:.0f} pages/s",
+    )  # fmt: skip
 
 
 def _paced_figure(
@@ -124,6 +164,8 @@ def run() -> list[Figure]:
             sim.control("limits", enabled=True)
             paced = {name: _paced(sim, *six_months, base / f"paced-{name}", name)
                      for name in PACED}  # fmt: skip
+            distant = {name: _distant(sim, *six_months, base / f"distant-{name}", name)
+                       for name in PACED}  # fmt: skip
             deposits = _paced(sim, history_start, last, base / "deposits", FLOWS)
         with spawn(scale=TENTH, frozen_at=EPOCH) as small_sim:
             small_sim.control("limits", enabled=False)
@@ -149,6 +191,7 @@ def run() -> list[Figure]:
         Figure(SECTION, "  the pipeline alone: fills per second", alone["rows"] / alone_s,
                "rows/s", None, "", f"{alone['pages']:,} pages in {alone['walk_s']:.1f} s of walk"),
         *(_paced_figure(name, "six months", *walked) for name, walked in paced.items()),
+        *(_distant_figure(name, "six months", paced[name], distant[name]) for name in PACED),
         Figure(SECTION, f"peak memory, fills backfill: {alone['rows']:,} fills against a "
                f"tenth ({tenth['rows']:,})", alone_mb, "MB", tenth_mb,
                f"ours alone, {tenth['rows']:,} fills",

@@ -42,6 +42,7 @@ from ._basics import DAY_S
 from ._data import Dataset
 from ._faults import Fault, FaultInjector
 from ._keys import ApiKey, KeyStore, NonceRejected
+from ._latency import Distant, RoundTrips
 from ._ledger_answers import HANDLERS as LEDGER_HANDLERS
 from ._limits import RateLimiter
 from ._prices import Prices
@@ -49,6 +50,9 @@ from ._validation import SIGNING_FIELDS, Invalid, refused, validate
 from ._windows import month_before
 
 log = logging.getLogger("pipeline.simulator")
+
+#: Where the simulator's own controls are served (no part of the exchange).
+CONTROL_PREFIX = "/_simulator"
 
 
 class DroppedConnection(Exception):
@@ -82,6 +86,8 @@ class SimulatorState:
         self.prices = Prices(accounts.seed)
         self.limits = RateLimiter()
         self.faults = FaultInjector()
+        #: Each answer's round trip (`_latency`): none until a latency is set.
+        self.round_trips = RoundTrips(accounts.seed)
         #: Most records a paged answer holds, whatever was asked: an exchange that caps its
         #: pages answers ``limit`` as its cap, with that many records (None: no cap).
         self.page_cap: int | None = None
@@ -482,5 +488,8 @@ def build_app(state: SimulatorState, control: list[Route] | None = None) -> Star
     return Starlette(
         routes=routes + (control or []),
         exception_handlers={404: _not_found, 405: _not_found},
-        middleware=[Middleware(ExchangeDate, clock=state.accounts.clock)],
+        middleware=[
+            Middleware(Distant, trips=state.round_trips, spared=CONTROL_PREFIX),
+            Middleware(ExchangeDate, clock=state.accounts.clock),
+        ],
     )

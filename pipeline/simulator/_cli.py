@@ -11,6 +11,7 @@ import click
 from ._answers import SPELLINGS, Spelling
 from ._data import Scale
 from ._keys import DEFAULT_SUBACCOUNTS, REGIONS
+from ._latency import Latency
 from ._server import DEFAULT_SEED, serve
 
 
@@ -61,6 +62,21 @@ from ._server import DEFAULT_SEED, serve
     "(transactionId, uniqueId: as clients recorded its answers) or openapi (transaction_id, "
     "unique_id: as its OpenAPI file writes them).",
 )
+@click.option(
+    "--latency",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Seconds each answer takes there and back, as the exchange's distance (0.1: 100 ms); "
+    "0: loopback's own.",
+)
+@click.option(
+    "--jitter",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Seconds either side of --latency each round trip is drawn within (seeded).",
+)
 def simulator_command(
     host: str,
     port: int,
@@ -71,6 +87,8 @@ def simulator_command(
     subaccounts: int,
     region: str,
     spelling: Spelling,
+    latency: float,
+    jitter: float,
 ) -> None:
     """Serve the simulated WhiteBIT exchange and print its URL and demo credentials (and each
     sub-account's)."""
@@ -78,6 +96,10 @@ def simulator_command(
         parsed = Scale.parse(scale)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--scale") from exc
+    try:
+        distance = Latency(latency, jitter)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--latency/--jitter") from exc
     try:
         serve(
             host=host,
@@ -89,6 +111,7 @@ def simulator_command(
             subaccounts=subaccounts,
             region=region,
             spelling=spelling,
+            latency=distance,
         )
     except OSError as exc:
         where = f"{host}:{port}" if port else host

@@ -37,13 +37,13 @@ from pipeline.spec import SimClock
 
 from ._accounts import Accounts
 from ._answers import Spelling, page_cap_of, spelling_of
-from ._app import DroppedConnection, SimulatorState, build_app
+from ._app import CONTROL_PREFIX, DroppedConnection, SimulatorState, build_app
 from ._data import Dataset, Scale
 from ._faults import Fault, named_tamper
 from ._keys import DEFAULT_SUBACCOUNTS, Credentials, KeyStore, check_region, subaccount_role
+from ._latency import Latency
 
 DEFAULT_SEED = 7
-CONTROL_PREFIX = "/_simulator"
 
 
 class _HideDroppedConnections(logging.Filter):
@@ -91,6 +91,13 @@ def _control_routes(state: SimulatorState) -> list[Route]:
             state.spelling = spelling_of(body["spelling"])
         return Response(b"{}", media_type="application/json")
 
+    async def latency(request: Request) -> Response:
+        body = orjson.loads(await request.body() or b"{}")
+        state.round_trips.latency = Latency(
+            float(body.get("round_trip_s", 0)), float(body.get("jitter_s", 0))
+        )
+        return Response(b"{}", media_type="application/json")
+
     async def stats(request: Request) -> Response:
         if request.method == "DELETE":
             state.reset_counts()
@@ -113,6 +120,7 @@ def _control_routes(state: SimulatorState) -> list[Route]:
         Route(f"{CONTROL_PREFIX}/tamper", tamper, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/clock", clock, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/limits", limits, methods=["POST"]),
+        Route(f"{CONTROL_PREFIX}/latency", latency, methods=["POST"]),
         Route(f"{CONTROL_PREFIX}/stats", stats, methods=["GET", "DELETE"]),
     ]
 
@@ -137,6 +145,7 @@ class Simulator:
         subaccounts: int = DEFAULT_SUBACCOUNTS,
         region: str = "global",
         spelling: Spelling = "camel",
+        latency: Latency | None = None,
         accounts: Accounts | None = None,
     ) -> None:
         self.region = check_region(region)
@@ -158,6 +167,7 @@ class Simulator:
         self.state.limits.enabled = rate_limits
         self.page_cap = page_cap
         self.spelling = spelling
+        self.latency = latency or Latency()
         self.app = build_app(self.state, _control_routes(self.state))
         self._host, self._port = host, port
         self._server: _Server | None = None
@@ -190,6 +200,15 @@ class Simulator:
     @spelling.setter
     def spelling(self, value: Spelling) -> None:
         self.state.spelling = spelling_of(value)
+
+    @property
+    def latency(self) -> Latency:
+        """How far the exchange is: each answer's round trip (`Latency`; none by default)."""
+        return self.state.round_trips.latency
+
+    @latency.setter
+    def latency(self, value: Latency) -> None:
+        self.state.round_trips.latency = value
 
     @property
     def credentials(self) -> Credentials:
@@ -327,6 +346,7 @@ def serve(
     subaccounts: int = DEFAULT_SUBACCOUNTS,
     region: str = "global",
     spelling: Spelling = "camel",
+    latency: Latency | None = None,
 ) -> None:
     """Run the simulator in the foreground until interrupted (the CLI's ``simulator``)."""
     clock = SimClock(frozen_at) if frozen_at is not None else SimClock.running()
@@ -340,6 +360,7 @@ def serve(
         subaccounts=subaccounts,
         region=region,
         spelling=spelling,
+        latency=latency,
     )
     # Generate the main account's history before announcing readiness; a sub-account's is
     # generated when first asked for.
@@ -349,6 +370,8 @@ def serve(
         print(f"# WhiteBIT simulator listening on {sim.url}", flush=True)
         capped = f", pages capped at {page_cap} records" if page_cap else ""
         capped += ", fields spelled as the OpenAPI file does" if spelling == "openapi" else ""
+        if latency is not None and latency.round_trip_s:
+            capped += f", {latency.round_trip_s:g} s a round trip (jitter {latency.jitter_s:g} s)"
         accounts = f"region {region}, {subaccounts} sub-accounts"
         print(f"# seed {seed}, scale {scale}, {accounts}{capped}; in a shell:", flush=True)
         print(_export("WHITEBIT_BASE_URL", sim.url), flush=True)
@@ -440,6 +463,7 @@ def spawn(
     page_cap: int | None = None,
     subaccounts: int = DEFAULT_SUBACCOUNTS,
     region: str = "global",
+    latency: Latency | None = None,
 ) -> SpawnedSimulator:
     """Start ``python -m pipeline.simulator`` as a child process and wait until it serves."""
     cmd = [
@@ -461,6 +485,8 @@ def spawn(
         cmd += ["--frozen-at", str(frozen_at)]
     if page_cap is not None:
         cmd += ["--page-cap", str(page_cap)]
+    if latency is not None:
+        cmd += ["--latency", repr(latency.round_trip_s), "--jitter", repr(latency.jitter_s)]
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
         cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
     )

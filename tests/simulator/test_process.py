@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import httpx
 
 from pipeline import spec
-from pipeline.simulator import spawn
+from pipeline.simulator import Latency, spawn
 from tests.support.signing import post
 from tests.support.simulated import FROZEN_AT
 
@@ -29,13 +30,20 @@ def test_spawned_simulator_prints_its_url_and_demo_credentials() -> None:
         sim.control("limits", page_cap=2)
         page = post(sim.url, spec.FUNDING_HISTORY.path, {"limit": 9}, sim.credentials).json()
         assert (page["limit"], len(page["records"])) == (2, 2)
+        sim.control("latency", round_trip_s=0.2, jitter_s=0.05)
+        started = time.monotonic()
+        assert httpx.get(sim.url + spec.PING.path).status_code == 200
+        assert time.monotonic() - started >= 0.15
     assert sim.process.returncode is not None
 
 
-def test_a_simulator_started_with_a_page_cap_answers_pages_that_size() -> None:
+def test_a_simulator_started_with_a_page_cap_and_a_latency_answers_so() -> None:
     scale = "markets=2,days=3,investments=20"
-    with spawn(seed=7, scale=scale, frozen_at=FROZEN_AT, page_cap=4) as sim:
+    latency = Latency(0.2, 0.05)
+    with spawn(seed=7, scale=scale, frozen_at=FROZEN_AT, page_cap=4, latency=latency) as sim:
+        started = time.monotonic()
         page = post(sim.url, spec.FUNDING_HISTORY.path, {}, sim.credentials).json()
+        assert time.monotonic() - started >= 0.15
         assert (page["limit"], len(page["records"])) == (4, 4)
 
 
