@@ -21,7 +21,7 @@ from rich.table import Table
 from bench import Figure
 
 #: Sections in the order they run; each is a module of this package with ``run()``.
-SECTIONS = ("backfill", "histories", "s3", "accounts", "workers", "client", "warehouse")
+SECTIONS = ("backfill", "histories", "cpu", "s3", "accounts", "workers", "client", "warehouse")
 #: The page the table is written to.
 BENCHMARKS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 

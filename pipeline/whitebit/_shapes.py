@@ -124,7 +124,9 @@ def _grouped(record: _Record) -> Shape:
     def ok(value: Any) -> bool:
         if type(value) is list:
             return all_ok(value)
-        return type(value) is dict and all(type(g) is list and all_ok(g) for g in value.values())
+        # The page's records checked at once, not market by market: a page holds dozens.
+        groups = value.values() if type(value) is dict else None
+        return groups is not None and set(map(type, groups)) <= {list} and all_ok(_flat(groups))
 
     def survey(value: Any, path: str, unknown: Unknown) -> None:
         if type(value) is list:
@@ -140,6 +142,10 @@ def _grouped(record: _Record) -> Shape:
         record.unknown_in(list(chain.from_iterable(value.values())), _join(path, "*[]"), unknown)
 
     return Shape(ok, survey)
+
+
+def _flat(groups: Iterable[list[Any]]) -> list[Any]:
+    return list(chain.from_iterable(groups))
 
 
 def _keyed_numbers() -> Shape:

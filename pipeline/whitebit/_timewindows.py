@@ -50,7 +50,6 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from itertools import count
 from typing import Any, Final, Literal, Protocol
 
@@ -62,6 +61,7 @@ from ._clock import history_floor
 from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
 from ._errors import ContractError, OffsetWindowExceeded, excerpt
 from ._exact import decimal_text
+from ._identity import identities, unseen
 from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
 from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size
 
@@ -150,9 +150,6 @@ class _Got:
         """The page, answered for ``offset``, proves the window ends with it: it is empty, or
         meets the answer's total."""
         return not self.count or (self.total is not None and offset + self.count >= self.total)
-
-
-_IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
 
 
 class TimeWindowsWalk(Walk[Records]):
@@ -393,14 +390,8 @@ class TimeWindowsWalk(Walk[Records]):
         identity, stats = self._paging.identity, self.stats
         kept: dict[str | None, list[Any]] = {}
         for owner, records in got.groups:
-            new = []
-            for record in records:
-                key = _identity(record, identity, owner)
-                if key in seen:
-                    stats.duplicates_dropped += 1
-                    continue
-                seen.add(key)
-                new.append(record)
+            new = unseen(records, identity, owner, seen)
+            stats.duplicates_dropped += len(records) - len(new)
             if new:
                 kept.setdefault(owner, []).extend(new)
         if not kept:
@@ -416,20 +407,4 @@ def _all(*pages: _Got) -> list[Any]:
 
 
 def _keys(got: _Got, fields: tuple[str, ...]) -> list[Hashable]:
-    return [_identity(r, fields, owner) for owner, records in got.groups for r in records]
-
-
-def _identity(record: Any, fields: tuple[str, ...], owner: str | None) -> Hashable:
-    """What tells a record apart: its identity fields' values; for a record without usable
-    ones (which the warehouse rejects), its owner and content, so it is yielded once, never
-    dropped for another's."""
-    if type(record) is dict:
-        try:
-            key = tuple(record[name] for name in fields)
-        except KeyError:
-            pass
-        else:
-            if all(type(value) in _IDENTITY_TYPES for value in key):
-                return key
-    content = orjson.dumps(record, default=decimal_text, option=orjson.OPT_SORT_KEYS)
-    return ("", owner, content)
+    return [key for owner, records in got.groups for key in identities(records, fields, owner)]

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pipeline import spec
 from pipeline.whitebit import OffsetWindowExceeded, TimeWindowsWalk, WalkStats
 from pipeline.whitebit._clock import history_floor
+from pipeline.whitebit._identity import identities, identity, unseen
 from pipeline.whitebit._timewindows import Window, windows
 from tests.whitebit.ledger_truth import WINDOWED, by_market, rows
 
@@ -312,3 +313,25 @@ def test_a_second_holding_more_than_the_reach_is_reported_never_cut_silently(
     assert [r for _, r in found if r["closeDate"] != second] == [
         r for _, r in expected if r["closeDate"] != second
     ]
+
+
+def test_a_page_taken_whole_keeps_and_drops_what_record_by_record_would() -> None:
+    """`_identity`'s page-at-once path gives each record the key the record-by-record one does,
+    and keeps exactly the records not seen before: on a page of plain records, and on pages
+    where one record lacks its identity, holds it as a float or is no object at all."""
+    plain = [{"id": n, "time": Decimal(f"{n}.5")} for n in range(5)]
+    odd = [
+        [*plain[:2], {"time": Decimal("9.5")}],
+        [*plain[:2], {"id": 1.5}],
+        [*plain[:2], ["not", "an", "object"]],
+        [*plain[:2], plain[1]],
+    ]
+    for page in [plain, *odd]:
+        assert identities(page, ("id",), "BTC_USDT") == [
+            identity(r, ("id",), "BTC_USDT") for r in page
+        ]
+    seen = {(3,)}
+    assert unseen(plain, ("id",), None, seen) == [r for r in plain if r["id"] != 3]
+    assert seen == {(n,) for n in range(5)}
+    assert unseen(odd[3], ("id",), None, set()) == plain[:2]
+    assert unseen(plain, ("id",), None, set()) is plain  # kept as it came, not copied
