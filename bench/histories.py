@@ -195,7 +195,7 @@ def run() -> list[Figure]:
         Figure(SECTION, f"peak memory, fills backfill: {alone['rows']:,} fills against a "
                f"tenth ({tenth['rows']:,})", alone_mb, "MB", tenth_mb,
                f"ours alone, {tenth['rows']:,} fills",
-               "lower is better; goal at most 1.3x: the walk streams a window at a time, the "
-               "writer a month; both processes, summed"),
+               "lower is better; goal at most 1.3x: the walk streams its windows (those read "
+               "ahead hold at most 16 pages each), the writer a month; both processes, summed"),
         _paced_figure(FLOWS, f"{_LARGE.days} days", *deposits),
     ]  # fmt: skip

@@ -27,8 +27,21 @@ MAX_RETRY_DELAY_S: Final = 8.0
 #: A ``Retry-After`` longer than this is not believed; the capped backoff is used instead.
 MAX_RETRY_AFTER_S: Final = 60.0
 
-#: Requests in flight at once: enough to keep one core of the aiohttp transport busy.
-DEFAULT_MAX_CONCURRENCY: Final = 8
+#: Requests in flight at once: at the exchange's distance (some 100 ms a round trip) a page read
+#: costs a round trip, and what one core reads (some 300 pages a second) needs some 30 in flight.
+#: The pacer, not this, keeps them within the budgets.
+DEFAULT_MAX_CONCURRENCY: Final = 32
+#: Pages one stream of pages (a slice, a window) asks ahead of the one it reads, at most: each
+#: may be past its end, and then is a request wasted; more in flight come from more streams.
+MAX_PAGES_AHEAD: Final = 8
+#: Windows of a time-windows walk read at once (the one being yielded and those after it): with
+#: `MAX_PAGES_AHEAD` each, they fill the client's slots, so that no window's pages drain at its
+#: end nor start again at one at the next's start.
+WINDOWS_IN_FLIGHT: Final = DEFAULT_MAX_CONCURRENCY // MAX_PAGES_AHEAD
+#: Pages a window read ahead holds until its turn, at most (some 500 fills each): the walk's
+#: memory beyond the window it yields is at most this for each window in flight, whatever the
+#: account's size; a window that holds them waits, its requests left to the others.
+WINDOW_PAGES_HELD: Final = 16
 
 #: Fraction of a budget's rate the pacer allows: the rest (200 requests of 10,000 per 10 s, 0.2 s
 #: at full rate) is room for requests that arrive later than they left.

@@ -62,6 +62,8 @@ _FORMAT = "gcra-1"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Seconds between looks at whether the file is still in its directory.
 _LOOK_AGAIN_S = 1.0
+#: Budget periods past which a stored TAT is no waiter's (see `Pacer._cell`).
+_STALE_PERIODS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +211,11 @@ class Pacer:
     def _cell(self, place: int, budget: spec.RateBudget) -> _Cell:
         interval = 1 / self._rate(budget)
         tolerance = (self._burst(budget) - 1) * interval
-        # Only more waiters than a whole budget's worth could reserve further ahead: such a
-        # TAT was stored before the machine restarted (the clock starts again) or is not one.
-        return _Cell(_TAT.size * place, interval, tolerance, tolerance + interval + budget.period_s)
+        # Only more waiters than ten budgets' worth could reserve further ahead (a machine's runs,
+        # 32 requests in flight each, can reach a small budget's worth): such a TAT was stored
+        # before the machine restarted (the clock starts again) or is not one.
+        stale_after = tolerance + interval + _STALE_PERIODS * budget.period_s
+        return _Cell(_TAT.size * place, interval, tolerance, stale_after)
 
     def _file_name(self, origin: str) -> str:
         """The origin's hash, then the budgets': pacers of other budgets never share a file."""

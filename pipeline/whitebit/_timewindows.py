@@ -4,9 +4,18 @@ position events, closed positions), from its declaration alone.
 The range ``[since, until)`` is cut into windows (`windows`): whole UTC days, never across a
 calendar month (the warehouse writes a month at a time, newest first), each at most the
 operation's longest span (`spec.TimeWindow.max_span_s`: 31 days holds any month, 30 days takes
-two windows for a 31-day month), walked newest window first. A window is sent as its first and
+two windows for a 31-day month), yielded newest window first. A window is sent as its first and
 its last second, both included, as the exchange reads them (docs/api.md, section 10.9).
 
+- **Windows in flight.** Windows are disjoint in time, so several are read at once
+  (`WINDOWS_IN_FLIGHT`, each in a task of its own asking up to `MAX_PAGES_AHEAD` pages ahead, the
+  client's slots and the pacer's budgets shared): the one being yielded and the next ones. A
+  window read ahead holds at most `WINDOW_PAGES_HELD` pages until its turn, then waits; the one
+  being yielded may ask ahead as many pages as the client has slots, those the waiting windows
+  leave. A window's records are yielded once every newer window's are, so they come in the order
+  of a walk of one window at a time, and what each window found (its slices, the records an
+  answer left out, a window out of reach) is told in that order too. A window that fails is
+  raised at its turn, after every newer window's records.
 - **Now.** The walk goes by the exchange's present (`_clock`): a range reaching past it ends at
   the current second, the window's end one second before it, since position histories refuse an
   end after now + 1 s. A window that ends in the past holds what it will always hold: records
@@ -20,8 +29,8 @@ its last second, both included, as the exchange reads them (docs/api.md, section
 - **Pages.** Inside a window, offset pages of the operation's largest ``limit``, newest first,
   requested ahead (`_walks._Ahead`). Pages shift if a record is still arriving in the window as
   it is read: each record is told by its declared ``identity`` fields (a record without usable
-  ones, by its content) and yielded once; windows are disjoint in time, so the walk remembers one
-  window's identities at a time.
+  ones, by its content) and yielded once; windows are disjoint in time, so each window remembers
+  its own identities only.
 - **The end of a window** is proven (`_proof`): the answer's stated ``total`` met, or nothing
   past a short page. A page that left records out is asked once more, then reported
   (`RecordsLeftOut`, raised once the walk has yielded all it could), naming the window, the
@@ -46,9 +55,12 @@ The history's fixed parameters (`spec.History.params`) are sent with every reque
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import count
 from typing import Any, Final, Literal, Protocol
@@ -58,8 +70,14 @@ import orjson
 from pipeline import spec
 
 from ._clock import history_floor
-from ._config import EARLIEST_TIME, FLOOR_MARGIN_S
-from ._errors import ContractError, OffsetWindowExceeded, excerpt
+from ._config import (
+    EARLIEST_TIME,
+    FLOOR_MARGIN_S,
+    MAX_PAGES_AHEAD,
+    WINDOW_PAGES_HELD,
+    WINDOWS_IN_FLIGHT,
+)
+from ._errors import ContractError, OffsetWindowExceeded, RecordsLeftOut, excerpt
 from ._exact import decimal_text
 from ._identity import identities, unseen
 from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
@@ -152,12 +170,59 @@ class _Got:
         return not self.count or (self.total is not None and offset + self.count >= self.total)
 
 
+@dataclass(slots=True)
+class _Found:
+    """What reading one window found, kept apart until its turn, so that the walk's stats tell
+    the windows in the order they are yielded; and how many pages it may ask ahead."""
+
+    depth: int
+    slices: list[str] = field(default_factory=list)
+    left_out: list[RecordsLeftOut] = field(default_factory=list)
+    exceeded: list[OffsetWindowExceeded] = field(default_factory=list)
+
+
+class _End:
+    """A window's last page is in the queue: it ended, or failed (``error``)."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+
+
+class _Reading:
+    """One window read in a task of its own, its pages held (at most ``held``) until its turn."""
+
+    def __init__(self, pages: AsyncGenerator[Records, None], found: _Found, held: int) -> None:
+        self.found = found
+        self._queue: asyncio.Queue[Records | _End] = asyncio.Queue(held)
+        self.task = asyncio.create_task(self._read(pages))
+
+    async def _read(self, pages: AsyncGenerator[Records, None]) -> None:
+        end = _End()
+        try:
+            async with aclosing(pages):
+                async for records in pages:
+                    await self._queue.put(records)
+        except asyncio.CancelledError:
+            raise  # the walk was closed: no one takes the pages
+        except BaseException as error:  # raised at the window's turn, after the newer ones
+            end = _End(error)
+        await self._queue.put(end)
+
+    async def pages(self) -> AsyncIterator[Records]:
+        """The window's pages in the order read; what it raised, at its end."""
+        while not isinstance(got := await self._queue.get(), _End):
+            yield got
+        if got.error is not None:
+            raise got.error
+
+
 class TimeWindowsWalk(Walk[Records]):
     """A history's records with ``since <= time < until``, a time window at a time, newest first.
 
     See the module's text for the windows, the floor, the pages, the reach and the answers.
     ``since`` None: from the floor, or for a history without one from `EARLIEST_TIME`; ``until``
-    None: up to the exchange's present.
+    None: up to the exchange's present. ``windows_in_flight``: windows read at once (1: one
+    after another).
     """
 
     def __init__(
@@ -168,8 +233,11 @@ class TimeWindowsWalk(Walk[Records]):
         since: int | None,
         until: int | None,
         on_window_exceeded: Literal["raise", "report"] = "raise",
+        windows_in_flight: int = WINDOWS_IN_FLIGHT,
     ) -> None:
         paging, window = history.paging, history.operation.window
+        if windows_in_flight < 1:
+            raise ValueError(f"windows_in_flight must be at least 1, not {windows_in_flight}")
         if not isinstance(paging, spec.TimeWindows) or window is None:
             raise TypeError(f"{history.name} is not read in time windows")
         super().__init__(history, since=since, until=until, on_window_exceeded=on_window_exceeded)
@@ -177,28 +245,63 @@ class TimeWindowsWalk(Walk[Records]):
         self._paging, self._window = paging, window
         self._size = history.operation.bound("limit")
         self._days = window_days(window.max_span_s)
+        self._depth = min(client.max_concurrency, MAX_PAGES_AHEAD)
+        # At its turn a window may take every slot the others leave: they hold their pages, and
+        # wait.
+        self._turn_depth = client.max_concurrency
+        self._in_flight = windows_in_flight
 
     async def _run(self) -> AsyncGenerator[Records, None]:
         now = math.floor(await self._client.exchange_time())
         # The window's end is sent as its last second: one before the present at the latest.
-        end = now if self.until is None else min(self.until, now)
+        end: int | None = now if self.until is None else min(self.until, now)
         low = self.since
         if low is None:
             low = self._floor(now) if self._window.floor else EARLIEST_TIME
-        while True:
-            bottom = low
-            if self._window.floor is not None:
-                # Reckoned again before each window: the floor moves at 00:00 UTC.
-                floor = self._floor(await self._client.exchange_time())
-                if floor > low:
-                    self._cut(floor, low)
-                    bottom = floor
-            if end <= bottom:
-                break
-            window = next_window(bottom, end, self._days)
-            async for records in self._walk(window):
-                yield records
-            end = window.start
+        readings: deque[_Reading] = deque()
+        try:
+            while True:
+                while end is not None and len(readings) < self._in_flight:
+                    window = await self._next_window(low, end)
+                    if window is None:
+                        end = None
+                        break
+                    # A window read ahead holds its pages; the one yielded is taken as it comes.
+                    found = _Found(self._depth)
+                    readings.append(_Reading(self._walk(window, found), found, WINDOW_PAGES_HELD))
+                    end = window.start
+                if not readings:
+                    return
+                reading = readings[0]
+                reading.found.depth = self._turn_depth
+                try:
+                    async for records in reading.pages():
+                        yield records
+                finally:
+                    self._tell(reading.found)
+                readings.popleft()
+        finally:
+            for reading in readings:
+                reading.task.cancel()
+            await asyncio.gather(*(r.task for r in readings), return_exceptions=True)
+
+    async def _next_window(self, low: int, end: int) -> Window | None:
+        """The newest window of ``[low, end)`` above the floor; None: none is left."""
+        bottom = low
+        if self._window.floor is not None:
+            # Reckoned again before each window: the floor moves at 00:00 UTC.
+            floor = self._floor(await self._client.exchange_time())
+            if floor > low:
+                self._cut(floor, low)
+                bottom = floor
+        return None if end <= bottom else next_window(bottom, end, self._days)
+
+    def _tell(self, found: _Found) -> None:
+        """What a window found, into the walk's stats, at its turn."""
+        stats = self.stats
+        stats.slices.extend(found.slices)
+        stats.left_out.extend(found.left_out)
+        stats.incomplete_slices.extend(found.exceeded)
 
     @staticmethod
     def _floor(now: float) -> int:
@@ -215,8 +318,9 @@ class TimeWindowsWalk(Walk[Records]):
         if note not in stats.notes:
             stats.notes.append(note)
 
-    async def _walk(self, window: Window) -> AsyncIterator[Records]:
-        """One window: split into halves while its last reachable page is full; walked."""
+    async def _walk(self, window: Window, found: _Found) -> AsyncGenerator[Records, None]:
+        """One window: split into halves while its last reachable page is full; walked. What it
+        finds goes to ``found``."""
         reach, first = self._history.operation.max_reach, None
         if reach is not None:
             # A short first page settles it; a full one, the last reachable page.
@@ -224,22 +328,20 @@ class TimeWindowsWalk(Walk[Records]):
             if first.count >= self._size and await self._beyond_reach(window, reach):
                 if window.end - window.start > 1:
                     for half in window.halves():
-                        async for records in self._walk(half):
+                        async for records in self._walk(half, found):
                             yield records
                     return
-                self.stats.incomplete_slices.append(
-                    OffsetWindowExceeded(self._history.name, window.name, reach)
-                )
+                found.exceeded.append(OffsetWindowExceeded(self._history.name, window.name, reach))
         tally = Tally()
         for _ in range(2):
             tally.whole = False
-            async for records in self._pages(window, reach, first, tally):
+            async for records in self._pages(window, reach, first, tally, found):
                 yield records
             if not tally.falls_short:
                 return
             first = None  # read once more from its first page
         days = utc_days((window.start, window.end - 1))
-        self.stats.left_out.append(
+        found.left_out.append(
             short_of_total(self._history.name, f"window {window.name}", days, tally, "window")
         )
 
@@ -273,18 +375,18 @@ class TimeWindowsWalk(Walk[Records]):
         return [*range(start, last, self._size), last] if start <= last else []
 
     async def _pages(
-        self, window: Window, reach: int | None, first: _Got | None, tally: Tally
+        self, window: Window, reach: int | None, first: _Got | None, tally: Tally, found: _Found
     ) -> AsyncIterator[Records]:
         """Every page of one window, each record once (``first``: its first page, if read), to
         its proven end (see the module's text); what it found goes to ``tally``."""
         stats, params = self.stats, self._params(window)
-        stats.slices.append(window.name)
+        found.slices.append(window.name)
         seen = tally.seen
 
         async def fetch(offset: int) -> _Got:
             return await self._fetch(params, offset)
 
-        ahead = _Ahead(fetch, self._client.max_concurrency)
+        ahead = _Ahead(fetch, found.depth)
         offset = 0
         try:
             while True:
@@ -311,7 +413,9 @@ class TimeWindowsWalk(Walk[Records]):
                 if got.count < self._size:
                     # Pages asked ahead lie past it: not sent while the end is proven.
                     await ahead.aclose()
-                    ended, after, brought = await self._short(window, offset, got, tally, reach)
+                    ended, after, brought = await self._short(
+                        window, offset, got, tally, reach, found
+                    )
                     for records in brought:
                         yield records
                     if ended:
@@ -323,12 +427,19 @@ class TimeWindowsWalk(Walk[Records]):
                         return  # the last reachable page (a window out of reach is reported)
                     following = min(following, reach - self._size)
                 offset = following
+                ahead.max_depth = found.depth
                 ahead.grow()
         finally:
             await ahead.aclose()
 
     async def _short(
-        self, window: Window, offset: int, got: _Got, tally: Tally, reach: int | None
+        self,
+        window: Window,
+        offset: int,
+        got: _Got,
+        tally: Tally,
+        reach: int | None,
+        found: _Found,
     ) -> tuple[bool, int | None, list[Records]]:
         """A page shorter than asked, answered for ``offset``: whether the window ends with it
         (`_walks.tell_short`), the offset to read on from (None: a page on), and the records
@@ -342,14 +453,14 @@ class TimeWindowsWalk(Walk[Records]):
             keys=lambda answer: _keys(answer, identity),
             max_reach=reach,
         )
-        brought = [found for answer in told.read if (found := self._fresh(answer, tally.seen))]
+        brought = [new for answer in told.read if (new := self._fresh(answer, tally.seen))]
         if told.probe is not None:
             tally.short = True
             field = self._window.applies_to
             page = _all(told.page, told.probe)
             days = utc_days(r.get(field) for r in page if type(r) is dict)
             name, held = f"window {window.name}", told.page.count
-            self.stats.left_out.append(
+            found.left_out.append(
                 short_by(self._history.name, name, days, offset, held, self._size, told.lost)
             )
         return told.ended, told.after, brought

@@ -9,9 +9,9 @@ size an exchange may lower.
 
 A walk is an async iterator of pages (lists of raw records in the exchange's order, or records
 by their owner) with a `WalkStats` that says what it did. Pages are requested ahead of the one
-being read, up to the client's concurrency (starting at one and doubling while pages come back
-full, so a short slice wastes little); what is buffered is bounded by that depth, so a million
-rows stream in flat memory.
+being read, up to `MAX_PAGES_AHEAD` within the client's concurrency (starting at one and doubling
+while pages come back full, so a short slice wastes little); what is buffered is bounded by that
+depth, so a million rows stream in flat memory.
 
 Records pass as received, whatever their fields: one the walk cannot key or order by is kept in
 its place (see `_paging`) for the warehouse to reject. An exchange that answers smaller pages than
@@ -41,7 +41,12 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pipeline import spec
 
-from ._config import MAX_PAGES_WITHOUT_NEWS, MAX_REFETCHES, PER_MARKET_PREFETCH_PAGES
+from ._config import (
+    MAX_PAGES_AHEAD,
+    MAX_PAGES_WITHOUT_NEWS,
+    MAX_REFETCHES,
+    PER_MARKET_PREFETCH_PAGES,
+)
 from ._errors import ContractError, HistoryOrderError, OffsetWindowExceeded
 from ._paging import NewestFirstCursor, RecordKeys
 from ._proof import Short, in_range, short_by, tell_short, utc_days
@@ -131,11 +136,12 @@ _Batch = tuple[list[Any], list[int | None]]
 
 class _Ahead(Generic[T]):
     """Pages requested ahead of the one being read: at most ``depth`` at a time, where depth
-    starts at 1 and doubles (up to its maximum) each time the walk calls `grow`."""
+    starts at 1 and doubles (up to ``max_depth``, which the walk may change) each time the walk
+    calls `grow`."""
 
     def __init__(self, fetch: Callable[[int], Coroutine[Any, Any, T]], max_depth: int) -> None:
         self._fetch = fetch
-        self._max_depth = max(1, max_depth)
+        self.max_depth = max(1, max_depth)
         self.depth = 1
         self._tasks: dict[int, asyncio.Task[T]] = {}
 
@@ -158,7 +164,7 @@ class _Ahead(Generic[T]):
         return await (task if task is not None else self._fetch(offset))
 
     def grow(self) -> None:
-        self.depth = min(self.depth * 2, self._max_depth)
+        self.depth = min(self.depth * 2, self.max_depth)
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())
@@ -232,7 +238,7 @@ class NewestFirstWalk(Walk[list[Any]]):
         stats = self.stats
         if self.split is None:
             stats.slices.append("all")
-            depth = self._client.max_concurrency
+            depth = min(self._client.max_concurrency, MAX_PAGES_AHEAD)
             async for records, _ in self._stream(None, depth, self.until):
                 stats.rows += len(records)
                 yield records

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pipeline import spec
 
+from ._config import MAX_PAGES_AHEAD
 from ._errors import OffsetWindowExceeded, ValidationError
 from ._paging import OffsetWindow, borrowed_times, record_times, seen_values, within
 from ._proof import Tally, in_range, short_by, short_of_total, tell_short, utc_days
@@ -359,7 +360,7 @@ class OffsetWindowWalk(Walk[Records]):
                 stats.left_out.append(left)
             return told.ended or passed, told.after, brought
 
-        ahead = _Ahead(fetch, client.max_concurrency)
+        ahead = _Ahead(fetch, min(client.max_concurrency, MAX_PAGES_AHEAD))
         offset, total = 0, None
         try:
             while True:

@@ -5,6 +5,7 @@ order the pages are answered in, exactly the records of the range, each once."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from pipeline import spec
 from pipeline.whitebit import OffsetWindowExceeded, TimeWindowsWalk, WalkStats
 from pipeline.whitebit._clock import history_floor
+from pipeline.whitebit._config import WINDOW_PAGES_HELD, WINDOWS_IN_FLIGHT
 from pipeline.whitebit._identity import identities, identity, unseen
 from pipeline.whitebit._timewindows import Window, windows
 from tests.whitebit.ledger_truth import WINDOWED, by_market, rows
@@ -335,3 +337,107 @@ def test_a_page_taken_whole_keeps_and_drops_what_record_by_record_would() -> Non
     assert seen == {(n,) for n in range(5)}
     assert unseen(odd[3], ("id",), None, set()) == plain[:2]
     assert unseen(plain, ("id",), None, set()) is plain  # kept as it came, not copied
+
+
+# --- windows in flight ---------------------------------------------------------------------------
+
+
+class Busy(Memory):
+    """`Memory` whose answers take a moment, counting the windows with a call in progress and
+    the calls of each window; a window whose start is in ``refused`` fails at its every call."""
+
+    def __init__(self, *args: Any, refused: frozenset[int] = frozenset(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.busy: collections.Counter[int] = collections.Counter()
+        self.asked: collections.Counter[int] = collections.Counter()
+        self.most = 0
+        self.refused = refused
+
+    async def call(
+        self, operation: spec.Operation, params: Mapping[str, Any], *, stats: Any = None
+    ) -> Any:
+        assert self.window is not None
+        start = params[self.window.start]
+        self.asked[start] += 1
+        self.busy[start] += 1
+        self.most = max(self.most, len(+self.busy))
+        try:
+            await asyncio.sleep(0.001)
+            if start in self.refused:
+                raise Refused(f"window from {start} refused")
+            return await super().call(operation, params, stats=stats)
+        finally:
+            self.busy[start] -= 1
+
+
+class Refused(Exception):
+    pass
+
+
+#: Fills every 6 hours over 190 days: some 120 to a month, 60 pages of 2 a window.
+_SPREAD = [6 * _HOUR_MS * n + 1_000 for n in range(190 * 4)]
+
+
+def test_windows_read_together_yield_what_one_at_a_time_does_and_hold_few_pages() -> None:
+    """Windows are read together, at most `WINDOWS_IN_FLIGHT`, each window read ahead holding
+    at most `WINDOW_PAGES_HELD` pages (and its pages asked ahead) until its turn, while the
+    window yielded takes its time; the pages are those of a walk of one window at a time, in its
+    order, and so are the slices."""
+    history = _small(spec.TRADES, 2)
+    one, together = Busy(history, _SPREAD), Busy(history, _SPREAD)
+    ahead: dict[int, int] = {}
+
+    async def main(exchange: Busy, in_flight: int) -> tuple[list[Any], WalkStats]:
+        walk = TimeWindowsWalk(
+            exchange, history, since=None, until=None, windows_in_flight=in_flight
+        )
+        pages: list[Any] = []
+        async for page in walk:
+            if not pages and in_flight > 1:
+                await asyncio.sleep(0.3)  # the newest window's turn lasts: the others read on
+                ahead.update(exchange.asked)
+            pages.append(page)
+        return pages, walk.stats
+
+    pages_one, stats_one = asyncio.run(main(one, 1))
+    pages, stats = asyncio.run(main(together, WINDOWS_IN_FLIGHT))
+    assert pages == pages_one
+    assert rows(pages) == rows(pages_one)
+    assert stats.slices == stats_one.slices
+    assert len(stats.slices) >= WINDOWS_IN_FLIGHT + 2
+    assert (
+        stats.rows
+        == stats_one.rows
+        == len(_SPREAD)
+        - sum(1 for age in _SPREAD if age * 1_000 > (NOW - history_floor(NOW)) * 1_000_000)
+    )
+    assert one.most == 1
+    assert together.most == WINDOWS_IN_FLIGHT
+    # While the newest window's first page was in hand: the next windows had read their share
+    # and waited; none after them had been asked anything.
+    starts = sorted(ahead, reverse=True)
+    assert len(starts) == WINDOWS_IN_FLIGHT
+    held = WINDOW_PAGES_HELD + 1 + Busy.max_concurrency  # held, one in hand, those asked ahead
+    assert all(WINDOW_PAGES_HELD <= ahead[s] <= held for s in starts[1:])
+
+
+def test_a_later_window_that_fails_is_raised_at_its_turn_after_every_newer_record() -> None:
+    """The third window fails at once, while the newer two are still read: they are yielded
+    whole, then its error raised, as a walk of one window at a time does."""
+    history = _small(spec.TRADES, 2)
+    third = windows(history_floor(NOW), int(NOW), None)[2].start
+    outcomes = []
+    for in_flight in (1, WINDOWS_IN_FLIGHT):
+        exchange = Busy(history, _SPREAD, refused=frozenset({third}))
+        walk = TimeWindowsWalk(
+            exchange, history, since=None, until=None, windows_in_flight=in_flight
+        )
+        pages: list[Any] = []
+        with pytest.raises(Refused, match=f"window from {third} refused"):
+            asyncio.run(_consume(walk, pages))
+        outcomes.append((rows(pages), walk.stats.slices))
+    (one, slices_one), (together, slices) = outcomes
+    assert together == one
+    assert len(one) > 100, "the newer windows' records, all of them"
+    assert slices == slices_one
+    assert slices[-1] == Window(third, windows(history_floor(NOW), int(NOW), None)[1].start).name

@@ -5,6 +5,7 @@ they page; numbers exact; the exchange's time of the answer reported."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,8 +16,9 @@ import httpx
 import pytest
 
 from pipeline import spec
-from pipeline.simulator import EPOCH, Scale, SimClock, Simulator
+from pipeline.simulator import EPOCH, Latency, Scale, SimClock, Simulator
 from pipeline.whitebit import TimeWindowsWalk, WalkStats
+from pipeline.whitebit._config import WINDOWS_IN_FLIGHT
 from tests.support.client import Watching, client
 from tests.whitebit.ledger_truth import (
     WINDOWED,
@@ -288,3 +290,58 @@ def test_the_collateral_balance_arrives_exact(sim: Simulator) -> None:
     # Down the writer's pipe and back, the same digits.
     _, back = decode(encode(["take", answer]), exact=True)
     assert {t: str(v) for t, v in back.items()} == held
+
+
+async def _pages(sim: Simulator, history: spec.History, in_flight: int, **options: Any) -> Any:
+    transport = options.pop("transport", None)
+    async with client(sim, transport=transport) as c:
+        walk = TimeWindowsWalk(c, history, since=None, until=None, windows_in_flight=in_flight)
+        pages = [page async for page in walk]
+    return pages, walk.stats
+
+
+@pytest.mark.parametrize("history", WINDOWED, ids=lambda h: h.name)
+def test_windows_read_together_yield_what_one_at_a_time_does(
+    deep: Simulator, history: spec.History
+) -> None:
+    """The whole history, six months and more of windows: page for page, in the same order,
+    the same slices, as a walk of one window at a time."""
+    one, one_stats = asyncio.run(_pages(deep, history, 1))
+    together, stats = asyncio.run(_pages(deep, history, WINDOWS_IN_FLIGHT))
+    assert together == one
+    assert len(stats.slices) > WINDOWS_IN_FLIGHT
+    assert stats.slices == one_stats.slices
+    assert (stats.rows, stats.duplicates_dropped) == (one_stats.rows, one_stats.duplicates_dropped)
+
+
+def test_at_the_exchange_distance_windows_are_in_flight_together(deep: Simulator) -> None:
+    """50 ms a round trip: requests of several windows are in flight at once, and the walk
+    still yields exactly the ledger's records, newest month first."""
+    history, window = spec.ORDERS, spec.ORDERS.operation.window
+    assert window is not None
+    busy: collections.Counter[int] = collections.Counter()
+    most = 0
+
+    async def asked(request: httpx.Request) -> None:
+        nonlocal most
+        if request.url.path in PATHS:
+            busy[sent(request)[window.start]] += 1
+            most = max(most, len(+busy))
+
+    async def answered(request: httpx.Request, _: httpx.Response) -> None:
+        if request.url.path in PATHS:
+            busy[sent(request)[window.start]] -= 1
+
+    deep.latency = Latency(0.05)
+    try:
+        pages, stats = asyncio.run(
+            _pages(deep, history, WINDOWS_IN_FLIGHT, transport=Watching(asked, answered))
+        )
+    finally:
+        deep.latency = Latency()
+    found = rows(pages)
+    _same(found, truth(deep, history, None, None), history)
+    months = _months(found, history)
+    assert months == sorted(months, reverse=True)
+    assert len(stats.slices) > WINDOWS_IN_FLIGHT
+    assert most >= 3, "requests of several windows in flight at once"
