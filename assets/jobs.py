@@ -276,14 +276,19 @@ class Jobs:
     nightly_schedule: dg.ScheduleDefinition
     freshness_schedule: dg.ScheduleDefinition
     watch_checks: tuple[dg.AssetChecksDefinition, ...]
+    #: The exchange's prices, a job and a schedule of their own (none without an account).
+    prices: dg.UnresolvedAssetJobDefinition | None = None
+    prices_schedule: dg.ScheduleDefinition | None = None
 
     @property
     def jobs(self) -> list[dg.UnresolvedAssetJobDefinition]:
-        return [self.nightly, *self.histories, self.snapshots, self.freshness]
+        own = [self.prices] if self.prices else []
+        return [self.nightly, *self.histories, self.snapshots, self.freshness, *own]
 
     @property
     def schedules(self) -> list[dg.ScheduleDefinition]:
-        return [self.nightly_schedule, self.freshness_schedule]
+        own = [self.prices_schedule] if self.prices_schedule else []
+        return [self.nightly_schedule, self.freshness_schedule, *own]
 
 
 def jobs(
@@ -301,8 +306,8 @@ def jobs(
             *(a for assets in built for a in assets.assets), *([prices] if prices else [])
         ),
         description="The month so far of every history, and today's snapshots, of every "
-        f"account ({names}), then the exchange's prices; run by the nightly schedule, a run "
-        "per account and kind, and one of the prices.",
+        f"account ({names}); run by the nightly schedule, a run per account and kind. The "
+        "command line runs the exchange's prices in it too.",
     )
     histories = tuple(
         dg.define_asset_job(
@@ -328,14 +333,14 @@ def jobs(
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=f"{nightly_cron} (UTC): for each account, the month that holds yesterday of "
-        "its histories, and today's snapshots; then the exchange's prices.",
+        "its histories, and today's snapshots.",
     )
     def nightly_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
         # A tick evaluated by hand (the UI's test, a test's context) may have no time: now's.
         tick = context.scheduled_execution_time or clock.moment()
         yield from nightly_requests(built, tick, rereads)
-        if prices is not None:
-            yield prices_request(prices, tick.astimezone(UTC).date())
+
+    prices_job, prices_schedule = _prices(prices, nightly_cron, clock)
 
     watch_checks = tuple(check for assets in built for check in assets.watch_checks())
     freshness = dg.define_asset_job(
@@ -355,5 +360,35 @@ def jobs(
     )
     return Jobs(
         nightly, histories, snapshot, freshness, nightly_schedule, freshness_schedule,
-        watch_checks,
+        watch_checks, prices_job, prices_schedule,
     )  # fmt: skip
+
+
+def _prices(
+    prices: dg.AssetsDefinition | None, nightly_cron: str, clock: spec.Clock
+) -> tuple[dg.UnresolvedAssetJobDefinition | None, dg.ScheduleDefinition | None]:
+    """The job of the exchange's prices and its schedule, at the nightly's minute: a tick of
+    its own, so that a night's tick is the accounts' runs alone (each account's failure its
+    own, the prices none of theirs)."""
+    if prices is None:
+        return None, None
+    job = dg.define_asset_job(
+        "prices",
+        selection=dg.AssetSelection.assets(prices),
+        description="The exchange's daily candles of every market the accounts' assets need "
+        "(exchange/daily_candles); run by the prices schedule.",
+    )
+
+    @dg.schedule(
+        job=job,
+        cron_schedule=nightly_cron,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=f"{nightly_cron} (UTC): the exchange's prices, up to today, of what the "
+        "warehouse holds as it starts.",
+    )
+    def prices_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
+        tick = context.scheduled_execution_time or clock.moment()
+        yield prices_request(prices, tick.astimezone(UTC).date())
+
+    return job, prices_schedule

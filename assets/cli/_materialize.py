@@ -3,8 +3,9 @@ wrote.
 
 ``materialize`` with no asset and no day launches exactly the run requests the nightly schedule
 would make at this moment (`assets.jobs.nightly_requests`): the month so far of every history, and
-today's snapshots, a run each per account; then, per account, the checks of the catalog's views
-the daily watch job runs (the reconciliation among them), so a residual fails the command. Named
+today's snapshots, a run each per account; then the exchange's prices, as the prices schedule
+would; then, per account, the checks of the catalog's views the daily watch job runs (the
+reconciliation among them), so a residual fails the command. Named
 assets with no day: the same requests, narrowed to them. With days: the histories replace exactly
 those days (`assets.jobs.requests_for`), and a snapshot can only be taken today. Everything a
 request could not do is refused before any run starts, in one line.
@@ -72,9 +73,11 @@ def _requests(
     now: datetime,
     named: bool,
     out: Console,
+    prices: dg.RunRequest | None = None,
 ) -> list[tuple[str, dg.RunRequest]]:
-    """(account, request) of each run: the schedule's at the moment ``now``, or those of the
-    tables and days asked for."""
+    """(account, request) of each run: the schedules' at the moment ``now`` (the accounts' runs,
+    then the exchange's ``prices`` for a whole night, then the checks of the views), or those of
+    the tables and days asked for."""
     from assets.definitions import rereads_of
     from assets.jobs import nightly_requests, requests_for
 
@@ -86,6 +89,7 @@ def _requests(
             param_hint="ASSETS",
         )
     found: list[tuple[str, dg.RunRequest]] = []
+    views_found: list[tuple[str, dg.RunRequest]] = []
     for account_assets in assets:
         name = account_assets.account.name
         lacking = [t for t in tables if t not in account_assets.tables]
@@ -116,11 +120,14 @@ def _requests(
             if not tables and views is not None:
                 # The night ends as the watch job's does: with what the views say, a residual
                 # of the reconciliation failing it.
-                found.append((name, views))
+                views_found.append((name, views))
             continue
         chosen_tables = kept or list(account_assets.tables)
         found += [(name, r) for r in requests_for(account_assets, chosen_tables, first, last)]
-    return found
+    if prices is not None and not tables and first is None:
+        # Before the views: they value what the accounts hold with its prices.
+        found.append((EXCHANGE, prices))
+    return found + views_found
 
 
 def _checked_days(
@@ -284,8 +291,9 @@ def materialize(
     per account and kind, as the nightly schedule would.
 
     With no day: what the nightly schedule asks for now (the month so far of every history,
-    today's snapshots), narrowed to ASSETS; with no ASSETS either, the night ends with what the
-    catalog's views say (the reconciliation), as the daily watch job checks it. With days: the
+    today's snapshots), narrowed to ASSETS; with no ASSETS either, the exchange's prices follow,
+    and the night ends with what the catalog's views say (the reconciliation), as the daily
+    watch job checks it. With days: the
     histories replace exactly the days given (a range is one walk); snapshots can only be taken
     for today. An account whose run fails does not stop the others'.
     """
@@ -308,8 +316,20 @@ def materialize(
     _checked_before_runs(location)
     if start is not None and end is not None:
         _checked_days(assets, start, end, location.built, now.date())
+    prices = None
+    if location.prices is not None:
+        from assets.jobs import prices_request
+
+        prices = prices_request(location.prices, now.date())
     requests = _requests(
-        location.built, assets, start, end, now=now, named=bool(account_names), out=out
+        location.built,
+        assets,
+        start,
+        end,
+        now=now,
+        named=bool(account_names),
+        out=out,
+        prices=prices,
     )
     _launch(location, requests, out)
 

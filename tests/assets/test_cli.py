@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from assets.cli import main
 from assets.definitions import location
-from assets.jobs import MAX_RUNTIME_TAG, nightly_requests
+from assets.jobs import MAX_RUNTIME_TAG, nightly_requests, prices_request
 from assets.settings import Settings
 from assets.steps import ACCOUNT_TAG
 from pipeline import spec
@@ -268,10 +268,11 @@ def _request(request: dg.RunRequest) -> tuple[object, ...]:
 def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of_the_moment(
     tmp_path: Path,
 ) -> None:
-    """The bare command at a moment of a day: the runs it launched are the nightly schedule's
-    requests for that moment, one for one and in order (each account's month that holds
-    yesterday of its histories, every day of it so far, and its snapshots of today). The demo's
-    accounts, each of a history of each paging and two snapshots: the requests are the test."""
+    """The bare command at a moment of a day: the runs it launched are the schedules' requests
+    for that moment, one for one and in order (each account's month that holds yesterday of its
+    histories, every day of it so far, and its snapshots of today; then the exchange's prices;
+    then what each account's views say). The demo's accounts, each of a history of each paging
+    and two snapshots: the requests are the test."""
     at = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
     warehouse = tmp_path / "warehouse"
     accounts = tmp_path / "accounts.yaml"
@@ -283,28 +284,33 @@ def test_materialize_with_no_asset_and_no_day_launches_the_schedules_requests_of
             lines.append(f"    histories: [{chosen}]")
     accounts.write_text("\n".join(lines) + "\n")
     said = _at(SimClock(at, frozen=False), ["materialize"], warehouse, accounts=accounts)
-    assert said.count("succeeded") == 6, said
+    assert said.count("succeeded") == 7, said
     settings = Settings.from_env({"WHITEBIT_ACCOUNTS_FILE": str(accounts)})
-    built = location(settings).built
+    where = location(settings)
+    built = where.built
     scheduled = list(nightly_requests(built, at))
+    assert where.prices is not None
+    prices = prices_request(where.prices, at.date())
     assert {k.path[-1] for r in scheduled for k in r.asset_selection or ()} == {
         "funding_history", "trades", "deposits_withdrawals", "hedge_mode", "main_balances"
     }  # fmt: skip
-    # Each account's night ends with what the views say, as the watch job checks it.
+    # The night ends with what the views say, as the watch job checks it: after the prices,
+    # whose values the views hold.
     views = [assets.views_request() for assets in built]
     expected = [
-        *[r for r in scheduled if r.tags[ACCOUNT_TAG] == "main"], views[0],
-        *[r for r in scheduled if r.tags[ACCOUNT_TAG] == "sub_1"], views[1],
+        *[r for r in scheduled if r.tags[ACCOUNT_TAG] == "main"],
+        *[r for r in scheduled if r.tags[ACCOUNT_TAG] == "sub_1"],
+        prices, *views,
     ]  # fmt: skip
     with dg.DagsterInstance.from_config(str(warehouse / "dagster")) as instance:
         records = sorted(instance.get_run_records(), key=lambda r: r.start_time or 0.0)
         launched = [_run_request(instance, record.dagster_run) for record in records]
     assert launched == [_request(request) for request in expected if request is not None]
     assert [r[:2] for r in launched] == [
-        ("main", "2026-11"), ("main", None), ("main", None),
-        ("sub_1", "2026-11"), ("sub_1", None), ("sub_1", None),
+        ("main", "2026-11"), ("main", None), ("sub_1", "2026-11"), ("sub_1", None),
+        ("exchange", None), ("main", None), ("sub_1", None),
     ]  # fmt: skip
-    assert [r[2] for r in launched][2::3] == [[], []]  # the views' checks write nothing
+    assert [r[2] for r in launched][4:] == [["exchange/daily_candles"], [], []]
     rows = _warehouse_rows(warehouse)
     for account in ("main", "sub_1"):
         days = sorted({row[-1] for row in rows["funding_history"] if row[0] == account})

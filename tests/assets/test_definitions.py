@@ -66,6 +66,7 @@ def test_every_job_resolves_to_the_assets_it_runs() -> None:
     assert {"trades", "orders", "conversions"} <= set(FORGOTTEN) < set(MONTHLY)
     assert runs == {
         "nightly": MONTHLY_OPS | HORIZON_OPS | SNAPSHOT_OPS | VIEWS_OPS | {PRICES_OP},
+        "prices": {PRICES_OP},
         **{
             f"{name}_job": {f"default__{name}"}
             | ({f"default__{name}_horizon"} & HORIZON_OPS)
@@ -126,11 +127,12 @@ def test_nightly_schedule_asks_for_yesterdays_month_and_todays_snapshots(tmp_pat
             repository_def=found.definitions.get_repository_def(),
         )
         asked = schedule.evaluate_tick(context).run_requests or []
-        # The exchange's prices: a run of their own, last, every night.
-        *accounts, prices = asked
+        # The exchange's prices: a run of their own, of a schedule of its own at the same time.
+        assert found.jobs.prices_schedule is not None
+        (prices,) = found.jobs.prices_schedule.evaluate_tick(context).run_requests or []
         assert prices.run_key == f"exchange:prices:{tick.date()}"
         assert prices.asset_selection == [PRICES_KEY]
-        return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in accounts}
+        return {r.partition_key: (r.run_key, set(r.asset_selection or [])) for r in asked}
 
     snapshots = set(DEFAULT.snapshot_keys)
     histories = {dg.AssetKey(["default", name]) for name in MONTHLY}
