@@ -105,7 +105,9 @@ def location(
     # The exchange's prices, read through the first account's exchange (no key used).
     held = [key for assets in built for key in assets.keys]
     prices = prices_asset(chosen[0], writer_env, clock, held) if chosen else None
-    scheduled = jobs(built, settings.nightly_cron, clock, rereads_of(settings), prices)
+    scheduled = jobs(
+        built, settings.nightly_cron, clock, rereads_of(settings), prices, settings.prices_cron
+    )
     page = report.report_asset(built)
     report_job = dg.define_asset_job(
         "report",

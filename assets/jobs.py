@@ -297,8 +297,10 @@ def jobs(
     clock: spec.Clock,
     rereads: Rereads | None = None,
     prices: dg.AssetsDefinition | None = None,
+    prices_cron: str = "0 1 * * *",
 ) -> Jobs:
-    """The jobs and schedules of the accounts' assets, and of the exchange's ``prices``."""
+    """The jobs and schedules of the accounts' assets, and of the exchange's ``prices`` (at
+    ``prices_cron``)."""
     names = ", ".join(assets.account.name for assets in built)
     nightly = dg.define_asset_job(
         "nightly",
@@ -340,7 +342,7 @@ def jobs(
         tick = context.scheduled_execution_time or clock.moment()
         yield from nightly_requests(built, tick, rereads)
 
-    prices_job, prices_schedule = _prices(prices, nightly_cron, clock)
+    prices_job, prices_schedule = _prices(prices, prices_cron, clock)
 
     watch_checks = tuple(check for assets in built for check in assets.watch_checks())
     freshness = dg.define_asset_job(
@@ -365,11 +367,11 @@ def jobs(
 
 
 def _prices(
-    prices: dg.AssetsDefinition | None, nightly_cron: str, clock: spec.Clock
+    prices: dg.AssetsDefinition | None, cron: str, clock: spec.Clock
 ) -> tuple[dg.UnresolvedAssetJobDefinition | None, dg.ScheduleDefinition | None]:
-    """The job of the exchange's prices and its schedule, at the nightly's minute: a tick of
-    its own, so that a night's tick is the accounts' runs alone (each account's failure its
-    own, the prices none of theirs)."""
+    """The job of the exchange's prices and its schedule (``cron``, after the nightly runs):
+    ticks of its own, so that a night's tick is the accounts' runs alone (each account's failure
+    its own, the prices none of theirs), and the prices read what the night wrote."""
     if prices is None:
         return None, None
     job = dg.define_asset_job(
@@ -381,11 +383,11 @@ def _prices(
 
     @dg.schedule(
         job=job,
-        cron_schedule=nightly_cron,
+        cron_schedule=cron,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.RUNNING,
-        description=f"{nightly_cron} (UTC): the exchange's prices, up to today, of what the "
-        "warehouse holds as it starts.",
+        description=f"{cron} (UTC): the exchange's prices, up to today, of what the warehouse "
+        "holds as it starts.",
     )
     def prices_schedule(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest]:
         tick = context.scheduled_execution_time or clock.moment()

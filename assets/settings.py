@@ -104,6 +104,12 @@ class Settings(pydantic.BaseModel):
     nightly_cron: str = pydantic.Field(
         "30 0 * * *", alias="WHITEBIT_NIGHTLY_CRON", description="when the nightly runs start"
     )
+    prices_cron: str = pydantic.Field(
+        "0 1 * * *",
+        alias="WHITEBIT_PRICES_CRON",
+        description="when the exchange's prices are read: after the nightly runs end, before "
+        "the 02:30 watch",
+    )
     reference_currency: str = pydantic.Field(
         spec.REFERENCE_CURRENCY,
         alias="WHITEBIT_REFERENCE_CURRENCY",
@@ -158,7 +164,7 @@ class Settings(pydantic.BaseModel):
     #: The environment read (children inherit it; an accounts file's variables are in it).
     environ: Mapping[str, str] = pydantic.Field(default_factory=dict, exclude=True, repr=False)
 
-    @pydantic.field_validator("nightly_cron")
+    @pydantic.field_validator("nightly_cron", "prices_cron")
     @classmethod
     def _cron(cls, value: str) -> str:
         # Dagster's own rule, loaded only when the variable is set (--help stays instant).

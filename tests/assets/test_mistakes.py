@@ -190,6 +190,14 @@ MISTAKES: dict[str, Mistake] = {
         not_created=("data",),
         alone=True,
     ),
+    "a prices schedule that is not cron": Mistake(
+        ["materialize", "hedge_mode"],
+        {"WHITEBIT_PRICES_CRON": "0 25 * * *"},
+        1,
+        r"^Error: WHITEBIT_PRICES_CRON: '0 25 \* \* \*' is not a cron schedule: give five fields",
+        not_created=("data",),
+        alone=True,
+    ),
     "a PostgreSQL that refuses the connection": Mistake(
         ["materialize", "hedge_mode"],
         {"DAGSTER_POSTGRES_URL": f"postgresql+psycopg2://u:{SECRET}@127.0.0.1:1/dagster"},
