@@ -108,16 +108,17 @@ async def load_prices(
     source: sources.Source,
     environ: Mapping[str, str],
 ) -> Priced:
-    """Walk the candles of every market the warehouse's assets need, from its first day to
-    ``today``, and replace those days of ``daily_candles``."""
+    """Walk the candles of every market the warehouse's assets need, from the day before its
+    first to ``today``, and replace those days of ``daily_candles``; the warehouse's source
+    checked before the first request."""
     reference = wh.config.reference
+    sources.check(wh, EXCHANGE, source)
     found = held(wh)
     markets = await client.markets()
     paths, unpriced = price_paths(markets, found.assets, reference)
     needed = sorted({m for path in paths.values() for m in path})
     if not needed or found.first_day is None:
         return Priced(None, paths, unpriced, reference)
-    sources.check(wh, EXCHANGE, source)
     # A snapshot is valued at the close of the day before its own (holdings_value).
     days = day_range(found.first_day - timedelta(days=1), today + timedelta(days=1))
     target = MonthlyTarget(wh, HISTORY, account=EXCHANGE, days=days, extracted_at=extracted_at)
@@ -202,7 +203,6 @@ def prices_asset(
             return asyncio.run(act())
 
         with retry_only_transient():
-            sources.check(wh, EXCHANGE, whitebit.source)
             with whitebit.exchange(context.log, simulator_day=clock.today()) as exchange:
                 priced = run(exchange)
             refresh_catalog(context, wh)
