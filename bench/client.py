@@ -6,6 +6,9 @@ simulator answered. With budgets off, the funding walk is set against a plain se
 `httpx.Client` loop that signs its own requests and fetches the same pages, and the simulator's
 own CPU time during those walks tells how many pages one core of it serves a second.
 
+The paced funding and investments walks again at 100 ms a round trip (the simulator's latency
+switch), against themselves on loopback, with the requests they kept in flight.
+
 The prices walk (`spec.DAILY_CANDLES`, as the prices asset walks it): the daily candles of every
 spot market the simulator lists, a year of them and seven years, under the spec's budgets; its
 requests a second against the public v1 budget, and what bounds it where the budget does not
@@ -32,7 +35,7 @@ import orjson
 from assets.prices import PAGING
 from bench import Figure
 from pipeline import spec
-from pipeline.simulator import EPOCH, SpawnedSimulator, spawn
+from pipeline.simulator import EPOCH, Latency, SpawnedSimulator, spawn
 from pipeline.whitebit import AsyncWhiteBIT, Credentials, Pacer, WalkStats
 
 SECTION = "client"
@@ -48,6 +51,8 @@ INVESTMENTS = spec.INVESTMENTS_HISTORY
 PRICES = spec.DAILY_CANDLES
 #: The prices walks' ranges, in years of 365 days ending with the simulator's day.
 PRICES_YEARS = (1, 7)
+#: The real exchange's distance, for the paced walks' twins.
+DISTANCE = Latency(0.1, 0.01)
 
 
 @contextmanager
@@ -215,6 +220,29 @@ def _prices_figure(years: int, walked: PricesWalked, limited: int) -> Figure:
     )
 
 
+@contextmanager
+def _distant(sim: SpawnedSimulator) -> Iterator[None]:
+    """Every answer a round trip away (`DISTANCE`) for the duration; loopback's again after."""
+    sim.control("latency", round_trip_s=DISTANCE.round_trip_s, jitter_s=DISTANCE.jitter_s)
+    try:
+        yield
+    finally:
+        sim.control("latency")
+
+
+def _distant_figure(what: str, near: WalkStats, far: WalkStats, rate_limited: int) -> Figure:
+    """A paced walk at `DISTANCE` against itself on loopback: pages a second, and how many
+    requests were in flight on average (pages/s x round trip)."""
+    trip = DISTANCE.round_trip_s
+    return Figure(
+        SECTION, f"  {what}, budgets on, {trip * 1000:g} ms a round trip: pages/s",
+        far.pages_per_s, "pages/s", near.pages_per_s, "the same walk on loopback",
+        f"{far.pages} pages in {far.elapsed_s:.1f} s; {rate_limited} answers 429; "
+        f"{far.pages_per_s * trip:.1f} requests in flight on average, where one at a time "
+        f"would read {1 / trip:.0f} pages/s",
+    )  # fmt: skip
+
+
 def _budget_figures(
     what: str, operation: spec.Operation, stats: WalkStats, rate_limited: int
 ) -> list[Figure]:
@@ -260,6 +288,10 @@ def run() -> list[Figure]:
         before = _rate_limited(sim)
         paced = asyncio.run(_funding_walk(sim, creds, since, Pacer()))
         figures += _budget_figures("funding walk", FUNDING, paced, _rate_limited(sim) - before)
+        before = _rate_limited(sim)
+        with _distant(sim):
+            far = asyncio.run(_funding_walk(sim, creds, since, Pacer()))
+        figures.append(_distant_figure("funding walk", paced, far, _rate_limited(sim) - before))
 
         # (b) budgets off: our walk against the plain sequential loop over the same pages.
         sim.control("limits", enabled=False)
@@ -312,6 +344,10 @@ def run() -> list[Figure]:
         figures += _budget_figures(
             "investments walk", INVESTMENTS, paced, _rate_limited(sim) - before
         )
+        before = _rate_limited(sim)
+        with _distant(sim):
+            far = asyncio.run(_investments_walk(sim, creds, Pacer()))
+        figures.append(_distant_figure("investments walk", paced, far, _rate_limited(sim) - before))
         sim.control("limits", enabled=False)
         free = asyncio.run(_investments_walk(sim, creds, pacing=False))
         figures += [
