@@ -19,11 +19,13 @@ from tests.support.records import (
     funding_record,
     investment,
     movement,
+    order,
     plan,
+    trade,
     watcher_link,
 )
 from warehouse import normalize, schemas
-from warehouse.normalize import Batch
+from warehouse.normalize import Batch, _intake
 
 
 def funding(records: object, day: date = DAY) -> Batch:
@@ -568,3 +570,100 @@ def test_a_record_off_the_contract_is_rejected_as_sent_beside_good_ones(
     assert batch.rejects["record_index"].to_pylist() == [1]
     # The record as sent, every value as it was (JSON text that reads back to it).
     assert [json.loads(text) for text in batch.rejects["raw_json"].to_pylist()] == [odd]
+
+
+# --- Read at once, or record by record ----------------------------------------------------------
+
+#: Fills with awkward values, each read at C speed (strings in one pass, times as texts at once).
+_AWKWARD_FILLS = {
+    "BTC_USDT": [
+        trade(id=1, amount="12345678901234567890.123456789012345678", fee="0.000000000000000001"),
+        trade(id=2, price="007.500000000000000000000", deal="-0", clientOrderId="ордер-🙂"),
+        trade(id=3, time=DAY_START + 60, feeAsset="USDT", side="sell", role=1),
+        trade(id=3, time=DAY_START + 60, feeAsset="USDT", side="sell", role=1),  # a copy
+    ],
+    "ETH_USDT": [trade(id=4, time=Decimal("1709251260.5"))],
+    "SOL_USDT": [
+        trade(id=5, time=Decimal("1709251260.1234567")),  # a seventh place would round
+        trade(id=6, time=Decimal("1.7E+9")),  # not written as seconds
+        trade(id=7, time=-5),
+        trade(id=8, amount="1" * 21),
+    ],
+}
+#: What the record-by-record intake reads alone: a JSON number where a decimal string belongs,
+#: a string where a number of seconds does, an integer field holding a number with a fraction.
+_ODD_FILL = trade(id=9, amount=Decimal("0.5"), time="1709251260", orderId=Decimal("5.5"))
+
+
+def _fills(answer: dict[str, list[dict[str, object]]]) -> Batch:
+    return normalize.normalize(spec.TRADES, answer, extracted_at=EXTRACTED_AT, day=DAY)
+
+
+def test_fills_read_at_once_or_record_by_record_give_the_same_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with monkeypatch.context() as patch:  # every value checked one by one in Python: none
+        patch.setattr(_intake, "_wrong_value", lambda *_: pytest.fail("read record by record"))
+        at_once = _fills(_AWKWARD_FILLS)
+    by_record = _fills({**_AWKWARD_FILLS, "XRP_USDT": [_ODD_FILL]})
+    assert at_once.rows.equals(by_record.rows)
+    assert at_once.rows.schema == schemas.TABLES["trades"].arrow_schema
+    assert (at_once.normalized, at_once.rejected, at_once.duplicates) == (4, 4, 1)
+    assert at_once.rows.to_pylist()[0]["amount"] == Decimal(
+        "12345678901234567890.123456789012345678"
+    )
+    assert [r["trade_time"] for r in at_once.rows.to_pylist()] == [
+        datetime(2024, 3, 1, 8, 0, 0, 123456, tzinfo=UTC),
+        datetime(2024, 3, 1, 8, 0, 0, 123456, tzinfo=UTC),
+        datetime(2024, 3, 1, 0, 1, tzinfo=UTC),
+        datetime(2024, 3, 1, 0, 1, 0, 500000, tzinfo=UTC),
+    ]
+    assert by_record.rejects.slice(0, at_once.rejected).equals(at_once.rejects)
+    assert at_once.rejects["reason"].to_pylist() == [
+        "market 'SOL_USDT': time: finer than a microsecond (1709251260.1234567): would round",
+        "market 'SOL_USDT': time: not a Unix time in seconds (1.7E+9)",
+        "market 'SOL_USDT': time: not a Unix time in seconds (-5)",
+        "market 'SOL_USDT': amount: more than 20 integer digits (would overflow DECIMAL(38,18))",
+    ]
+    # The odd record: one line naming each field it breaks, and the record as sent.
+    odd = by_record.rejects.slice(at_once.rejected).to_pylist()
+    assert [r["reason"] for r in odd] == [
+        "market 'XRP_USDT': orderId: number where an integer belongs; time: string where a "
+        "number of Unix seconds belongs; amount: number where a decimal string belongs"
+    ]
+    assert json.loads(odd[0]["raw_json"]) == json.loads(json.dumps(_ODD_FILL, default=str)) | {
+        "amount": 0.5,
+        "orderId": 5.5,
+    }
+    assert_counts_add_up(at_once)
+    assert_counts_add_up(by_record)
+
+
+def test_null_and_absent_fields_read_at_once_or_field_by_field_give_the_same_table() -> None:
+    # Nullable strings (a deposit's uniqueId, network) null or set; an order's optional
+    # activation fields absent or set; text beyond ASCII.
+    movements = [
+        movement(),
+        movement(transactionId="00000000-0000-4000-8000-000000000002", uniqueId="ü-1"),
+        movement(transactionId="00000000-0000-4000-8000-000000000003", network=None),
+    ]
+    odd_movement = movement(transactionId="00000000-0000-4000-8000-000000000004", memo=7)
+    at_once = snapshot(spec.DEPOSITS_WITHDRAWALS, movements)
+    by_field = snapshot(spec.DEPOSITS_WITHDRAWALS, [*movements, odd_movement])
+    assert at_once.rows.equals(by_field.rows)
+    assert at_once.rows["unique_id"].to_pylist() == [None, "ü-1", None]
+    assert at_once.rows["network"].to_pylist() == ["TRC20", "TRC20", None]
+    assert by_field.rejects["reason"].to_pylist() == ["memo: integer where a string belongs"]
+    orders = {
+        "BTC_USDT": [order(), order(id=502, activationPrice="61000.5", activationCondition="<=")]
+    }
+    odd_order = {"ETH_USDT": [order(id=503, activationCondition=1)]}
+    read = normalize.normalize(spec.ORDERS, orders, extracted_at=EXTRACTED_AT, day=DAY)
+    by_field = normalize.normalize(
+        spec.ORDERS, orders | odd_order, extracted_at=EXTRACTED_AT, day=DAY
+    )
+    assert read.rows.equals(by_field.rows)
+    assert read.rows["activation_price"].to_pylist() == [None, Decimal("61000.5")]
+    assert by_field.rejects["reason"].to_pylist() == [
+        "market 'ETH_USDT': activationCondition: integer where a string belongs"
+    ]

@@ -8,7 +8,6 @@ reason holds a null in the column. Everything is vectorized with `pyarrow.comput
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -34,6 +33,8 @@ INTEGER_DIGITS: Final = 20
 FRACTION_DIGITS: Final = 18
 
 _DECIMAL_SHAPE: Final = r"^-?[0-9]+(\.[0-9]+)?$"
+#: A decimal that ``decimal128(38, 18)`` holds as it is written.
+_FITS: Final = rf"^-?[0-9]{{1,{INTEGER_DIGITS}}}(\.[0-9]{{1,{FRACTION_DIGITS}}})?$"
 #: Longer digit strings may not fit int64; they are far outside any time bound anyway.
 _TIME_DIGITS: Final = 18
 
@@ -57,6 +58,9 @@ class Converted:
 def decimal(field: Field) -> Converted:
     """Decimal strings -> ``decimal128(38, 18)``, exactly, or a reason per value."""
     name, text = field.name, field.values
+    if not text.null_count and pc.all(pc.match_substring_regex(text, _FITS)).as_py():
+        # Every value fits as it is (nearly always): one check, not each rule apart.
+        return Converted(pc.cast(text, schemas.MONEY), field.reasons)
     shaped = pc.fill_null(pc.match_substring_regex(text, _DECIMAL_SHAPE), False)
     candidate = text
     integer_digits, fraction_digits = _digit_counts(candidate)
@@ -163,7 +167,7 @@ def timestamp(field: Field, bounds: TimeBounds) -> Converted:
     return Converted(pc.cast(micros, schemas.UTC_TIME), reasons)
 
 
-_SECONDS_FRACTION: Final = re.compile(r"([0-9]{1,12})(?:\.([0-9]+))?")
+_SECONDS_FRACTION: Final = r"^(?P<seconds>[0-9]{1,12})(?:\.(?P<fraction>[0-9]+))?$"
 #: Microseconds: the finest a warehouse timestamp holds.
 MICRO_DIGITS: Final = 6
 
@@ -171,34 +175,36 @@ MICRO_DIGITS: Final = 6
 def fractional_timestamp(field: Field, bounds: TimeBounds) -> Converted:
     """Unix seconds with their fraction (the exact text of a JSON number) -> UTC timestamps to
     the microsecond, or a reason: a seventh decimal place would round."""
-    name = field.name
-    micros: list[int | None] = []
-    shape: list[str | None] = []
-    for text in field.values.to_pylist():
-        matched = _SECONDS_FRACTION.fullmatch(text) if text is not None else None
-        if text is None:
-            micros.append(None)
-            shape.append(None)
-        elif matched is None:
-            micros.append(None)
-            shape.append(f"{name}: not a Unix time in seconds ({text})")
-        elif len(fraction := matched[2] or "") > MICRO_DIGITS:
-            micros.append(None)
-            shape.append(f"{name}: finer than a microsecond ({text}): would round")
-        else:
-            micros.append(int(matched[1]) * 1_000_000 + int(fraction.ljust(MICRO_DIGITS, "0")))
-            shape.append(None)
-    values = pa.array(micros, pa.int64())
+    name, text = field.name, field.values
+    parts = pc.extract_regex(text, _SECONDS_FRACTION)
+    fraction = parts.field("fraction")
+    unshaped = pc.and_(pc.is_valid(text), pc.is_null(parts))
+    too_fine = pc.greater(pc.utf8_length(fraction), MICRO_DIGITS)
+    exact = pc.and_(pc.is_valid(parts), pc.invert(too_fine))
+    seconds = pc.cast(pc.if_else(exact, parts.field("seconds"), TEXT_NULL), pa.int64())
+    micros = pc.cast(
+        pc.utf8_rpad(pc.if_else(exact, fraction, TEXT_NULL), MICRO_DIGITS, "0"), pa.int64()
+    )
+    values = pc.add(pc.multiply(seconds, 1_000_000), micros)
     earliest = int(bounds.earliest.timestamp()) * 1_000_000
     latest = int(bounds.latest.timestamp()) * 1_000_000
     reasons = first_reason(
         field.reasons,
-        pa.array(shape, pa.string()),
+        _quoting(unshaped, f"{name}: not a Unix time in seconds (", text, ")"),
+        _quoting(too_fine, f"{name}: finer than a microsecond (", text, "): would round"),
         reason_where(pc.less(values, earliest), f"{name}: before {bounds.earliest.date()}"),
         reason_where(pc.greater(values, latest), f"{name}: {bounds.too_late}"),
     )
     kept = pc.if_else(pc.is_null(reasons), values, pa.scalar(None, pa.int64()))
     return Converted(pc.cast(kept, schemas.UTC_TIME), reasons)
+
+
+def _quoting(mask: pa.Array, before: str, value: pa.Array, after: str) -> pa.Array:
+    """A reason that quotes the value, where ``mask`` holds."""
+    reasons = reason_where(mask, before)
+    if reasons.null_count == len(reasons):
+        return reasons
+    return pc.binary_join_element_wise(reasons, value, after, "")
 
 
 # --- Integers, statuses, text, lists, booleans -------------------------------------------------

@@ -222,31 +222,46 @@ def _owner_param(history: spec.History, owner: str) -> str:
 
 
 def _fields(history: spec.History, intake: Intake) -> dict[str, Field]:
-    """Each sourced column's field, read at intake: every string field of a flat record in one
-    pass where it can be (the funding history's), else field by field."""
+    """Each sourced column's field, read at intake: the first-level string fields of the
+    records in one pass where they can be (`Intake.strings`), the others field by field."""
     sourced = [c for c in history.columns if c.source]
     owned = [c for c in sourced if c.source == spec.OWNER]
     flat = [c for c in sourced if c.source != spec.OWNER]
     fields = {c.name: intake.owner_field(c.name, STRING) for c in owned}
-    expected = [(c, _expected(history, c)) for c in flat]
+    expected = {c.name: _expected(history, c) for c in flat}
     # A field the answer may spell two ways (`spec.Field.alias`), by the column reading it.
     aliases = {c.name: history.field_of(c).alias for c in flat if len(c.source) == 1}
-    strings = all(
-        len(c.source) == 1 and e.arrow_type == pa.string() and e.as_text is None
-        for c, e in expected
-    ) and not any(aliases.values())
-    if strings and flat and not any(c.nullable for c in flat):
-        read_at_once = intake.strings({str(c.source[0]): e for c, e in expected})
-        return fields | {c.name: read_at_once[str(c.source[0])] for c in flat}
-    for column, kind in expected:
-        optional = history.field_of(column).optional
-        alias = aliases.get(column.name, "")
+    optional = {c.name for c in flat if history.field_of(c).optional}
+    strings = [
+        c
+        for c in flat
+        if len(c.source) == 1
+        and expected[c.name].arrow_type == pa.string()
+        and expected[c.name].as_text is None
+        and not aliases[c.name]
+    ]
+    if strings:
+        read_at_once = intake.strings(
+            {str(c.source[0]): expected[c.name] for c in strings},
+            nullable={str(c.source[0]) for c in strings if c.nullable},
+            optional={str(c.source[0]) for c in strings if c.name in optional},
+        )
+        fields |= {c.name: read_at_once[str(c.source[0])] for c in strings}
+    for column in flat:
+        if column.name in fields:
+            continue
+        kind, alias = expected[column.name], aliases.get(column.name, "")
         if alias and any(alias in o for o in intake.objects):
             key = str(column.source[0])
-            fields[column.name] = _either(intake, key, alias, kind, column.nullable, optional)
+            fields[column.name] = _either(
+                intake, key, alias, kind, column.nullable, column.name in optional
+            )
             continue
         fields[column.name] = intake.field(
-            *column.source, expected=kind, nullable=column.nullable, optional=optional
+            *column.source,
+            expected=kind,
+            nullable=column.nullable,
+            optional=column.name in optional,
         )
     return fields
 
