@@ -444,7 +444,7 @@ def test_a_later_window_that_fails_is_raised_at_its_turn_after_every_newer_recor
     assert slices[-1] == Window(third, windows(history_floor(NOW), int(NOW), None)[1].start).name
 
 
-# --- how far ahead ---------------------------------------------------------------------------------
+# --- how far ahead ------------------------------------------------------------------------------
 
 
 class Distant(Memory):
