@@ -342,7 +342,10 @@ def _pipeline_alone(
     whitebit: Any, root: str, first: date, last: date, table: str = "funding_history"
 ) -> dict[str, Any]:
     """What the asset does, without the orchestrator: the walk streamed into partitions, the
-    catalog refreshed, the checks run."""
+    catalog refreshed, the checks run. Its seconds from the walk's start to the checks' end
+    (``backfill_s``), and the CPU seconds each of our processes spent meanwhile: this one's
+    (``backfill_cpu_s``, every thread), and the writer's (``writer_cpu_s``: the writers' host
+    and the writer it forked and reaped)."""
     import asyncio
     import logging
     import os
@@ -358,6 +361,7 @@ def _pipeline_alone(
 
     days = day_range(first, last + timedelta(days=1))
     wh = Warehouse.open(root)
+    started, own_cpu, writer_cpu = time.perf_counter(), time.process_time(), _writer_cpu()
     with whitebit.exchange(
         logging.getLogger(__name__), simulator_day=spec.WALL_CLOCK.today()
     ) as exchange:
@@ -389,6 +393,8 @@ def _pipeline_alone(
     )
     if not all(r.passed for r in results):
         raise RuntimeError(f"checks failed: {results}")
+    backfill_s = time.perf_counter() - started
+    own_cpu, writer_cpu = time.process_time() - own_cpu, _writer_cpu() - writer_cpu
     return {
         "rows": _rows_in_duckdb(root, table),
         "partitions": len(partitions.partition_files(wh.store, table)),
@@ -397,7 +403,23 @@ def _pipeline_alone(
         "pages_per_s": load.stats.pages / load.stats.elapsed_s,
         "rate_limited": load.stats.rate_limited,
         "walk_cpu_s": cpu,
+        "backfill_s": backfill_s,
+        "backfill_cpu_s": own_cpu,
+        "writer_cpu_s": writer_cpu,
     }
+
+
+def _writer_cpu() -> float:
+    """CPU seconds of the writers' host so far, with the writers it reaped (0: none started)."""
+    import psutil
+
+    from warehouse import writer
+
+    host = writer._HOST
+    if host is None:
+        return 0.0
+    cpu = psutil.Process(host.pid).cpu_times()
+    return cpu.user + cpu.system + cpu.children_user + cpu.children_system
 
 
 def _rows_in_duckdb(root: str, table: str = "funding_history") -> int:

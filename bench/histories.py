@@ -5,15 +5,14 @@ account (the simulator's large scale), side by side in one run.
   pipeline alone (the walk in time windows streamed month by month into Parquet, the catalog,
   the checks) against the same through Dagster (one run, an on-disk instance made before, as
   the CLI runs it on a warehouse's second night), the median of three pairs, and what Dagster
-  alone adds to a run (a twin of the asset that does nothing, run the same way); the peak memory
-  against the same walk over a tenth of the fills (a simulator at a tenth of the large scale's
-  fills a day).
-- Six months of fills, orders and conversions, each walk paced to the spec's budgets: its pages
-  per second against the budget that bounds it, and what bounds it where the budget does not
-  (each side's CPU while it walked, measured).
-- The same three walks with every answer a round trip of 100 ms away (give or take 10 ms, the
-  simulator's latency switch), against themselves on loopback: the real exchange's distance, where
-  a walk waits a round trip for every page it has not asked ahead.
+  alone adds to a run (a twin of the asset that does nothing, run the same way).
+- A busy account's six months (`BUSY`: over 2,000,000 fills, some 550,000 orders, 10,000
+  conversions): each backfill (the pipeline alone, paced to the spec's budgets) on loopback and
+  with every answer a round trip of 100 ms away (give or take 10 ms, the simulator's latency
+  switch: the real exchange's distance), against the floor no reading can beat, the larger of
+  two measured in the same run (`Floors`): the budget's (its requests at the budget's rate) and
+  the CPU's (what our own processes spent, on this machine's cores). The peak memory of the fills
+  backfill against the same over a tenth of the fills (`BUSY_TENTH`).
 - Deposits and withdrawals of an account with more than 10,000 of them (no date filter, split by
   method and ticker where a slice fills the 10,000 reach) under their endpoint's own budget of
   200 requests per 10 s, the same way.
@@ -24,7 +23,9 @@ simulator writes its fills the first time a page reads them: a first walk, not m
 
 from __future__ import annotations
 
+import os
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -43,14 +44,14 @@ PACED: Final = ("trades", "orders", "conversions")
 PAIRS: Final = 3
 #: The exchange's distance the paced walks are measured at besides loopback's.
 DISTANCE: Final = Latency(0.1, 0.01)
+#: A busy account: over 2,000,000 fills in six months (11,600 a day; orders and conversions
+#: follow them), over 190 days only, so that the simulator builds and holds no more than that.
+BUSY: Final = "markets=250,days=190,investments=300,tickers=8,fills=11600"
+#: The same account with a tenth of its fills.
+BUSY_TENTH: Final = "markets=250,days=190,investments=300,tickers=8,fills=1160"
 #: Deposits and withdrawals: no date filter, every day of the account.
 FLOWS: Final = "deposits_withdrawals"
-#: A tenth of the large scale's fills a day, everything else alike.
 _LARGE = Scale.large()
-TENTH: Final = (
-    f"markets={_LARGE.markets},days={_LARGE.days},investments={_LARGE.investments},"
-    f"tickers={_LARGE.tickers},fills={_LARGE.fills // 10}"
-)
 
 
 def _median(
@@ -88,27 +89,72 @@ def _distant(
         sim.control("latency")
 
 
-def _distant_figure(
-    history: str,
-    span: str,
-    near: tuple[dict[str, Any], float, float],
-    far: tuple[dict[str, Any], float, float],
+@dataclass(frozen=True, slots=True)
+class Floors:
+    """The least time a backfill can take, from what its run measured: the budget's floor is its
+    requests (the pages it read) at the rate of the budget that bounds them; the CPU's, the time
+    our own processes' CPU seconds (the walk's process and the writer's, from the walk's start
+    to the checks' end; the simulator's not counted) need on this machine's cores: the larger of
+    each process's seconds (a process's Python runs on one core at a time) and their sum over
+    the cores."""
+
+    requests: int
+    rate: float
+    walk_cpu_s: float
+    writer_cpu_s: float
+    cores: int
+
+    @property
+    def budget_s(self) -> float:
+        return self.requests / self.rate
+
+    @property
+    def cpu_s(self) -> float:
+        both = self.walk_cpu_s + self.writer_cpu_s
+        return max(self.walk_cpu_s, self.writer_cpu_s, both / self.cores)
+
+    @property
+    def floor_s(self) -> float:
+        return max(self.budget_s, self.cpu_s)
+
+    @classmethod
+    def of(cls, history: str, walked: dict[str, Any]) -> Floors:
+        return cls(
+            requests=int(walked["pages"]),
+            rate=_budget(spec.HISTORIES[history].operation).per_second,
+            walk_cpu_s=float(walked["backfill_cpu_s"]),
+            writer_cpu_s=float(walked["writer_cpu_s"]),
+            cores=os.cpu_count() or 1,
+        )
+
+
+def _floors_figure(
+    history: str, latency: Latency, run: tuple[dict[str, Any], float, float]
 ) -> Figure:
-    """The paced walk at `DISTANCE` against itself on loopback, in one run: pages a second, each
-    one's share of the budget, wall time, and how many requests were in flight on average."""
-    (walked, walked_s, _), (distant, distant_s, _) = near, far
-    rate = _budget(spec.HISTORIES[history].operation).per_second
-    trip, jitter = DISTANCE.round_trip_s, DISTANCE.jitter_s
+    """A busy account's backfill against its floor (`Floors`): its seconds from the walk's start
+    to the checks' end, at ``latency``."""
+    walked, _, served_s = run
+    floors, seconds = Floors.of(history, walked), float(walked["backfill_s"])
+    rate = floors.rate
+    distance = (
+        f"{latency.round_trip_s * 1000:g} ms a round trip (give or take "
+        f"{latency.jitter_s * 1000:g} ms)"
+        if latency.round_trip_s
+        else "loopback"
+    )
+    bound = "the budget's" if floors.budget_s >= floors.cpu_s else "the CPU's"
     return Figure(
-        SECTION, f"  {history}, {span} paced, {trip * 1000:g} ms a round trip: walk pages/s",
-        distant["pages_per_s"], "pages/s", walked["pages_per_s"], "the same walk on loopback",
-        f"{distant['pages_per_s'] / rate:.1%} of the budget while walking against "
-        f"{walked['pages_per_s'] / rate:.1%} on loopback; {distant_s:.1f} s end to end against "
-        f"{walked_s:.1f} s (walk {distant['walk_s']:.1f} s against {walked['walk_s']:.1f} s); "
-        f"{distant['pages']:,} pages, {distant['rows']:,} rows; {distant['rate_limited']} answers "
-        f"429; a round trip {trip * 1000:g} ms, give or take {jitter * 1000:g} ms: "
-        f"{distant['pages_per_s'] * trip:.1f} requests in flight on average (pages/s x round "
-        f"trip), where one at a time would read {1 / trip:.0f} pages/s",
+        SECTION, f"  {history}, a busy account's six months, {distance}: backfill s",
+        seconds, "s", floors.floor_s, "max(budget floor, CPU floor)",
+        f"lower is better; goal at most 1.5x; {walked['rows']:,} rows, {floors.requests:,} "
+        f"pages; budget floor {floors.requests:,} requests / {rate:g} a second = "
+        f"{floors.budget_s:.1f} s; CPU floor max(walk's process {floors.walk_cpu_s:.1f} s, "
+        f"writer's {floors.writer_cpu_s:.1f} s, both / {floors.cores} cores) = "
+        f"{floors.cpu_s:.1f} s; {bound} binds; walk {walked['walk_s']:.1f} s at "
+        f"{walked['pages_per_s']:.0f} pages/s ({walked['pages_per_s'] / rate:.1%} of the budget, "
+        f"{walked['pages_per_s'] * latency.round_trip_s:.0f} requests in flight on average); "
+        f"{walked['rate_limited']} answers 429; the simulator's CPU {served_s:.1f} s; peak "
+        f"{walked['tree_peak_mb']:.0f} MB",
     )  # fmt: skip
 
 
@@ -137,6 +183,30 @@ def _paced_figure(
     )  # fmt: skip
 
 
+Run = tuple[dict[str, Any], float, float]
+
+
+def _busy(
+    sim: SpawnedSimulator,
+    days: tuple[date, date],
+    base: Path,
+    histories: tuple[str, ...] = PACED,
+    *,
+    distant: bool = True,
+) -> tuple[dict[str, Run], dict[str, Run]]:
+    """Each history's backfill, paced, on loopback and (``distant``) at `DISTANCE`, after a walk
+    each that warms the simulator (it writes its records the first time a page reads them):
+    (loopback's, the distant's) by history, each `_paced`'s."""
+    sim.control("limits", enabled=False)
+    for name in histories:
+        _ours(sim, *days, base / f"warm-{name}", dagster=False, history=name)
+    sim.control("limits", enabled=True)
+    near = {name: _paced(sim, *days, base / f"near-{name}", name) for name in histories}
+    far = {name: _distant(sim, *days, base / f"far-{name}", name)
+           for name in histories if distant}  # fmt: skip
+    return near, far
+
+
 def run() -> list[Figure]:
     last = datetime.fromtimestamp(EPOCH, UTC).date() - timedelta(days=1)
     six_months = (spec.floor_day(last + timedelta(days=1)), last)
@@ -162,18 +232,13 @@ def run() -> list[Figure]:
             noops = [fills(f"noop-{n}", dagster=True, home=home, noop=True) for n in range(PAIRS)]
             noop_s = sorted(float(result["run_s"]) for result, _, _ in noops)[PAIRS // 2]
             sim.control("limits", enabled=True)
-            paced = {name: _paced(sim, *six_months, base / f"paced-{name}", name)
-                     for name in PACED}  # fmt: skip
-            distant = {name: _distant(sim, *six_months, base / f"distant-{name}", name)
-                       for name in PACED}  # fmt: skip
             deposits = _paced(sim, history_start, last, base / "deposits", FLOWS)
-        with spawn(scale=TENTH, frozen_at=EPOCH) as small_sim:
-            small_sim.control("limits", enabled=False)
-            _ours(small_sim, *six_months, base / "tenth-warm", dagster=False, history="trades")
-            tenth, _, tenth_mb = _ours(
-                small_sim, *six_months, base / "tenth", dagster=False, history="trades"
-            )
+        with spawn(scale=BUSY, frozen_at=EPOCH, timeout_s=600) as busy:
+            near, far = _busy(busy, six_months, base)
+        with spawn(scale=BUSY_TENTH, frozen_at=EPOCH) as small_sim:
+            tenth, _ = _busy(small_sim, six_months, base / "tenth", ("trades",), distant=False)
 
+    busy_fills, tenth_fills = near["trades"][0]["rows"], tenth["trades"][0]["rows"]
     same = "the same rows" if dag["rows"] == alone["rows"] else "ROWS DIFFER"
     return [
         Figure(SECTION, f"six-month fills backfill, {alone['rows']:,} fills over "
@@ -190,12 +255,15 @@ def run() -> list[Figure]:
                f"{PAIRS}; a cost per run, whatever the backfill's size"),
         Figure(SECTION, "  the pipeline alone: fills per second", alone["rows"] / alone_s,
                "rows/s", None, "", f"{alone['pages']:,} pages in {alone['walk_s']:.1f} s of walk"),
-        *(_paced_figure(name, "six months", *walked) for name, walked in paced.items()),
-        *(_distant_figure(name, "six months", paced[name], distant[name]) for name in PACED),
-        Figure(SECTION, f"peak memory, fills backfill: {alone['rows']:,} fills against a "
-               f"tenth ({tenth['rows']:,})", alone_mb, "MB", tenth_mb,
-               f"ours alone, {tenth['rows']:,} fills",
-               "lower is better; goal at most 1.3x: the walk streams its windows (those read "
-               "ahead hold at most 16 pages each), the writer a month; both processes, summed"),
         _paced_figure(FLOWS, f"{_LARGE.days} days", *deposits),
+        *(_floors_figure(name, latency, runs[name])
+          for latency, runs in ((Latency(), near), (DISTANCE, far)) for name in PACED),
+        Figure(SECTION, f"peak memory, a busy account's fills backfill: {busy_fills:,} fills"
+               f" against a tenth ({tenth_fills:,})", near["trades"][0]["tree_peak_mb"], "MB",
+               tenth["trades"][0]["tree_peak_mb"],
+               f"ours alone, {tenth_fills:,} fills",
+               "lower is better; goal at most 1.3x: the walk streams its windows (those read "
+               "ahead hold at most 16 pages each, the one yielded what a round trip needs), the "
+               "writer a month; both processes, summed; on loopback, paced; at "
+               f"{DISTANCE.round_trip_s * 1000:g} ms {far['trades'][0]['tree_peak_mb']:.0f} MB"),
     ]  # fmt: skip

@@ -28,16 +28,17 @@ MAX_RETRY_DELAY_S: Final = 8.0
 MAX_RETRY_AFTER_S: Final = 60.0
 
 #: Requests in flight at once: at the exchange's distance (some 100 ms a round trip) a page read
-#: costs a round trip, and what one core reads (some 300 pages a second) needs some 30 in flight.
-#: The pacer, not this, keeps them within the budgets.
-DEFAULT_MAX_CONCURRENCY: Final = 32
+#: costs a round trip, and what one core reads (300 to 600 pages a second) needs 30 to 60 in
+#: flight. The pacer, not this, keeps them within the budgets; a time-windows walk asks only as
+#: many as its reading needs (`_timewindows._Flow`).
+DEFAULT_MAX_CONCURRENCY: Final = 64
 #: Pages one stream of pages (a slice, a window) asks ahead of the one it reads, at most: each
 #: may be past its end, and then is a request wasted; more in flight come from more streams.
 MAX_PAGES_AHEAD: Final = 8
-#: Windows of a time-windows walk read at once (the one being yielded and those after it): with
-#: `MAX_PAGES_AHEAD` each, they fill the client's slots, so that no window's pages drain at its
-#: end nor start again at one at the next's start.
-WINDOWS_IN_FLIGHT: Final = DEFAULT_MAX_CONCURRENCY // MAX_PAGES_AHEAD
+#: Windows of a time-windows walk read at once (the one being yielded and those after it): the
+#: next ones hold their first pages by the yielded one's end, so that the walk's pages neither
+#: drain at a window's end nor start again at one at the next's start.
+WINDOWS_IN_FLIGHT: Final = 4
 #: Pages a window read ahead holds until its turn, at most (some 500 fills each): the walk's
 #: memory beyond the window it yields is at most this for each window in flight, whatever the
 #: account's size; a window that holds them waits, its requests left to the others.

@@ -8,14 +8,20 @@ two windows for a 31-day month), yielded newest window first. A window is sent a
 its last second, both included, as the exchange reads them (docs/api.md, section 10.9).
 
 - **Windows in flight.** Windows are disjoint in time, so several are read at once
-  (`WINDOWS_IN_FLIGHT`, each in a task of its own asking up to `MAX_PAGES_AHEAD` pages ahead, the
-  client's slots and the pacer's budgets shared): the one being yielded and the next ones. A
-  window read ahead holds at most `WINDOW_PAGES_HELD` pages until its turn, then waits; the one
-  being yielded may ask ahead as many pages as the client has slots, those the waiting windows
-  leave. A window's records are yielded once every newer window's are, so they come in the order
+  (`WINDOWS_IN_FLIGHT`, each in a task of its own, the client's slots and the pacer's budgets
+  shared): the one being yielded and the next ones. A window read ahead asks up to
+  `MAX_PAGES_AHEAD` pages ahead and holds at most `WINDOW_PAGES_HELD` pages until its turn, then
+  waits. A window's records are yielded once every newer window's are, so they come in the order
   of a walk of one window at a time, and what each window found (its slices, the records an
   answer left out, a window out of reach) is told in that order too. A window that fails is
   raised at its turn, after every newer window's records.
+- **How far ahead.** The window being yielded asks ahead as many pages as the walk yields during
+  a round trip, twice over (`_Flow`: both measured as it goes), at most the client's slots: at
+  the exchange's distance that keeps the walk reading at the rate its own CPU (or the budget)
+  allows, on loopback it holds a few pages. No window asks past what it is predicted to hold,
+  and one more (`_pages_left`: by the total its answers state, else by its records' times), so
+  that a window's end costs a request or so past it, not the pages asked ahead; the slots it
+  leaves go to the windows after it.
 - **Now.** The walk goes by the exchange's present (`_clock`): a range reaching past it ends at
   the current second, the window's end one second before it, since position histories refuse an
   end after now + 1 s. A window that ends in the past holds what it will always hold: records
@@ -27,10 +33,10 @@ its last second, both included, as the exchange reads them (docs/api.md, section
   refused. A range reaching past it is cut there, and the cut is reported (``cut_before``, and a
   note); the warehouse keeps what it read before.
 - **Pages.** Inside a window, offset pages of the operation's largest ``limit``, newest first,
-  requested ahead (`_walks._Ahead`). Pages shift if a record is still arriving in the window as
-  it is read: each record is told by its declared ``identity`` fields (a record without usable
-  ones, by its content) and yielded once; windows are disjoint in time, so each window remembers
-  its own identities only.
+  requested ahead (`_walks._Ahead`, as far as said above). Pages shift if a record is still
+  arriving in the window as it is read: each record is told by its declared ``identity`` fields
+  (a record without usable ones, by its content) and yielded once; windows are disjoint in time,
+  so each window remembers its own identities only.
 - **The end of a window** is proven (`_proof`): the answer's stated ``total`` met, or nothing
   past a short page. A page that left records out is asked once more, then reported
   (`RecordsLeftOut`, raised once the walk has yielded all it could), naming the window, the
@@ -57,11 +63,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from itertools import count
 from typing import Any, Final, Literal, Protocol
 
@@ -173,12 +181,51 @@ class _Got:
 @dataclass(slots=True)
 class _Found:
     """What reading one window found, kept apart until its turn, so that the walk's stats tell
-    the windows in the order they are yielded; and how many pages it may ask ahead."""
+    the windows in the order they are yielded; and whether it is its turn (how far it may ask
+    ahead)."""
 
-    depth: int
+    turn: bool = False
     slices: list[str] = field(default_factory=list)
     left_out: list[RecordsLeftOut] = field(default_factory=list)
     exceeded: list[OffsetWindowExceeded] = field(default_factory=list)
+
+
+#: Weight of the newest measure in `_Flow`'s moving averages.
+_WEIGHT: Final = 0.2
+
+
+class _Flow:
+    """How many pages the window being yielded asks ahead: those the walk yields during a round
+    trip, twice over, plus two (Little's law: requests in flight = pages a second x the seconds
+    each is in flight), at most ``most``. Both are moving averages measured as the walk goes: the
+    seconds a page's request takes (pacing and a wait for a slot included) and the seconds
+    between two pages yielded (the reader's CPU, or a wait for the network). Waiting for the
+    network, the depth grows by half at each measure until the slots are full or the walk waits
+    for its own CPU; then it holds what one round trip needs, and so do the pages in memory."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._trip: float | None = None
+        self._gap: float | None = None
+        self._last: float | None = None
+
+    def answered(self, seconds: float) -> None:
+        trip = self._trip
+        self._trip = seconds if trip is None else trip + _WEIGHT * (seconds - trip)
+
+    def yielded(self) -> None:
+        now = time.monotonic()
+        if self._last is not None:
+            gap, mean = now - self._last, self._gap
+            self._gap = gap if mean is None else mean + _WEIGHT * (gap - mean)
+        self._last = now
+
+    def depth(self, now: int) -> int:
+        """Pages to ask ahead, ``now`` those asked ahead now: twice those, until both are
+        measured."""
+        if self._trip is None or self._gap is None:
+            return min(self._most, 2 * now)
+        return min(self._most, math.ceil(2 * self._trip / max(self._gap, 1e-6)) + 2)
 
 
 class _End:
@@ -248,7 +295,7 @@ class TimeWindowsWalk(Walk[Records]):
         self._depth = min(client.max_concurrency, MAX_PAGES_AHEAD)
         # At its turn a window may take every slot the others leave: they hold their pages, and
         # wait.
-        self._turn_depth = client.max_concurrency
+        self._flow = _Flow(client.max_concurrency)
         self._in_flight = windows_in_flight
 
     async def _run(self) -> AsyncGenerator[Records, None]:
@@ -267,15 +314,16 @@ class TimeWindowsWalk(Walk[Records]):
                         end = None
                         break
                     # A window read ahead holds its pages; the one yielded is taken as it comes.
-                    found = _Found(self._depth)
+                    found = _Found()
                     readings.append(_Reading(self._walk(window, found), found, WINDOW_PAGES_HELD))
                     end = window.start
                 if not readings:
                     return
                 reading = readings[0]
-                reading.found.depth = self._turn_depth
+                reading.found.turn = True
                 try:
                     async for records in reading.pages():
+                        self._flow.yielded()
                         yield records
                 finally:
                     self._tell(reading.found)
@@ -353,11 +401,13 @@ class TimeWindowsWalk(Walk[Records]):
         }
 
     async def _fetch(self, params: Mapping[str, Any], offset: int, limit: int = 0) -> _Got:
+        asked = time.monotonic()
         page = await self._client.call(
             self._history.operation,
             {**params, "limit": limit or self._size, "offset": offset},
             stats=self.stats,
         )
+        self._flow.answered(time.monotonic() - asked)
         self.stats.pages += 1
         return self._read(page, params)
 
@@ -386,7 +436,7 @@ class TimeWindowsWalk(Walk[Records]):
         async def fetch(offset: int) -> _Got:
             return await self._fetch(params, offset)
 
-        ahead = _Ahead(fetch, found.depth)
+        ahead = _Ahead(fetch, self._depth)
         offset = 0
         try:
             while True:
@@ -427,8 +477,10 @@ class TimeWindowsWalk(Walk[Records]):
                         return  # the last reachable page (a window out of reach is reported)
                     following = min(following, reach - self._size)
                 offset = following
-                ahead.max_depth = found.depth
-                ahead.grow()
+                ahead.max_depth = self._flow.depth(ahead.depth) if found.turn else self._depth
+                left = self._pages_left(window, offset, got)
+                # Nothing to go by: from one page, doubling.
+                ahead.aim(ahead.depth * 2 if left is None else left + 1)
         finally:
             await ahead.aclose()
 
@@ -464,6 +516,28 @@ class TimeWindowsWalk(Walk[Records]):
                 short_by(self._history.name, name, days, offset, held, self._size, told.lost)
             )
         return told.ended, told.after, brought
+
+    def _pages_left(self, window: Window, offset: int, got: _Got) -> int | None:
+        """Pages the window is predicted to hold from ``offset`` on, ``got`` the page before it:
+        by the total its answers state, exactly; else by its records' times, the records read
+        so far lying between the page's oldest time and the window's end, and the rest of the
+        window taken to hold them as densely. None: the page tells neither."""
+        if got.total is not None:
+            return max(0, math.ceil((got.total - offset) / self._size))
+        field, oldest = self._window.applies_to, None
+        for _, records in got.groups:
+            # Newest first: the page's oldest record is one of each market's ends.
+            for record in (records[0], records[-1]) if records else ():
+                when = record.get(field) if type(record) is dict else None
+                if type(when) in (int, float, Decimal) and (oldest is None or when < oldest):
+                    oldest = when
+        if oldest is None:
+            return None
+        oldest_s = float(oldest)
+        if oldest_s >= window.end:
+            return None
+        rest = max(0.0, oldest_s - window.start) / (window.end - oldest_s)
+        return math.ceil(offset * rest / self._size)
 
     def _read(self, page: Any, params: Mapping[str, Any]) -> _Got:
         """A checked answer's records by owner, how many, and the page size it says."""

@@ -166,6 +166,11 @@ class _Ahead(Generic[T]):
     def grow(self) -> None:
         self.depth = min(self.depth * 2, self.max_depth)
 
+    def aim(self, depth: int) -> None:
+        """Ask ``depth`` pages ahead from now on (at most ``max_depth``), yet never fewer than
+        those already asked: cancelling a request sent wastes it."""
+        self.depth = max(1, min(depth, self.max_depth), len(self._tasks))
+
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())
         self._tasks.clear()

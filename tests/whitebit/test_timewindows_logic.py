@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import itertools
 from collections.abc import Mapping
@@ -441,3 +442,84 @@ def test_a_later_window_that_fails_is_raised_at_its_turn_after_every_newer_recor
     assert len(one) > 100, "the newer windows' records, all of them"
     assert slices == slices_one
     assert slices[-1] == Window(third, windows(history_floor(NOW), int(NOW), None)[1].start).name
+
+
+# --- how far ahead ------------------------------------------------------------------------------
+
+
+class Distant(Memory):
+    """`Memory` a round trip away: each answer takes ``trip`` seconds, the calls in flight
+    overlapping as on a network; counts them, the window's of each start apart."""
+
+    max_concurrency = 64
+
+    def __init__(self, *args: Any, trip: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trip = trip
+        self.busy: collections.Counter[int] = collections.Counter()
+        self.most = 0
+
+    async def call(
+        self, operation: spec.Operation, params: Mapping[str, Any], *, stats: Any = None
+    ) -> Any:
+        assert self.window is not None
+        start = params[self.window.start]
+        self.busy[start] += 1
+        self.most = max(self.most, self.busy.total())
+        try:
+            await asyncio.sleep(self.trip)
+            return await super().call(operation, params, stats=stats)
+        finally:
+            self.busy[start] -= 1
+
+
+def _needed(exchange: Memory, history: spec.History) -> int:
+    """The calls of a walk that knew each window's records: its pages (the last one short or
+    empty) and, after a short one, the probe past it."""
+    size, window = history.operation.bound("limit"), history.operation.window
+    assert window is not None
+    calls = 0
+    for w in windows(history_floor(NOW), int(NOW), window.max_span_s):
+        held = sum(1 for t, _ in exchange.versions[0] if w.start * 10**6 <= t < w.end * 10**6)
+        calls += held // size + 1 + (1 if held % size else 0)
+    return calls
+
+
+def test_the_walk_asks_ahead_what_a_round_trip_needs_and_no_page_past_a_window() -> None:
+    """At a distance, a reader that keeps up has the walk fill the client's slots, yet no
+    window asks more than a page past its predicted end; a slow reader has the window it yields
+    ask ahead only what it reads during a round trip, twice over; the pages are those of a walk
+    of one window at a time either way."""
+    history = _small(spec.TRADES, 2)
+    one, fast = Memory(history, _SPREAD), Distant(history, _SPREAD, trip=0.01)
+
+    async def main(exchange: Memory, in_flight: int) -> list[Any]:
+        walk = TimeWindowsWalk(
+            exchange, history, since=None, until=None, windows_in_flight=in_flight
+        )
+        return [page async for page in walk]
+
+    assert asyncio.run(main(fast, WINDOWS_IN_FLIGHT)) == asyncio.run(main(one, 1))
+    assert fast.most >= 32
+    cut = windows(history_floor(NOW), int(NOW), None)
+    assert len(fast.calls) <= _needed(fast, history) + len(cut)
+
+    slow = Distant(history, _SPREAD, trip=0.02)
+    newest = cut[0].start
+    ahead = 0
+
+    async def read_slowly() -> None:
+        nonlocal ahead
+        pages = aiter(TimeWindowsWalk(slow, history, since=None, until=None))
+        n = 0
+        async with contextlib.aclosing(pages):  # type: ignore[type-var]
+            async for _ in pages:
+                await asyncio.sleep(0.01)  # the reader's own work: half a round trip a page
+                n += 1
+                if n > 10:
+                    ahead = max(ahead, slow.busy[newest])
+                if n == 40:
+                    return
+
+    asyncio.run(read_slowly())
+    assert 2 <= ahead <= 2 * 2 + 2 + 2  # twice a round trip's pages, two more, and the jitter
