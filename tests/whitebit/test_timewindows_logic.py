@@ -502,7 +502,10 @@ def test_the_walk_asks_ahead_what_a_round_trip_needs_and_no_page_past_a_window()
     assert asyncio.run(main(fast, WINDOWS_IN_FLIGHT)) == asyncio.run(main(one, 1))
     assert fast.most >= 32
     cut = windows(history_floor(NOW), int(NOW), None)
-    assert len(fast.calls) <= _needed(fast, history) + len(cut)
+    # A page past each window's predicted end, and one more where the records' times, read
+    # early at full depth, predicted a page more than the window held (asking a window's depth
+    # ahead instead, as before, cost 535 calls here).
+    assert len(fast.calls) <= _needed(fast, history) + 2 * len(cut)
 
     slow = Distant(history, _SPREAD, trip=0.02)
     newest = cut[0].start
