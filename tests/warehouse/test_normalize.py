@@ -678,7 +678,7 @@ def test_fills_cross_the_pipe_exactly_and_an_id_missing_or_past_64_bits_is_refus
     answer = {
         "BTC_USDT": [trade(id=1001, time=Decimal("1709280000.100000"))],
         "ETH_USDT": [trade(id=1002, time=Decimal("1709280000.000000"), amount="1E+5"), no_id],
-        "SOL_USDT": [trade(id=2**70, clientOrderId="ü\n\"x\"")],
+        "SOL_USDT": [trade(id=2**70, clientOrderId='ü\n"x"')],
     }
     sent = writer.decode(writer.encode(["take", answer]), exact=True)[1]
     assert sent == answer

@@ -333,9 +333,11 @@ def test_a_page_taken_whole_keeps_and_drops_what_record_by_record_would() -> Non
             identity(r, ("id",), "BTC_USDT") for r in page
         ]
     # One identity field: the key is its value; several: a tuple of theirs, either way alike.
-    assert identities(plain[:2], ("id", "time"), None) == [
-        identity(r, ("id", "time"), None) for r in plain[:2]
-    ] == [(0, Decimal("0.5")), (1, Decimal("1.5"))]
+    assert (
+        identities(plain[:2], ("id", "time"), None)
+        == [identity(r, ("id", "time"), None) for r in plain[:2]]
+        == [(0, Decimal("0.5")), (1, Decimal("1.5"))]
+    )
     seen: set[Hashable] = {3}
     assert unseen(plain, ("id",), None, seen) == [r for r in plain if r["id"] != 3]
     assert seen == set(range(5))

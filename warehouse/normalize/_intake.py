@@ -101,8 +101,8 @@ class Intake:
     ``objects[i]`` came from input position ``indices[i]``; ``raw[position]`` is the record as
     received; ``context[position]`` prefixes its reject reason (a nested plan's record), and so
     does the text of the span ``(start, end, text)`` of ``spans`` holding it (the owner of a run
-    of records: a mining account, a market); ``owners[i]`` is the key ``objects[i]`` was listed under, where records come keyed (a
-    ticker, a mining account).
+    of records: a mining account, a market); ``owners[i]`` is the key ``objects[i]`` was listed
+    under, where records come keyed (a ticker, a mining account).
     """
 
     objects: list[dict[str, object]]
