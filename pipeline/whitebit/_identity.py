@@ -25,9 +25,9 @@ _IDENTITY_TYPES: Final = frozenset({int, str, Decimal})
 
 
 def identity(record: Any, fields: tuple[str, ...], owner: str | None) -> Hashable:
-    """What tells a record apart: its identity fields' values; for a record without usable
-    ones (which the warehouse rejects), its owner and content, so it is yielded once, never
-    dropped for another's."""
+    """What tells a record apart: its identity field's value, or its identity fields' values
+    (a tuple); for a record without usable ones (which the warehouse rejects), its owner and
+    content, so it is yielded once, never dropped for another's."""
     if type(record) is dict:
         try:
             key = tuple(record[name] for name in fields)
@@ -35,7 +35,7 @@ def identity(record: Any, fields: tuple[str, ...], owner: str | None) -> Hashabl
             pass
         else:
             if all(type(value) in _IDENTITY_TYPES for value in key):
-                return key
+                return key[0] if len(key) == 1 else key
     content = orjson.dumps(record, default=decimal_text, option=orjson.OPT_SORT_KEYS)
     return ("", owner, content)
 
@@ -48,10 +48,10 @@ def identities(records: list[Any], fields: tuple[str, ...], owner: str | None) -
         except KeyError:
             pass
         else:
-            # One field's getter gives its value, several a tuple: a key is a tuple either way.
+            # One field's getter gives its value, several a tuple: each is the key `identity` makes.
             one = len(fields) == 1
             if set(map(type, values if one else chain.from_iterable(values))) <= _IDENTITY_TYPES:
-                return list(zip(values)) if one else values
+                return values
     return [identity(record, fields, owner) for record in records]
 
 

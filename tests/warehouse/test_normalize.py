@@ -24,7 +24,7 @@ from tests.support.records import (
     trade,
     watcher_link,
 )
-from warehouse import normalize, schemas
+from warehouse import normalize, schemas, writer
 from warehouse.normalize import Batch, _intake
 
 
@@ -667,3 +667,29 @@ def test_null_and_absent_fields_read_at_once_or_field_by_field_give_the_same_tab
     assert by_field.rejects["reason"].to_pylist() == [
         "market 'ETH_USDT': activationCondition: integer where a string belongs"
     ]
+
+
+def test_fills_cross_the_pipe_exactly_and_an_id_missing_or_past_64_bits_is_refused() -> None:
+    # The writer's pipe gives back the very values (types included: a Decimal of its digits,
+    # an int past 64 bits whole); a field read at once, or value by value where a record lacks
+    # it, gives the same rows, and each reject names its market.
+    no_id = trade(id=1003)
+    del no_id["id"]
+    answer = {
+        "BTC_USDT": [trade(id=1001, time=Decimal("1709280000.100000"))],
+        "ETH_USDT": [trade(id=1002, time=Decimal("1709280000.000000"), amount="1E+5"), no_id],
+        "SOL_USDT": [trade(id=2**70, clientOrderId='ü\n"x"')],
+    }
+    sent = writer.decode(writer.encode(["take", answer]), exact=True)[1]
+    assert sent == answer
+    assert [list(map(type, r.values())) for rs in sent.values() for r in rs] == [
+        list(map(type, r.values())) for rs in answer.values() for r in rs
+    ]
+    batch, whole = _fills(sent), _fills({"BTC_USDT": answer["BTC_USDT"]})
+    assert batch.rows.slice(0, 1).equals(whole.rows)
+    assert batch.rejects["reason"].to_pylist() == [
+        "market 'ETH_USDT': amount: not a decimal number",
+        "market 'ETH_USDT': id: missing",
+        "market 'SOL_USDT': id: integer outside the 64-bit range",
+    ]
+    assert_counts_add_up(batch)

@@ -9,7 +9,7 @@ import collections
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -333,9 +333,15 @@ def test_a_page_taken_whole_keeps_and_drops_what_record_by_record_would() -> Non
         assert identities(page, ("id",), "BTC_USDT") == [
             identity(r, ("id",), "BTC_USDT") for r in page
         ]
-    seen = {(3,)}
+    # One identity field: the key is its value; several: a tuple of theirs, either way alike.
+    assert (
+        identities(plain[:2], ("id", "time"), None)
+        == [identity(r, ("id", "time"), None) for r in plain[:2]]
+        == [(0, Decimal("0.5")), (1, Decimal("1.5"))]
+    )
+    seen: set[Hashable] = {3}
     assert unseen(plain, ("id",), None, seen) == [r for r in plain if r["id"] != 3]
-    assert seen == {(n,) for n in range(5)}
+    assert seen == set(range(5))
     assert unseen(odd[3], ("id",), None, set()) == plain[:2]
     assert unseen(plain, ("id",), None, set()) is plain  # kept as it came, not copied
 

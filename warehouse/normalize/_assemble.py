@@ -204,7 +204,7 @@ def _rejects_table(
             "partition": [partition for _, partition, _ in rejected],
             "record_index": [position for position, _, _ in rejected],
             "raw_json": [raw_json(intake.raw[position]) for position, _, _ in rejected],
-            "reason": [intake.context.get(p, "") + reason for p, _, reason in rejected],
+            "reason": [intake.prefix(p) + reason for p, _, reason in rejected],
             "extracted_at": [extracted_at] * len(rejected),
         },
         schema=schemas.REJECTS_TABLE.arrow_schema,

@@ -14,11 +14,14 @@ records compared).
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from operator import itemgetter
 from typing import Final, cast
 
 import pyarrow as pa
@@ -96,9 +99,10 @@ class Intake:
     """The JSON objects of a batch that go on to field checks, and those rejected before.
 
     ``objects[i]`` came from input position ``indices[i]``; ``raw[position]`` is the record as
-    received; ``context[position]`` prefixes its reject reason (e.g. the mining account);
-    ``owners[i]`` is the key ``objects[i]`` was listed under, where records come keyed (a
-    ticker, a mining account).
+    received; ``context[position]`` prefixes its reject reason (a nested plan's record), and so
+    does the text of the span ``(start, end, text)`` of ``spans`` holding it (the owner of a run
+    of records: a mining account, a market); ``owners[i]`` is the key ``objects[i]`` was listed
+    under, where records come keyed (a ticker, a mining account).
     """
 
     objects: list[dict[str, object]]
@@ -108,11 +112,19 @@ class Intake:
     early_rejects: list[tuple[int, str]] = field(default_factory=list)
     owners: list[object] = field(default_factory=list)
     context: dict[int, str] = field(default_factory=dict)
+    spans: list[tuple[int, int, str]] = field(default_factory=list)
     #: Identical copies set aside before field checks (nested plans seen twice).
     duplicates: int = 0
 
     def __len__(self) -> int:
         return len(self.objects)
+
+    def prefix(self, position: int) -> str:
+        """What prefixes the reject reason of the record at ``position``."""
+        if position in self.context:
+            return self.context[position]
+        at = bisect_right(self.spans, (position, math.inf)) - 1
+        return self.spans[at][2] if at >= 0 and position < self.spans[at][1] else ""
 
     # --- What a response holds -----------------------------------------------------------------
 
@@ -162,8 +174,8 @@ class Intake:
                 intake.early_rejects.append((position, f"expected a JSON array of {what}"))
                 continue
             raw.extend(records)
-            intake.context.update(dict.fromkeys(range(position, len(raw)), context))
-            if all(type(record) is dict for record in records):  # nearly always: at once
+            intake.spans.append((position, len(raw), context))
+            if set(map(type, records)) <= {dict}:  # nearly always: at once
                 intake.objects.extend(records)
                 intake.indices.extend(range(position, len(raw)))
                 intake.owners.extend([name] * len(records))
@@ -238,7 +250,7 @@ class Intake:
         *parents, key = path
         if not parents:
             objects = self.objects
-            values = [o.get(str(key)) for o in objects]
+            values = _values(objects, str(key))
             presence = (
                 _presence(objects, str(key)) if not optional else lambda: [True] * len(objects)
             )
@@ -317,6 +329,15 @@ def _descend(
         else:
             return None, True, f"{where}: not a JSON object"
     return value, True, None
+
+
+def _values(objects: list[dict[str, object]], key: str) -> list[object]:
+    """Each object's value of ``key``, None where absent: taken in C where every object has it
+    (nearly always), else one `dict.get` each."""
+    try:
+        return list(map(itemgetter(key), objects))
+    except KeyError:
+        return [o.get(key) for o in objects]
 
 
 def _presence(objects: list[dict[str, object]], key: str) -> Callable[[], list[bool]]:
