@@ -19,6 +19,7 @@ import functools
 import logging
 import math
 import ssl
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -42,7 +43,7 @@ from ._pacing import Pacer
 from ._params import check_params, checked_base_url
 from ._parse import parse
 from ._retry import RetryPolicy
-from ._stats import WalkStats
+from ._stats import WalkStats, note_round_trip
 from ._timewindows import TimeWindowsWalk
 from ._types import (
     FundingPage,
@@ -484,6 +485,7 @@ class AsyncWhiteBIT:
             if stats is not None and stats.asked_at is None:
                 stats.asked_at = self._local.moment()
                 stats.observed_from = self._clock.latest
+            sent = time.monotonic()
             if not operation.private:
                 query = dict(params) or None
                 request = self._http.build_request("GET", self._urls[operation.name], params=query)
@@ -493,6 +495,8 @@ class AsyncWhiteBIT:
             else:
                 async with self._in_order:
                     response = await self._send_signed(operation, params)
+            if stats is not None:
+                note_round_trip(stats, time.monotonic() - sent)
         return self._answer(operation, params, response, stats)
 
     def _pacer(self) -> Pacer | None:

@@ -40,6 +40,10 @@ class WalkStats:
     unknown_fields: dict[str, str] = field(default_factory=dict)
     #: Anything else worth knowing (for example tickers the exchange did not recognise).
     notes: list[str] = field(default_factory=list)
+    #: Seconds from a request's send (past the pacer and a free slot) to its whole answer, a
+    #: moving average over the walk's requests (`note_round_trip`): the network's distance, which
+    #: says how many requests a walk keeps in flight. None: nothing answered yet.
+    round_trip_s: float | None = None
     #: The exchange's time of the first answer (its ``Date`` header, to the second): when the
     #: account was seen as the rows show it. None: no answer carried a date.
     observed_at: datetime | None = None
@@ -73,3 +77,13 @@ class WalkStats:
     @property
     def rows_per_s(self) -> float:
         return self.rows / self.elapsed_s if self.elapsed_s else 0.0
+
+
+#: Weight of the newest request in `WalkStats.round_trip_s`.
+ROUND_TRIP_WEIGHT = 0.2
+
+
+def note_round_trip(stats: WalkStats, seconds: float) -> None:
+    """One request's round trip into the walk's moving average."""
+    mean = stats.round_trip_s
+    stats.round_trip_s = seconds if mean is None else mean + ROUND_TRIP_WEIGHT * (seconds - mean)

@@ -16,12 +16,12 @@ its last second, both included, as the exchange reads them (docs/api.md, section
   answer left out, a window out of reach) is told in that order too. A window that fails is
   raised at its turn, after every newer window's records.
 - **How far ahead.** The window being yielded asks ahead as many pages as the walk yields during
-  a round trip, twice over (`_Flow`: both measured as it goes), at most the client's slots: at
-  the exchange's distance that keeps the walk reading at the rate its own CPU (or the budget)
-  allows, on loopback it holds a few pages. No window asks past what it is predicted to hold,
-  and one more (`_pages_left`: by the total its answers state, else by its records' times), so
-  that a window's end costs a request or so past it, not the pages asked ahead; the slots it
-  leaves go to the windows after it.
+  a round trip, twice over (`_walks.Flow`: both measured as it goes, the round trip without the
+  pacer's waits), at most the client's slots: at the exchange's distance that keeps the walk
+  reading at the rate its own CPU (or the budget) allows, on loopback it holds a few pages. No
+  window asks past what it is predicted to hold, and one more (`_pages_left`: by the total its
+  answers state, else by its records' times), so that a window's end costs a request or so past
+  it, not the pages asked ahead; the slots it leaves go to the windows after it.
 - **Now.** The walk goes by the exchange's present (`_clock`): a range reaching past it ends at
   the current second, the window's end one second before it, since position histories refuse an
   end after now + 1 s. A window that ends in the past holds what it will always hold: records
@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Mapping
 from contextlib import aclosing
@@ -89,7 +88,7 @@ from ._errors import ContractError, OffsetWindowExceeded, RecordsLeftOut, excerp
 from ._exact import decimal_text
 from ._identity import identities, unseen
 from ._proof import Tally, short_by, short_of_total, tell_short, utc_days
-from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size
+from ._walks import Caller, Flow, Records, Walk, _Ahead, _follow_page_size
 
 
 class ClockedCaller(Caller, Protocol):
@@ -190,44 +189,6 @@ class _Found:
     exceeded: list[OffsetWindowExceeded] = field(default_factory=list)
 
 
-#: Weight of the newest measure in `_Flow`'s moving averages.
-_WEIGHT: Final = 0.2
-
-
-class _Flow:
-    """How many pages the window being yielded asks ahead: those the walk yields during a round
-    trip, twice over, plus two (Little's law: requests in flight = pages a second x the seconds
-    each is in flight), at most ``most``. Both are moving averages measured as the walk goes: the
-    seconds a page's request takes (pacing and a wait for a slot included) and the seconds
-    between two pages yielded (the reader's CPU, or a wait for the network). Waiting for the
-    network, the depth grows by half at each measure until the slots are full or the walk waits
-    for its own CPU; then it holds what one round trip needs, and so do the pages in memory."""
-
-    def __init__(self, most: int) -> None:
-        self._most = most
-        self._trip: float | None = None
-        self._gap: float | None = None
-        self._last: float | None = None
-
-    def answered(self, seconds: float) -> None:
-        trip = self._trip
-        self._trip = seconds if trip is None else trip + _WEIGHT * (seconds - trip)
-
-    def yielded(self) -> None:
-        now = time.monotonic()
-        if self._last is not None:
-            gap, mean = now - self._last, self._gap
-            self._gap = gap if mean is None else mean + _WEIGHT * (gap - mean)
-        self._last = now
-
-    def depth(self, now: int) -> int:
-        """Pages to ask ahead, ``now`` those asked ahead now: twice those, until both are
-        measured."""
-        if self._trip is None or self._gap is None:
-            return min(self._most, 2 * now)
-        return min(self._most, math.ceil(2 * self._trip / max(self._gap, 1e-6)) + 2)
-
-
 class _End:
     """A window's last page is in the queue: it ended, or failed (``error``)."""
 
@@ -295,7 +256,7 @@ class TimeWindowsWalk(Walk[Records]):
         self._depth = min(client.max_concurrency, MAX_PAGES_AHEAD)
         # At its turn a window may take every slot the others leave: they hold their pages, and
         # wait.
-        self._flow = _Flow(client.max_concurrency)
+        self._flow = Flow(client.max_concurrency)
         self._in_flight = windows_in_flight
 
     async def _run(self) -> AsyncGenerator[Records, None]:
@@ -401,13 +362,11 @@ class TimeWindowsWalk(Walk[Records]):
         }
 
     async def _fetch(self, params: Mapping[str, Any], offset: int, limit: int = 0) -> _Got:
-        asked = time.monotonic()
         page = await self._client.call(
             self._history.operation,
             {**params, "limit": limit or self._size, "offset": offset},
             stats=self.stats,
         )
-        self._flow.answered(time.monotonic() - asked)
         self.stats.pages += 1
         return self._read(page, params)
 
@@ -477,7 +436,11 @@ class TimeWindowsWalk(Walk[Records]):
                         return  # the last reachable page (a window out of reach is reported)
                     following = min(following, reach - self._size)
                 offset = following
-                ahead.max_depth = self._flow.depth(ahead.depth) if found.turn else self._depth
+                ahead.max_depth = (
+                    self._flow.depth(ahead.depth, self.stats.round_trip_s, ahead.waited)
+                    if found.turn
+                    else self._depth
+                )
                 left = self._pages_left(window, offset, got)
                 # Nothing to go by: from one page, doubling.
                 ahead.aim(ahead.depth * 2 if left is None else left + 1)

@@ -9,9 +9,12 @@ size an exchange may lower.
 
 A walk is an async iterator of pages (lists of raw records in the exchange's order, or records
 by their owner) with a `WalkStats` that says what it did. Pages are requested ahead of the one
-being read, up to `MAX_PAGES_AHEAD` within the client's concurrency (starting at one and doubling
-while pages come back full, so a short slice wastes little); what is buffered is bounded by that
-depth, so a million rows stream in flat memory.
+being read, starting at one and doubling while pages come back full, so a short slice wastes
+little: a slice or a window read ahead up to `MAX_PAGES_AHEAD`; a history read as one stream,
+or a time window at its turn, as many as the walk yields during a round trip, twice over
+(`Flow`), at most the client's slots, so that at the exchange's distance it reads at the rate
+its budget or its reader allows. What is buffered is bounded by that depth, so a million rows
+stream in flat memory.
 
 Records pass as received, whatever their fields: one the walk cannot key or order by is kept in
 its place (see `_paging`) for the warehouse to reject. An exchange that answers smaller pages than
@@ -42,7 +45,6 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pipeline import spec
 
 from ._config import (
-    MAX_PAGES_AHEAD,
     MAX_PAGES_WITHOUT_NEWS,
     MAX_REFETCHES,
     PER_MARKET_PREFETCH_PAGES,
@@ -50,7 +52,7 @@ from ._config import (
 from ._errors import ContractError, HistoryOrderError, OffsetWindowExceeded
 from ._paging import NewestFirstCursor, RecordKeys
 from ._proof import Short, in_range, short_by, tell_short, utc_days
-from ._stats import WalkStats
+from ._stats import ROUND_TRIP_WEIGHT, WalkStats
 
 T = TypeVar("T")
 
@@ -134,6 +136,41 @@ class Walk(ABC, Generic[P]):
 _Batch = tuple[list[Any], list[int | None]]
 
 
+class Flow:
+    """How many pages a stream asks ahead: those the walk yields during a round trip, twice
+    over, plus two (Little's law: requests in flight = pages a second x the seconds each is in
+    flight), at most ``most``. The round trip is the network's (`WalkStats.round_trip_s`, the
+    pacer's waits left out, so that a walk its budget holds back does not take the wait for
+    distance and ask ever further ahead); the seconds between two pages yielded, a moving average
+    measured here, are the reader's CPU or the budget's rate. Until both are known the depth
+    doubles; then it holds what one round trip needs, and so do the pages in memory."""
+
+    def __init__(self, most: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._most = most
+        self._clock = clock
+        self._gap: float | None = None
+        self._last: float | None = None
+
+    def yielded(self) -> None:
+        now = self._clock()
+        if self._last is not None:
+            gap, mean = now - self._last, self._gap
+            self._gap = gap if mean is None else mean + ROUND_TRIP_WEIGHT * (gap - mean)
+        self._last = now
+
+    def depth(self, now: int, trip: float | None, waited: bool) -> int:
+        """Pages to ask ahead, ``now`` those asked ahead now, ``trip`` the round trip, ``waited``
+        whether the page just taken had to be waited for: twice those, until both are measured.
+        A page that was already there says the reader, not the network, bounds the walk: no
+        further ahead then (more in flight would only queue on our own CPU, and time spent queued
+        looks like distance)."""
+        if trip is None or self._gap is None:
+            aim = 2 * now
+        else:
+            aim = math.ceil(2 * trip / max(self._gap, 1e-6)) + 2
+        return min(self._most, aim if waited else min(aim, now))
+
+
 class _Ahead(Generic[T]):
     """Pages requested ahead of the one being read: at most ``depth`` at a time, where depth
     starts at 1 and doubles (up to ``max_depth``, which the walk may change) each time the walk
@@ -144,6 +181,8 @@ class _Ahead(Generic[T]):
         self.max_depth = max(1, max_depth)
         self.depth = 1
         self._tasks: dict[int, asyncio.Task[T]] = {}
+        #: Whether the last page taken was not yet answered when taken.
+        self.waited = True
 
     def request(self, offsets: Iterable[int]) -> None:
         """Make sure the first ``depth`` of these offsets are requested; cancel any others."""
@@ -161,6 +200,7 @@ class _Ahead(Generic[T]):
     async def take(self, offset: int) -> T:
         """The page at ``offset``: the one requested ahead, or a request made now."""
         task = self._tasks.pop(offset, None)
+        self.waited = task is None or not task.done()
         return await (task if task is not None else self._fetch(offset))
 
     def grow(self) -> None:
@@ -243,8 +283,8 @@ class NewestFirstWalk(Walk[list[Any]]):
         stats = self.stats
         if self.split is None:
             stats.slices.append("all")
-            depth = min(self._client.max_concurrency, MAX_PAGES_AHEAD)
-            async for records, _ in self._stream(None, depth, self.until):
+            flow = Flow(self._client.max_concurrency)
+            async for records, _ in self._stream(None, 1, self.until, flow):
                 stats.rows += len(records)
                 yield records
         else:
@@ -268,10 +308,10 @@ class NewestFirstWalk(Walk[list[Any]]):
         return [r for r, _ in kept], [t for _, t in kept]
 
     async def _stream(
-        self, value: str | None, depth: int, until: int | None
+        self, value: str | None, depth: int, until: int | None, flow: Flow | None = None
     ) -> AsyncGenerator[_Batch, None]:
         """One newest-first stream (all, or one split value), as non-empty batches in the
-        window."""
+        window; asking ``depth`` pages ahead at most, or with a ``flow``, as many as it says."""
         client, stats, op = self._client, self.stats, self._history.operation
         cursor = NewestFirstCursor(self.page_size, self._keys)
         params: dict[str, Any] = {"limit": self.page_size}
@@ -353,12 +393,16 @@ class NewestFirstWalk(Walk[list[Any]]):
                 if step.fresh:
                     records, times = self._in_window(step.fresh, step.times, until)
                     if records:
+                        if flow is not None:
+                            flow.yielded()
                         yield records, times
                 oldest = cursor.last_time
                 if (step.last and proven) or (
                     self.since is not None and oldest is not None and oldest < self.since
                 ):
                     return
+                if flow is not None:
+                    ahead.max_depth = flow.depth(ahead.depth, stats.round_trip_s, ahead.waited)
                 ahead.grow()
         finally:
             await ahead.aclose()

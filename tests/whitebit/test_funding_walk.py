@@ -15,11 +15,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline import spec
-from pipeline.simulator import Fault, Simulator
+from pipeline.simulator import Fault, Latency, Scale, Simulator
+from pipeline.spec import SimClock
 from pipeline.whitebit import FundingEntry, HistoryOrderError, ResponseFormatError
-from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY
+from pipeline.whitebit._config import DEFAULT_MAX_CONCURRENCY, MAX_PAGES_AHEAD
 from pipeline.whitebit._paging import NewestFirstCursor, RecordKeys
+from pipeline.whitebit._walks import Flow
 from tests.support.client import Watching, client, collect, raises
+from tests.support.simulated import FROZEN_AT
 
 FUNDING = spec.FUNDING_HISTORY.path
 ROUND_S = 8 * 3600
@@ -49,6 +52,50 @@ def test_the_walk_is_the_whole_history_newest_first(sim: Simulator) -> None:
         assert stats.elapsed_s > 0
 
     asyncio.run(main())
+
+
+def test_at_a_distance_the_walk_keeps_a_round_trips_pages_in_flight() -> None:
+    """Every answer 50 ms away, some 250 pages: the walk asks further ahead than a slice's few
+    pages, its round trip is the network's (measured past the pacer), and the rows are the
+    same."""
+    in_flight, most = 0, 0
+
+    async def sent(_: httpx.Request) -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+
+    async def answered(_: httpx.Request, __: httpx.Response) -> None:
+        nonlocal in_flight
+        in_flight -= 1
+
+    async def main(far: Simulator) -> None:
+        watching = Watching(on_request=sent, on_response=answered)
+        async with client(far, transport=watching, pacing=True) as c:
+            walk = c.walk(spec.FUNDING)
+            assert await collect(walk) == far.dataset.funding.newest_first()
+        assert most > MAX_PAGES_AHEAD
+        assert walk.stats.round_trip_s is not None
+        assert 0.05 <= walk.stats.round_trip_s < 0.5
+
+    scale, clock = Scale.parse("markets=20,days=400"), SimClock(FROZEN_AT)
+    with Simulator(seed=7, scale=scale, clock=clock, latency=Latency(0.05)) as far:
+        asyncio.run(main(far))
+
+
+def test_the_flow_asks_a_round_trips_pages_twice_over_while_the_reader_waits() -> None:
+    """Little's law on measured figures; a page already there when taken holds the depth (the
+    reader bounds the walk); the client's slots cap it."""
+    now = [0.0]
+    flow = Flow(64, clock=lambda: now[0])
+    assert flow.depth(4, None, waited=True) == 8  # nothing measured: doubling
+    for _ in range(5):
+        flow.yielded()
+        now[0] += 0.01  # a page every 10 ms
+    assert flow.depth(4, 0.1, waited=True) == 22  # 2 x 0.1 / 0.01 + 2
+    assert flow.depth(4, 0.1, waited=False) == 4  # the reader is the bound: no further
+    assert flow.depth(40, 0.1, waited=False) == 22  # and less when a round trip needs less
+    assert flow.depth(4, 1.0, waited=True) == 64  # the client's slots
 
 
 def test_the_time_window(sim: Simulator) -> None:

@@ -23,6 +23,7 @@ from pipeline.whitebit import OffsetWindowExceeded, TimeWindowsWalk, WalkStats
 from pipeline.whitebit._clock import history_floor
 from pipeline.whitebit._config import WINDOW_PAGES_HELD, WINDOWS_IN_FLIGHT
 from pipeline.whitebit._identity import identities, identity, unseen
+from pipeline.whitebit._stats import note_round_trip
 from pipeline.whitebit._timewindows import Window, windows
 from tests.whitebit.ledger_truth import WINDOWED, by_market, rows
 
@@ -474,6 +475,8 @@ class Distant(Memory):
         self.most = max(self.most, self.busy.total())
         try:
             await asyncio.sleep(self.trip)
+            if stats is not None:  # as the client measures it: the network's part alone
+                note_round_trip(stats, self.trip)
             return await super().call(operation, params, stats=stats)
         finally:
             self.busy[start] -= 1
