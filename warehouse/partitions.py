@@ -79,11 +79,11 @@ def replace_partition(
         held: Mapping[date, datetime] = {}
         if schema.month_path:
             rows, held = _with_kept_days(wh, schema, target, rows, days)
-        file_rows = _file_rows(schema, values, rows)
+        file_rows, order = _file_rows(schema, values, rows)
         if schema.month_path:
             file_rows = archive.with_coverage(file_rows, held, days, walked_at)
         still_held()
-        wh.store.write_table(target, file_rows)
+        wh.store.write_table(target, file_rows, order)
         if schema.name != REJECTS:
             covered = [d.isoformat() for d in days] if schema.month_path else [values[1]]
             still_held()
@@ -194,8 +194,12 @@ def write_batch(
     )
 
 
-def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> pa.Table:
-    """Check rows against the schema and the partition; sort them; drop the partition columns."""
+def _file_rows(
+    schema: TableSchema, values: tuple[str, ...], rows: pa.Table
+) -> tuple[pa.Table, pa.Array | None]:
+    """Check rows against the schema and the partition; drop the partition columns. The rows as
+    given and the order to write them in (indices sorted by key; None: as given): the file's
+    writer takes them in that order a row group at a time, never sorting a copy of them all."""
     expected = schema.arrow_schema
     given = {f.name: f.type for f in rows.schema}
     problems = [
@@ -224,20 +228,22 @@ def _file_rows(schema: TableSchema, values: tuple[str, ...], rows: pa.Table) -> 
     if nulls:
         raise SchemaMismatch(f"{schema.name}: nulls in non-nullable columns {nulls}")
     key = [k for k in schema.key if k not in schema.path_columns]
-    order = ["record_index", "reason"] if schema.name == REJECTS else key
-    if order:
-        stored = stored.sort_by([(name, "ascending") for name in order])
+    by = ["record_index", "reason"] if schema.name == REJECTS else key
+    order = pc.sort_indices(stored, [(name, "ascending") for name in by]) if by else None
     # A key made of partition columns alone (hedge_mode) allows one row per partition. Rows
     # sorted by the key show a shared key in neighbours: no second sort.
     if schema.key and stored.num_rows > 1:
-        shared = not key or (has_equal_neighbours if order == key else has_equal_keys)(
-            stored.select(key)
+        keys = stored.select(key)
+        shared = not key or (
+            has_equal_neighbours(keys.take(order))
+            if by == key and order is not None
+            else has_equal_keys(keys)
         )
         if shared:
             raise SchemaMismatch(
                 f"{schema.name}: two rows share a key {list(schema.key)} in {values}"
             )
-    return stored.cast(schema.file_schema)
+    return stored.cast(schema.file_schema), order
 
 
 def _replace_rejects(
@@ -262,7 +268,7 @@ def _replace_rejects(
         target = layout.partition_file(REJECTS, key)
         mine = rejects.filter(pc.equal(rejects["partition"], partition))
         if mine.num_rows:
-            wh.store.write_table(target, _file_rows(schemas.REJECTS_TABLE, key, mine))
+            wh.store.write_table(target, *_file_rows(schemas.REJECTS_TABLE, key, mine))
             continue
         if held is None:  # the table's rejects listed once, not asked for day by day
             held = set(wh.store.files(f"{layout.account_dir(REJECTS, account)}/table={table_name}"))

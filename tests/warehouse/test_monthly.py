@@ -6,11 +6,12 @@ import os
 from datetime import date
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline import spec
 from tests.support.records import ACCOUNT, D1, D2, D3, D4, EXTRACTED_AT, at, markets
-from warehouse import Warehouse
+from warehouse import Warehouse, layout, normalize, schemas, store
 from warehouse.monthly import (
     DayOrderError,
     FewerRowsRefused,
@@ -48,6 +49,28 @@ def test_a_month_is_written_once_complete_and_a_month_spanning_chunks_whole(root
     assert [(d.day, d.rows) for d in last.days] == [(D2, 1), (D3, 2)]
     assert markets(root, D3) == ["BTC_PERP", "ETH_PERP"]
     assert markets(root, D2) == ["BTC_PERP"]
+
+
+def test_a_month_in_several_chunks_is_the_file_of_its_rows_sorted_at_once(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Row groups of 7 rows: the month's 60 rows are taken in the file's order 7 at a time.
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 7)
+    names = ["ETH_PERP", "BTC_PERP", "ADA_PERP", "XRP_PERP", "DOT_PERP"]
+    newest_first = [at(day, hour, m) for day in (D3, D2, D1) for hour in (20, 9, 3, 1)
+                    for m in names]  # fmt: skip
+    funding = loader(root, [D1, D2, D3])
+    for start in range(0, len(newest_first), 25):
+        assert funding.take(newest_first[start : start + 25]).days == []
+    funding.finish()
+    path = root / layout.partition_file("funding_history", (ACCOUNT, "2024-02"))
+    written = pq.ParquetFile(path)
+    # What a write of the month at once, its rows sorted by key, held.
+    rows = normalize.normalize(spec.FUNDING, newest_first, extracted_at=EXTRACTED_AT, day=D3).rows
+    table = schemas.TABLES["funding_history"]
+    at_once = rows.select(table.file_schema.names).sort_by([(k, "ascending") for k in table.key])
+    assert written.read().equals(at_once.cast(table.file_schema))
+    assert [written.metadata.row_group(n).num_rows for n in range(9)] == [7] * 8 + [4]
 
 
 def test_every_day_of_the_range_is_replaced_those_without_records_emptied(root: Path) -> None:
