@@ -10,11 +10,11 @@ size an exchange may lower.
 A walk is an async iterator of pages (lists of raw records in the exchange's order, or records
 by their owner) with a `WalkStats` that says what it did. Pages are requested ahead of the one
 being read, starting at one and doubling while pages come back full, so a short slice wastes
-little: a slice or a window read ahead up to `MAX_PAGES_AHEAD`; a history read as one stream,
-or a time window at its turn, as many as the walk yields during a round trip, twice over
-(`Flow`), at most the client's slots, so that at the exchange's distance it reads at the rate
-its budget or its reader allows. What is buffered is bounded by that depth, so a million rows
-stream in flat memory.
+little: a market's stream among several up to 2 pages, a time window read ahead up to
+`MAX_PAGES_AHEAD`; a history read as one stream, a slice of the offset window, or a time window
+at its turn as many as the walk yields during a round trip, twice over (`Flow`), at most the
+client's slots, so that at the exchange's distance it reads at the rate its budget or its reader
+allows. What is buffered is bounded by that depth, so a million rows stream in flat memory.
 
 Records pass as received, whatever their fields: one the walk cannot key or order by is kept in
 its place (see `_paging`) for the warehouse to reject. An exchange that answers smaller pages than

@@ -11,13 +11,12 @@ from typing import Any, Literal
 
 from pipeline import spec
 
-from ._config import MAX_PAGES_AHEAD
 from ._errors import OffsetWindowExceeded, ValidationError
 from ._paging import OffsetWindow, borrowed_times, record_times, seen_values, within
 from ._proof import Tally, in_range, short_by, short_of_total, tell_short, utc_days
 from ._sightings import Key, Sightings
 from ._stats import WalkStats
-from ._walks import Caller, Records, Walk, _Ahead, _follow_page_size, _records
+from ._walks import Caller, Flow, Records, Walk, _Ahead, _follow_page_size, _records
 
 
 @dataclass(slots=True)
@@ -126,6 +125,8 @@ class OffsetWindowWalk(Walk[Records]):
             raise ValueError(f"{history.name} has no time to bound a walk by")
         self._client = client
         self._paging = paging
+        # One for the walk: what a slice measured holds for the next (slices are read in turn).
+        self._flow = Flow(client.max_concurrency)
         op = history.operation
         self.window = OffsetWindow.of(op)
         answer = op.answer
@@ -360,7 +361,7 @@ class OffsetWindowWalk(Walk[Records]):
                 stats.left_out.append(left)
             return told.ended or passed, told.after, brought
 
-        ahead = _Ahead(fetch, min(client.max_concurrency, MAX_PAGES_AHEAD))
+        ahead, flow = _Ahead(fetch, 1), self._flow
         offset, total = 0, None
         try:
             while True:
@@ -376,6 +377,7 @@ class OffsetWindowWalk(Walk[Records]):
                     tally.total = total
                 read = take(records)
                 if read is not None:
+                    flow.yielded()
                     yield read
                 proven = not records or _met(total, offset, records)
                 # Past the range's start too: a page that reaches it is full but at the end.
@@ -396,6 +398,7 @@ class OffsetWindowWalk(Walk[Records]):
                     tally.whole = proven and not passed
                     return
                 offset = min(following, window.max_offset)
+                ahead.max_depth = flow.depth(ahead.depth, stats.round_trip_s, ahead.waited)
                 ahead.grow()
         finally:
             await ahead.aclose()
