@@ -31,13 +31,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from resource import RUSAGE_CHILDREN, RUSAGE_SELF, getrusage
 from typing import Any, Final
 
 import dagster as dg
+import psutil
 
 from assets.instance import POSTGRES_URL_ENV
 from bench import Figure
@@ -45,7 +46,6 @@ from bench.report import page
 from bench.warehouse import layout
 from pipeline import spec
 from pipeline.simulator import EPOCH, Scale, SpawnedSimulator, spawn
-from tests.support.postgres import LocalPostgres
 
 SECTION: Final = "backfill"
 FROZEN_AT: Final = EPOCH  # 2026-09-21: the simulator's data clock
@@ -59,18 +59,51 @@ def _history_days() -> tuple[date, date]:
     return last - timedelta(days=Scale.large().days), last
 
 
+def _high_water_mb(pid: int) -> float:
+    """A process's peak resident memory so far, its own: ``getrusage``'s would not do, as a
+    process started by exec keeps its parent's peak until then as its own (a writer host's
+    figure was its parent's memory when it started it)."""
+    with contextlib.suppress(OSError), Path(f"/proc/{pid}/status").open() as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class _Peaks(threading.Thread):
+    """The peak memory of a process and of each of its descendants, read every 50 ms until
+    `stop`."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(name="peaks", daemon=True)
+        self.pid, self.mb = pid, dict[int, float]()
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        root = psutil.Process(self.pid)
+        while not self._stopped.wait(0.05):
+            with contextlib.suppress(psutil.Error):
+                for pid in [self.pid, *(p.pid for p in root.children(recursive=True))]:
+                    self.mb[pid] = max(self.mb.get(pid, 0.0), _high_water_mb(pid))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join()
+
+
 def _child(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], float, float]:
-    """Run ``python -m <args>``: (its JSON line, seconds, peak RSS in MB of it and its own
-    children, summed)."""
+    """Run ``python -m <args>``: (its JSON line, seconds, peak memory in MB of it and of the
+    largest of its descendants, summed: ours, the walk's process and its writer's)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         process = subprocess.Popen(  # noqa: S603 - our interpreter, our modules, no shell
             [sys.executable, "-m", *args], stdout=out, stderr=err, env=env, text=True
         )
-        # wait4, not wait: its resource usage is this child's alone (peak RSS in KiB).
-        _, status, usage = os.wait4(process.pid, 0)
+        peaks = _Peaks(process.pid)
+        peaks.start()
+        process.wait()
         seconds = time.perf_counter() - started
-        process.returncode = os.waitstatus_to_exitcode(status)
+        peaks.stop()
         out.seek(0)
         err.seek(0)
         if process.returncode != 0:
@@ -79,8 +112,9 @@ def _child(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], float,
             )
         line = next(ln for ln in reversed(out.read().splitlines()) if ln.startswith("{"))
     result = json.loads(line)
-    # The largest of the child's processes, or the sum the child reports for all of them.
-    return result, seconds, max(usage.ru_maxrss / 1024, float(result.get("tree_peak_mb", 0)))
+    # Its own as it said it at its end, when it does (its last moments may fall between reads).
+    own = max(peaks.mb.pop(process.pid, 0.0), float(result.get("peak_mb", 0)))
+    return result, seconds, own + max(peaks.mb.values(), default=0.0)
 
 
 def _env(sim: SpawnedSimulator, first: date) -> dict[str, str]:
@@ -125,6 +159,10 @@ def _ours(
 
 
 def run() -> list[Figure]:
+    # Here, not at the top: the children import this module, and its imports (the service's,
+    # Redis's client) would count in their memory.
+    from tests.support.postgres import LocalPostgres
+
     first, last = _history_days()
     small_first = last - timedelta(days=SMALL_DAYS - 1)
     sim = spawn(scale="large", frozen_at=FROZEN_AT)
@@ -505,9 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = {"ours": _ours_child, "plain": _plain_child, "investments": _investments_child}
     result = work[args.who](args)
-    # This process and the largest of the processes it waited for (ours: the funding writer).
-    own, children = getrusage(RUSAGE_SELF).ru_maxrss, getrusage(RUSAGE_CHILDREN).ru_maxrss
-    result["tree_peak_mb"] = (own + children) / 1024
+    result["peak_mb"] = _high_water_mb(os.getpid())
     print(json.dumps(result), flush=True)
     return 0
 

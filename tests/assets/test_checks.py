@@ -147,6 +147,26 @@ def test_reconciles_fails_when_counts_or_files_disagree(root: Path) -> None:
     assert not checks.reconciles(store, written, fetched=2, key=FUNDING).passed
 
 
+def test_a_range_longer_than_a_query_is_checked_whole(root: Path) -> None:
+    """A month's file counts as its month's days: a range of more months than one query reads
+    is read in several, and a key held twice in the last is found, every row counted."""
+    months = checks.DAYS_PER_QUERY // 31 + 2
+    days = [date(DAY.year - 1, DAY.month, 1) + timedelta(days=31 * i) for i in range(months)]
+    days = [day.replace(day=1) for day in days]
+    for day in days:
+        at = int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) + 60
+        _write(root, [_record("BTC_PERP", time=at)], day)
+    store = _store(root)
+    assert len(checks._batches("funding_history", [str(day) for day in days])) == 2
+    assert checks.stored_rows(store, "funding_history", ACCOUNT, days) == months
+    assert checks.unique_keys(store, "funding_history", ACCOUNT, days, key=FUNDING).passed
+    _key_twice(root, days[-1])
+    result = checks.unique_keys(store, "funding_history", ACCOUNT, days, key=FUNDING)
+    assert not result.passed
+    assert str(days[-1]) in str(result.metadata["duplicated_keys"].value)
+    assert checks.stored_rows(store, "funding_history", ACCOUNT, days) == months + 1
+
+
 def test_freshness_fails_on_a_missing_or_too_early_partition(root: Path) -> None:
     day = EXTRACTED.date() - timedelta(days=1)
     store = _store(root)
