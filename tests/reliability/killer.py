@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assets import cli, loading, workers
 from pipeline.whitebit import _paging
@@ -84,14 +83,14 @@ def _wrap(owner: Any, name: str, hook: Callable[..., None]) -> None:
     setattr(owner, name, wrapped)
 
 
-_WRITE_TABLE = pq.write_table
+_WRITE_PARQUET = store.write_parquet
 
 
-def _half_written(table: Any, sink: Any, **options: Any) -> None:
+def _half_written(table: Any, sink: Any, *args: Any) -> None:
     """Write half of the file the real call would write, durably, then let the kill come. On
     an object store the file is built in memory before its one PUT: the half stays there."""
     whole = io.BytesIO()
-    _WRITE_TABLE(table, whole, **options)
+    _WRITE_PARQUET(table, whole, *args)
     sink.write(whole.getvalue()[: len(whole.getvalue()) // 2])
     if isinstance(sink, pa.NativeFile):
         return
@@ -124,7 +123,7 @@ def arm(point: str, at: int) -> None:
         _wrap(loading.Written, "wrote", lambda *args: wrote.append(args))
         _wrap(_paging.NewestFirstCursor, "read", lambda *args: kill() if wrote else None)
     elif point == "parquet-mid-file":
-        _wrap(pq, "write_table", _on_call(at, _half_written))
+        _wrap(store, "write_parquet", _on_call(at, _half_written))
     elif point == "parquet-before-rename":
         _complete_before_rename(_on_call(at))
     elif point == "catalog":
