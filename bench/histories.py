@@ -71,10 +71,14 @@ def _budget(op: spec.Operation) -> spec.RateBudget:
 def _paced(
     sim: SpawnedSimulator, first: date, last: date, root: Path, history: str
 ) -> tuple[dict[str, Any], float, float]:
-    """``history``'s walk paced to the spec's budgets: what ours measured, its seconds end to end
-    and the simulator's CPU seconds meanwhile (what serving the walk cost the other side)."""
+    """``history``'s walk paced to the spec's budgets: what ours measured (with ``tree_peak_mb``,
+    the peak memory of the walk's process and its writer's, summed), its seconds end to end and
+    the simulator's CPU seconds meanwhile (what serving the walk cost the other side)."""
     cpu_before = _cpu_seconds(sim)
-    walked, walked_s, _ = _ours(sim, first, last, root, dagster=False, paced=True, history=history)
+    walked, walked_s, peak_mb = _ours(
+        sim, first, last, root, dagster=False, paced=True, history=history
+    )
+    walked["tree_peak_mb"] = peak_mb
     return walked, walked_s, _cpu_seconds(sim) - cpu_before
 
 
