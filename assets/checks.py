@@ -85,9 +85,9 @@ def specs(asset: dg.AssetKey, history: spec.History) -> list[dg.AssetCheckSpec]:
 
 
 #: Days of partitions one check query reads at once, a month's file counting as its month: the
-#: query's hash table holds a batch's rows, not a range's (a million funding rows at once took
-#: 140 MB, which the process's one in-memory database then keeps), and DuckDB reads a batch in
-#: parallel instead of one query a day.
+#: query's hash table holds a batch's rows, not a range's (memory the process's one in-memory
+#: database keeps once the query is done), and DuckDB reads a batch in parallel instead of one
+#: query a day.
 DAYS_PER_QUERY: Final = 256
 
 

@@ -180,7 +180,7 @@ PARQUET_MAGIC: Final = b"PAR1"
 
 #: Rows of a file's row group at most. A file is written a row group at a time, each taken in
 #: the file's order as it is written, so a write holds the rows given and one row group, never
-#: a second, sorted copy of them all (a busy account's month: some 335,000 fills).
+#: a second, sorted copy of them all.
 ROW_GROUP_ROWS: Final = 65_536
 
 
