@@ -7,6 +7,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import time
 
 import click
 import psutil
@@ -105,14 +106,26 @@ def ui(port: int) -> None:
     except _Stopped as stopped:
         for s in previous:
             signal.signal(s, signal.SIG_IGN)
-        started = [dev, *dev.children(recursive=True)]
         dev.terminate()
-        with contextlib.suppress(psutil.TimeoutExpired):
-            dev.wait(timeout=STOP_GRACE_S * 1.5)
-        kill_left(started)
+        kill_left(_tree_while_it_stops(dev, STOP_GRACE_S))
         code = 128 + stopped.signum
     relayed.join(timeout=2)
     sys.exit(code)
+
+
+def _tree_while_it_stops(root: psutil.Popen, grace: float) -> list[psutil.Process]:
+    """``root`` and every process under it seen until it ends or ``grace`` seconds pass: a run
+    its daemon launched as the stop came is one of them (once ``root`` ends, what it left is no
+    longer its children)."""
+    seen = {root.pid: psutil.Process(root.pid)}
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            seen |= {p.pid: p for p in root.children(recursive=True)}
+        with contextlib.suppress(psutil.TimeoutExpired):
+            root.wait(timeout=0.1)
+            break
+    return list(seen.values())
 
 
 class _Stopped(Exception):
