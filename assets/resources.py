@@ -88,9 +88,10 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     #: directory of the system's temporary directory).
     pacing_dir: str | None = None
     #: Retries of a request that failed transiently (5xx, 429, a dropped connection, a body not
-    #: of the spec's shape), each after a capped exponential backoff starting at this delay.
+    #: of the spec's shape), each after an exponential backoff from the first delay to the cap.
     max_retries: int = RetryPolicy().max_retries
     initial_retry_delay_s: float = RetryPolicy().initial_delay_s
+    max_retry_delay_s: float = RetryPolicy().max_delay_s
 
     @property
     def simulated(self) -> bool:
@@ -117,7 +118,9 @@ class WhiteBITResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         yesterday; a real exchange's clock is the exchange's own)."""
         markets = names(self.markets) or None
         retry = RetryPolicy(
-            max_retries=self.max_retries, initial_delay_s=self.initial_retry_delay_s
+            max_retries=self.max_retries,
+            initial_delay_s=self.initial_retry_delay_s,
+            max_delay_s=self.max_retry_delay_s,
         )
         if not self.simulated:
             yield Exchange(

@@ -42,7 +42,13 @@ from tests.reliability.bad_answer_cases_flows import (
     Unlisted,
 )
 from tests.support.cli_runs import BUSY_LIMIT_S, Kept, Rows, failures, warehouse_rows
-from tests.support.dagster_runs import ACCOUNT, asset, resources_for, without_step_retries
+from tests.support.dagster_runs import (
+    ACCOUNT,
+    QUICK_RETRIES,
+    asset,
+    resources_for,
+    without_step_retries,
+)
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, partitions, schemas
 from warehouse.schemas import month_of
@@ -74,13 +80,13 @@ def _run(
 ) -> dg.ExecuteInProcessResult:
     """Materialize the history's asset (without step retries) against ``sim``: a monthly one for
     the days `FIRST` .. `TODAY`, a snapshot for the exchange's day."""
-    resources = resources_for(sim, root, initial_retry_delay_s=0.01)
+    resources = resources_for(sim, root, **QUICK_RETRIES)
     if credentials is not None:
         resources[ACCOUNT.resource_key] = WhiteBITResource(
             api_key=credentials.api_key,
             api_secret=credentials.api_secret,
             base_url=sim.url,
-            initial_retry_delay_s=0.01,
+            **QUICK_RETRIES,
         )
     built = asset(history.name, clock=CLOCK)
     run: dict[str, Any] = {}

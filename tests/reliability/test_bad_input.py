@@ -52,7 +52,13 @@ from tests.reliability.bad_input_cases import (
     watcher_links_asset,
 )
 from tests.support.cli_runs import BUSY_LIMIT_S, Kept, Rows, failures, warehouse_rows
-from tests.support.dagster_runs import ACCOUNT, funding_run, resources_for, without_step_retries
+from tests.support.dagster_runs import (
+    ACCOUNT,
+    QUICK_RETRIES,
+    funding_run,
+    resources_for,
+    without_step_retries,
+)
 from tests.support.simulated import FROZEN_AT
 from warehouse import Warehouse, catalog, partitions, schemas
 from warehouse.sources import SOURCES_DIR
@@ -78,7 +84,7 @@ def _run(
     case: Case, sim: Simulator, root: Path, asset: dg.AssetsDefinition | None = None
 ) -> dg.ExecuteInProcessResult:
     """Materialize the case's asset (or ``asset``, the same made otherwise) against ``sim``."""
-    resources = resources_for(sim, root, initial_retry_delay_s=0.01)
+    resources = resources_for(sim, root, **QUICK_RETRIES)
     if case.asset is funding_history:
         return dg.materialize(
             [asset or funding_history],

@@ -34,6 +34,9 @@ ACCOUNT: Final = Account(
 )
 #: The first month of history the tests' assets are partitioned from.
 START: Final = date(2024, 1, 1)
+#: The client's whole retry budget (every retry the exchange's client makes) in a fraction of
+#: a second: the resource's settings for a test of how a run ends once its retries are spent.
+QUICK_RETRIES: Final[dict[str, Any]] = {"initial_retry_delay_s": 0.01, "max_retry_delay_s": 0.02}
 
 
 @cache
