@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,6 +76,18 @@ LONGEST_MODULES = tuple(
 )
 if missing := [str(path) for path in LONGEST_MODULES if not path.exists()]:
     raise pytest.UsageError(f"LONGEST_MODULES names modules that are not there: {missing}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell that starts `make test` in the background (``make test &``, nohup, a CI runner's
+    script) has each process ignore SIGINT, and Dagster maps SIGTERM to SIGINT's handler after
+    each run in-process: from then on every process the session started ignored SIGTERM, and
+    each simulator it stopped took the full 10 s before being killed. Both are put back to
+    Python's defaults, as a terminal leaves them."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
