@@ -40,9 +40,9 @@ class WalkStats:
     unknown_fields: dict[str, str] = field(default_factory=dict)
     #: Anything else worth knowing (for example tickers the exchange did not recognise).
     notes: list[str] = field(default_factory=list)
-    #: Seconds from a request's send (past the pacer and a free slot) to its whole answer, a
-    #: moving average over the walk's requests (`note_round_trip`): the network's distance, which
-    #: says how many requests a walk keeps in flight. None: nothing answered yet.
+    #: Seconds from a request's send (past the pacer and a free slot) to its whole answer, the
+    #: shortest of the walk's requests (`note_round_trip`): the network's distance, which says
+    #: how many requests a walk keeps in flight. None: nothing answered yet.
     round_trip_s: float | None = None
     #: The exchange's time of the first answer (its ``Date`` header, to the second): when the
     #: account was seen as the rows show it. None: no answer carried a date.
@@ -79,11 +79,14 @@ class WalkStats:
         return self.rows / self.elapsed_s if self.elapsed_s else 0.0
 
 
-#: Weight of the newest request in `WalkStats.round_trip_s`.
+#: Weight of the newest measure in a walk's moving averages (the seconds between its pages).
 ROUND_TRIP_WEIGHT = 0.2
 
 
 def note_round_trip(stats: WalkStats, seconds: float) -> None:
-    """One request's round trip into the walk's moving average."""
-    mean = stats.round_trip_s
-    stats.round_trip_s = seconds if mean is None else mean + ROUND_TRIP_WEIGHT * (seconds - mean)
+    """One request's round trip: the walk's distance is its shortest. An answer queued behind
+    others at the exchange takes longer; taken for distance, it would have a walk ask further
+    ahead the longer the queue, and the queue grow (a walk on loopback asked 64 pages ahead of a
+    server its 8 already kept busy, and read at half the speed)."""
+    shortest = stats.round_trip_s
+    stats.round_trip_s = seconds if shortest is None else min(shortest, seconds)
