@@ -79,14 +79,9 @@ class WalkStats:
         return self.rows / self.elapsed_s if self.elapsed_s else 0.0
 
 
-#: Weight of the newest measure in a walk's moving averages (the seconds between its pages).
-ROUND_TRIP_WEIGHT = 0.2
-
-
 def note_round_trip(stats: WalkStats, seconds: float) -> None:
     """One request's round trip: the walk's distance is its shortest. An answer queued behind
     others at the exchange takes longer; taken for distance, it would have a walk ask further
-    ahead the longer the queue, and the queue grow (a walk on loopback asked 64 pages ahead of a
-    server its 8 already kept busy, and read at half the speed)."""
+    ahead the longer the queue, and so the queue grow."""
     shortest = stats.round_trip_s
     stats.round_trip_s = seconds if shortest is None else min(shortest, seconds)

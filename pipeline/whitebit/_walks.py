@@ -52,9 +52,12 @@ from ._config import (
 from ._errors import ContractError, HistoryOrderError, OffsetWindowExceeded
 from ._paging import NewestFirstCursor, RecordKeys
 from ._proof import Short, in_range, short_by, tell_short, utc_days
-from ._stats import ROUND_TRIP_WEIGHT, WalkStats
+from ._stats import WalkStats
 
 T = TypeVar("T")
+
+#: Weight of the newest gap in `Flow`'s moving average of the seconds between pages.
+GAP_WEIGHT = 0.2
 
 #: What a walk yields: a page of records, or records by their owner (a market, a sub-account),
 #: ``{owner: [record, ...]}``.
@@ -155,7 +158,7 @@ class Flow:
         now = self._clock()
         if self._last is not None:
             gap, mean = now - self._last, self._gap
-            self._gap = gap if mean is None else mean + ROUND_TRIP_WEIGHT * (gap - mean)
+            self._gap = gap if mean is None else mean + GAP_WEIGHT * (gap - mean)
         self._last = now
 
     def depth(self, now: int, trip: float | None, waited: bool) -> int:
